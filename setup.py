@@ -1,0 +1,33 @@
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+here = Path(__file__).parent
+requirements = [
+    line.strip()
+    for line in (here / "requirements.txt").read_text().splitlines()
+    if line.strip() and not line.startswith("#")
+]
+
+setup(
+    name="compute-subnet",
+    version="0.1.0",
+    description="Bittensor compute subnet: Proof-of-GPU verified, rentable GPU machines",
+    long_description=(here / "README.md").read_text() if (here / "README.md").exists() else "",
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=find_packages(include=["compute", "compute.*", "neurons"]),
+    package_data={"compute": ["py.typed"]},
+    include_package_data=True,
+    install_requires=requirements,
+    extras_require={
+        # torch is the miner's GPU path; the validator verifies with numpy alone.
+        "miner": ["torch>=2.3"],
+        "dev": [
+            "pytest>=8,<10",
+            "pytest-asyncio>=0.23,<2",
+            "pytest-timeout>=2.3,<3",
+            "ruff>=0.5",
+        ],
+    },
+)
