@@ -1,0 +1,27 @@
+"""Shared fixtures: real wallets in temp dirs (no mocks of keys or signatures)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import bittensor as bt
+import pytest
+
+
+def create_wallet(root: Path, name: str, hotkey: str = "default") -> bt.Wallet:
+    """Create an unencrypted coldkey + hotkey under ``root`` (tests and the local demo only)."""
+    wallet = bt.Wallet(name=name, hotkey=hotkey, path=str(root))
+    wallet.create_new_coldkey(use_password=False, suppress=True, overwrite=True)
+    wallet.create_new_hotkey(suppress=True, overwrite=True)
+    return wallet
+
+
+@pytest.fixture
+def make_wallet(tmp_path: Path) -> Callable[..., bt.Wallet]:
+    root = tmp_path / "wallets"
+
+    def _make(name: str, hotkey: str = "default") -> bt.Wallet:
+        return create_wallet(root, name, hotkey)
+
+    return _make
