@@ -1,0 +1,32 @@
+"""The rental backend interface (versioned) that a miner may swap.
+
+Defines only the protocol and its errors; implementations live in their own modules
+(``docker_backend``, ``embedded``) and are chosen by name from ``BACKENDS``.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from compute.allocation.records import Endpoint, LeaseRecord
+
+BACKEND_API_VERSION = 1
+
+
+class BackendError(Exception):
+    """A backend could not carry out an operation on a lease's resources."""
+
+
+@runtime_checkable
+class Backend(Protocol):
+    name: str
+
+    async def start(self, lease: LeaseRecord) -> Endpoint: ...
+
+    async def stop(self, lease_id: str) -> None: ...  # idempotent
+
+    async def restart(self, lease_id: str) -> None: ...
+
+    async def set_authorized_key(self, lease_id: str, public_key: str) -> None: ...
+
+    async def running(self) -> set[str]: ...  # lease ids with live resources

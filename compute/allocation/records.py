@@ -1,0 +1,41 @@
+"""Lease values shared by the allocation manager, its store and the rental backends.
+
+Frozen dataclasses only: no I/O, no validation of wire input (that happens in
+``compute.protocol`` at the trust boundary before a record is built).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Purpose = Literal["rental", "validation"]
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    """One lease as the miner stores it: who owns it, what it may use, until when."""
+
+    lease_id: str
+    owner_hotkey: str
+    purpose: Purpose
+    gpus: tuple[int, ...]
+    cpu_count: int
+    memory_mb: int
+    disk_gb: int
+    shm_mb: int
+    extra_ports: int
+    ssh_public_key: str
+    created_at: float
+    expires_at: float
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """How a renter reaches a started lease."""
+
+    host: str
+    ssh_port: int
+    username: str
+    host_key: str  # OpenSSH public host key line, for pinning
+    ports: dict[int, int] = field(default_factory=dict)  # container port -> host port
