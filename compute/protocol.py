@@ -1,0 +1,330 @@
+"""The wire protocol: every message a validator or operator sends a miner, and its answer.
+
+One pydantic model per action, tagged with a literal ``kind`` and the protocol version; unknown
+fields are rejected and every field is bounded, so a hostile peer cannot make the other side
+allocate without limit. Transport (signing, routing, status codes) lives in ``compute.transport``;
+what a miner does with a request lives in ``compute.miner`` and ``compute.allocation``.
+
+Lease-changing requests carry the lease id; the miner binds them to the hotkey that created the
+lease (authenticated by the transport), so nobody else can end, extend, or re-key a rental.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+PROTOCOL_VERSION = 1
+
+MAX_LEASE_SECONDS = 90 * 24 * 3600
+MIN_LEASE_SECONDS = 60
+
+_SSH_KEY_RE = re.compile(
+    r"^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp256|ecdsa-sha2-nistp384|ecdsa-sha2-nistp521)"
+    r" [A-Za-z0-9+/]{16,8192}={0,3}( [A-Za-z0-9_.@+:-]{1,128})?$"
+)
+_SS58_RE = re.compile(r"^[1-9A-HJ-NP-Za-km-z]{46,48}$")
+_LEASE_ID_RE = re.compile(r"^[a-f0-9]{32}$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9 ._()+-]{1,64}$")
+
+
+def _check(pattern: re.Pattern[str], what: str):
+    def validate(value: str) -> str:
+        if not pattern.fullmatch(value):
+            raise ValueError(f"not a valid {what}")
+        return value
+
+    return AfterValidator(validate)
+
+
+SshPublicKey = Annotated[
+    str,
+    Field(max_length=8400, description="one OpenSSH public key line"),
+    _check(_SSH_KEY_RE, "OpenSSH public key (ssh-ed25519, ssh-rsa or ecdsa, one line)"),
+]
+Hotkey = Annotated[str, Field(max_length=48), _check(_SS58_RE, "SS58 address")]
+LeaseId = Annotated[str, Field(max_length=32), _check(_LEASE_ID_RE, "lease id (32 hex chars)")]
+ModelName = Annotated[str, Field(max_length=64), _check(_NAME_RE, "GPU model name")]
+Seconds = Annotated[int, Field(ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS)]
+
+
+class Value(BaseModel):
+    """Base of values nested inside messages: strict and immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, str_max_length=8400)
+
+
+class Message(Value):
+    """Base of every request and response: a Value that also carries the protocol version."""
+
+    protocol_version: Literal[1] = PROTOCOL_VERSION
+
+
+class RequestFailed(Exception):
+    """Raised by a miner's handler to refuse a request; the transport sends it as ErrorResponse."""
+
+    def __init__(self, code: str, reason: str, status: int = 400) -> None:
+        super().__init__(f"{code}: {reason}")
+        self.code = code
+        self.reason = reason
+        self.status = status
+
+
+class ErrorResponse(Message):
+    """Body of every refusal: a machine-readable code and a sentence a person can act on."""
+
+    kind: Literal["error"] = "error"
+    code: str = Field(max_length=64)
+    reason: str = Field(max_length=2000)
+
+
+# ---------------------------------------------------------------- shared values
+
+
+class Requirements(Value):
+    """What a renter (or a validator's test lease) asks of a machine."""
+
+    gpu_count: int = Field(0, ge=0, le=64)
+    gpu_model: ModelName | None = None
+    min_gpu_memory_gb: float = Field(0.0, ge=0, le=4096)
+    cpu_count: int = Field(1, ge=1, le=1024)
+    memory_gb: float = Field(1.0, gt=0, le=16384)
+    disk_gb: float = Field(5.0, gt=0, le=1_000_000)
+    extra_ports: int = Field(0, ge=0, le=16)
+
+
+class GpuSpec(Value):
+    index: int = Field(ge=0, le=63)
+    name: str = Field(max_length=128)
+    memory_bytes: int = Field(ge=0, le=2**50)
+    uuid: str | None = Field(None, max_length=128)
+
+
+class MachineSpecs(Value):
+    """What the miner reports about its host. Advisory: validators prove GPUs with PoG."""
+
+    cpu_model: str = Field(max_length=256)
+    cpu_cores: int = Field(ge=0, le=65536)
+    cpu_freq_mhz: float = Field(ge=0, le=1e6)
+    ram_bytes: int = Field(ge=0, le=2**60)
+    disk_total_bytes: int = Field(ge=0, le=2**62)
+    disk_free_bytes: int = Field(ge=0, le=2**62)
+    disk_write_mbps: float | None = Field(None, ge=0, le=1e7)
+    disk_read_mbps: float | None = Field(None, ge=0, le=1e7)
+    gpus: list[GpuSpec] = Field(default_factory=list, max_length=64)
+    driver_version: str | None = Field(None, max_length=64)
+    cuda_version: str | None = Field(None, max_length=64)
+    docker_available: bool = False
+    nvidia_runtime: bool = False
+    backend: str = Field(max_length=32)
+    miner_version: str = Field(max_length=32)
+
+
+class SshAccess(Value):
+    """How to reach a lease: key-only SSH with a pinned host key."""
+
+    host: str = Field(max_length=255)
+    port: int = Field(ge=1, le=65535)
+    username: str = Field(max_length=64)
+    host_key: str = Field(max_length=8400, description="OpenSSH public host key line to pin")
+    ports: dict[int, int] = Field(default_factory=dict, description="lease port -> public port")
+
+
+class LeaseInfo(Value):
+    lease_id: LeaseId
+    owner_hotkey: Hotkey
+    purpose: Literal["rental", "validation"]
+    state: Literal["active", "expired", "released"]
+    requirements: Requirements
+    gpus: list[GpuSpec] = Field(default_factory=list, max_length=64)
+    ssh: SshAccess | None = None
+    created_at: float
+    expires_at: float
+
+
+# ---------------------------------------------------------------- requests and responses
+# All requests travel validator/operator -> miner; all responses miner -> caller.
+
+
+class HealthRequest(Message):
+    kind: Literal["health"] = "health"
+
+
+class HealthResponse(Message):
+    kind: Literal["health"] = "health"
+    version: str = Field(max_length=32)
+    hotkey: Hotkey
+    backend: str = Field(max_length=32)
+    uptime_s: float = Field(ge=0)
+    active_leases: int = Field(ge=0)
+    free_gpus: int = Field(ge=0)
+
+
+class SpecsRequest(Message):
+    kind: Literal["specs"] = "specs"
+
+
+class SpecsResponse(Message):
+    kind: Literal["specs"] = "specs"
+    specs: MachineSpecs
+
+
+class CheckAvailabilityRequest(Message):
+    kind: Literal["check_availability"] = "check_availability"
+    requirements: Requirements
+
+
+class AvailabilityResponse(Message):
+    kind: Literal["availability"] = "availability"
+    available: bool
+    reason: str = Field("", max_length=2000)
+    free_gpus: int = Field(ge=0)
+    max_duration_s: int = Field(ge=0)
+
+
+class AllocateRequest(Message):
+    kind: Literal["allocate"] = "allocate"
+    requirements: Requirements
+    duration_s: Seconds
+    ssh_public_key: SshPublicKey
+    purpose: Literal["rental", "validation"] = "rental"
+
+
+class LeaseStatusRequest(Message):
+    kind: Literal["lease_status"] = "lease_status"
+    lease_id: LeaseId
+
+
+class ExtendLeaseRequest(Message):
+    kind: Literal["extend_lease"] = "extend_lease"
+    lease_id: LeaseId
+    duration_s: Seconds = Field(description="seconds added to the current expiry")
+
+
+class ExchangeKeyRequest(Message):
+    kind: Literal["exchange_key"] = "exchange_key"
+    lease_id: LeaseId
+    ssh_public_key: SshPublicKey
+
+
+class RestartLeaseRequest(Message):
+    kind: Literal["restart_lease"] = "restart_lease"
+    lease_id: LeaseId
+
+
+class DeallocateRequest(Message):
+    kind: Literal["deallocate"] = "deallocate"
+    lease_id: LeaseId
+
+
+class ListLeasesRequest(Message):
+    """The caller's own leases (a miner never lists other callers' rentals)."""
+
+    kind: Literal["list_leases"] = "list_leases"
+
+
+class LeaseResponse(Message):
+    kind: Literal["lease"] = "lease"
+    lease: LeaseInfo
+
+
+class DeallocateResponse(Message):
+    kind: Literal["deallocated"] = "deallocated"
+    lease_id: LeaseId
+
+
+class ListLeasesResponse(Message):
+    kind: Literal["leases"] = "leases"
+    leases: list[LeaseInfo] = Field(default_factory=list, max_length=1024)
+
+
+Request = (
+    HealthRequest
+    | SpecsRequest
+    | CheckAvailabilityRequest
+    | AllocateRequest
+    | LeaseStatusRequest
+    | ExtendLeaseRequest
+    | ExchangeKeyRequest
+    | RestartLeaseRequest
+    | DeallocateRequest
+    | ListLeasesRequest
+)
+
+ROUTES: dict[type[Message], tuple[str, type[Message]]] = {
+    HealthRequest: ("/v1/health", HealthResponse),
+    SpecsRequest: ("/v1/specs", SpecsResponse),
+    CheckAvailabilityRequest: ("/v1/availability", AvailabilityResponse),
+    AllocateRequest: ("/v1/leases/allocate", LeaseResponse),
+    LeaseStatusRequest: ("/v1/leases/status", LeaseResponse),
+    ExtendLeaseRequest: ("/v1/leases/extend", LeaseResponse),
+    ExchangeKeyRequest: ("/v1/leases/exchange-key", LeaseResponse),
+    RestartLeaseRequest: ("/v1/leases/restart", LeaseResponse),
+    DeallocateRequest: ("/v1/leases/deallocate", DeallocateResponse),
+    ListLeasesRequest: ("/v1/leases/list", ListLeasesResponse),
+}
+
+
+def route_for(request: Message) -> tuple[str, type[Message]]:
+    """The path a request is sent to and the model its answer must parse as."""
+    try:
+        return ROUTES[type(request)]
+    except KeyError:
+        raise TypeError(f"{type(request).__name__} is not a protocol request") from None
+
+
+class ErrorCode:
+    """Codes carried by ErrorResponse; callers branch on these, people read the reason."""
+
+    UNAUTHORIZED = "unauthorized"
+    FORBIDDEN = "forbidden"
+    INVALID_REQUEST = "invalid_request"
+    TOO_LARGE = "too_large"
+    RATE_LIMITED = "rate_limited"
+    BUSY = "busy"
+    NOT_FOUND = "not_found"
+    LEASE_NOT_FOUND = "lease_not_found"
+    NOT_OWNER = "not_owner"
+    LEASE_EXPIRED = "lease_expired"
+    NO_CAPACITY = "no_capacity"
+    UNSUPPORTED = "unsupported"
+    BACKEND_ERROR = "backend_error"
+    INTERNAL = "internal"
+
+
+__all__ = [
+    "PROTOCOL_VERSION",
+    "MAX_LEASE_SECONDS",
+    "MIN_LEASE_SECONDS",
+    "ROUTES",
+    "AllocateRequest",
+    "AvailabilityResponse",
+    "CheckAvailabilityRequest",
+    "DeallocateRequest",
+    "DeallocateResponse",
+    "ErrorCode",
+    "ErrorResponse",
+    "ExchangeKeyRequest",
+    "ExtendLeaseRequest",
+    "GpuSpec",
+    "HealthRequest",
+    "HealthResponse",
+    "LeaseInfo",
+    "LeaseResponse",
+    "LeaseStatusRequest",
+    "ListLeasesRequest",
+    "ListLeasesResponse",
+    "MachineSpecs",
+    "Message",
+    "Value",
+    "Request",
+    "RequestFailed",
+    "Requirements",
+    "RestartLeaseRequest",
+    "SpecsRequest",
+    "SpecsResponse",
+    "SshAccess",
+    "route_for",
+]
