@@ -1,0 +1,77 @@
+"""Values the validator store reads and writes: frozen dataclasses, no I/O.
+
+They describe what the validator learnt (one PoG result per miner per round), what it concluded
+(scores) and what it told the chain (weights). Validation of miner-supplied data happens before a
+record is built (``compute.pog`` verdicts, ``compute.protocol`` messages); these are trusted values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    """One validation round: opened at ``started`` (chain ``block``), closed at ``finished``."""
+
+    round_id: int
+    block: int
+    started: float
+    finished: float | None = None
+
+
+@dataclass(frozen=True)
+class PogResult:
+    """The outcome of testing one miner in one round.
+
+    ``ok`` is True only when every GPU's proof verified; ``sample`` is the machine score the round
+    derived (0 on any failure). ``rented`` marks a miner whose GPUs were all rented out and which
+    was only checked for liveness. ``models`` is one identified model name per GPU.
+    """
+
+    round_id: int
+    uid: int
+    hotkey: str
+    ok: bool
+    sample: float
+    reasons: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+    tflops_fp16: float | None = None
+    tflops_fp32: float | None = None
+    gpu_count: int = 0
+    rented: bool = False
+    timings: Mapping[str, float] = field(default_factory=dict)
+    block: int = 0
+    created: float = 0.0
+
+
+@dataclass(frozen=True)
+class ScoreRecord:
+    """A miner's moving-average score as of ``updated``."""
+
+    uid: int
+    hotkey: str
+    score: float
+    updated: float
+
+
+@dataclass(frozen=True)
+class ScoreUpdate:
+    """One score change a round applies: ``uid`` (owned by ``hotkey``) moves to ``score``."""
+
+    uid: int
+    hotkey: str
+    score: float
+
+
+@dataclass(frozen=True)
+class WeightsRecord:
+    """One attempt to set weights on chain."""
+
+    block: int
+    weights: Mapping[int, float]
+    version_key: int
+    ok: bool
+    error: str | None
+    created: float

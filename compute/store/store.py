@@ -1,0 +1,301 @@
+"""The validator's durable state in one SQLite file (WAL).
+
+Tables: ``miners`` (uid -> hotkey, first seen), ``rounds`` (bookkeeping), ``pog_results`` (one row
+per (round, uid)), ``scores`` (moving averages), ``score_updates`` (the log that makes applying a
+round idempotent) and ``weights_set`` (every attempt to set weights).
+
+Crash safety: every write is one transaction. A round's results are written as they arrive, so a
+restart resumes the open round and re-tests only the miners without a result. Closing a round
+applies all of its score updates and marks it finished in ONE transaction; each update is keyed by
+(round_id, uid) under a uniqueness constraint, so a round can never be counted twice, whatever
+point a ``kill -9`` hits.
+
+This module does no scoring math and no networking; it is used from one event loop (calls are
+short; the connection is guarded by a lock so ``asyncio.to_thread`` callers are safe too).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+from compute.store.records import PogResult, RoundRecord, ScoreRecord, ScoreUpdate, WeightsRecord
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS miners (
+    uid INTEGER PRIMARY KEY,
+    hotkey TEXT NOT NULL,
+    first_seen REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS rounds (
+    round_id INTEGER PRIMARY KEY AUTOINCREMENT,
+    block INTEGER NOT NULL,
+    started REAL NOT NULL,
+    finished REAL
+);
+CREATE TABLE IF NOT EXISTS pog_results (
+    round_id INTEGER NOT NULL REFERENCES rounds(round_id),
+    uid INTEGER NOT NULL,
+    hotkey TEXT NOT NULL,
+    ok INTEGER NOT NULL,
+    sample REAL NOT NULL,
+    rented INTEGER NOT NULL DEFAULT 0,
+    reasons TEXT NOT NULL,
+    models TEXT NOT NULL,
+    tflops_fp16 REAL,
+    tflops_fp32 REAL,
+    gpu_count INTEGER NOT NULL,
+    timings TEXT NOT NULL,
+    block INTEGER NOT NULL,
+    created REAL NOT NULL,
+    PRIMARY KEY (round_id, uid)
+);
+CREATE INDEX IF NOT EXISTS pog_results_hotkey ON pog_results (hotkey, ok, round_id);
+CREATE TABLE IF NOT EXISTS scores (
+    uid INTEGER PRIMARY KEY,
+    hotkey TEXT NOT NULL,
+    score REAL NOT NULL,
+    updated REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS score_updates (
+    round_id INTEGER NOT NULL REFERENCES rounds(round_id),
+    uid INTEGER NOT NULL,
+    hotkey TEXT NOT NULL,
+    previous REAL,
+    score REAL NOT NULL,
+    PRIMARY KEY (round_id, uid)
+);
+CREATE TABLE IF NOT EXISTS weights_set (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    block INTEGER NOT NULL,
+    weights TEXT NOT NULL,
+    version_key INTEGER NOT NULL,
+    ok INTEGER NOT NULL,
+    error TEXT,
+    created REAL NOT NULL
+);
+"""
+
+
+class StoreError(Exception):
+    """Root of the validator store's errors."""
+
+
+class SchemaMismatch(StoreError):
+    """The database file was written by an incompatible version of this code."""
+
+
+class RoundAlreadyFinished(StoreError):
+    """A round was closed twice; its score updates were applied exactly once."""
+
+
+class ValidatorStore:
+    """Durable validator state; see the module docstring for the crash-safety contract."""
+
+    def __init__(self, path: str | Path, clock=time.time) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.executescript(_SCHEMA)
+        self._check_schema()
+
+    def _check_schema(self) -> None:
+        row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if row is None:
+            self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        elif int(row[0]) != SCHEMA_VERSION:
+            raise SchemaMismatch(f"{self.path}: schema {row[0]}, this code expects {SCHEMA_VERSION}")
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # ------------------------------------------------------------ miners
+
+    def sync_miners(self, miners: Iterable[tuple[int, str]]) -> list[int]:
+        """Record uid -> hotkey; a uid whose hotkey changed loses its score. Returns reset uids."""
+        now = self._clock()
+        reset: list[int] = []
+        with self._tx() as db:
+            known = dict(db.execute("SELECT uid, hotkey FROM miners").fetchall())
+            for uid, hotkey in miners:
+                if known.get(uid) == hotkey:
+                    continue
+                if uid in known:
+                    reset.append(uid)
+                    db.execute("DELETE FROM scores WHERE uid=?", (uid,))
+                db.execute(
+                    "INSERT INTO miners VALUES (?, ?, ?) ON CONFLICT(uid) DO UPDATE "
+                    "SET hotkey=excluded.hotkey, first_seen=excluded.first_seen",
+                    (uid, hotkey, now),
+                )
+        if reset:
+            log.info("miner hotkeys changed, scores reset: uids=%s", reset)
+        return reset
+
+    def miners(self) -> dict[int, str]:
+        with self._lock:
+            return dict(self._db.execute("SELECT uid, hotkey FROM miners").fetchall())
+
+    # ------------------------------------------------------------ rounds
+
+    def begin_round(self, block: int) -> RoundRecord:
+        """The unfinished round to resume after a restart, or a new round opened at ``block``."""
+        with self._tx() as db:
+            row = db.execute(
+                "SELECT round_id, block, started, finished FROM rounds WHERE finished IS NULL "
+                "ORDER BY round_id LIMIT 1"
+            ).fetchone()
+            if row is not None:
+                return RoundRecord(*row)
+            started = self._clock()
+            cur = db.execute("INSERT INTO rounds (block, started) VALUES (?, ?)", (block, started))
+            return RoundRecord(int(cur.lastrowid), block, started, None)
+
+    def round(self, round_id: int) -> RoundRecord | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT round_id, block, started, finished FROM rounds WHERE round_id=?", (round_id,)
+            ).fetchone()
+        return RoundRecord(*row) if row else None
+
+    def rounds_finished(self) -> int:
+        with self._lock:
+            return self._db.execute("SELECT COUNT(*) FROM rounds WHERE finished IS NOT NULL").fetchone()[0]
+
+    def finish_round(self, round_id: int, updates: Iterable[ScoreUpdate]) -> int:
+        """Apply ``updates`` and close the round, atomically. Returns how many updates were applied.
+
+        Raises ``RoundAlreadyFinished`` (and changes nothing) when the round was closed before.
+        """
+        now = self._clock()
+        applied = 0
+        with self._tx() as db:
+            row = db.execute("SELECT finished FROM rounds WHERE round_id=?", (round_id,)).fetchone()
+            if row is None:
+                raise StoreError(f"unknown round {round_id}")
+            if row[0] is not None:
+                raise RoundAlreadyFinished(f"round {round_id} finished at {row[0]}")
+            for update in updates:
+                if not math.isfinite(update.score) or update.score < 0:
+                    raise StoreError(f"refusing score {update.score!r} for uid {update.uid}")
+                prev = db.execute("SELECT score FROM scores WHERE uid=?", (update.uid,)).fetchone()
+                cur = db.execute(
+                    "INSERT INTO score_updates VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                    (round_id, update.uid, update.hotkey, prev[0] if prev else None, update.score),
+                )
+                if cur.rowcount != 1:
+                    continue
+                db.execute(
+                    "INSERT INTO scores VALUES (?, ?, ?, ?) ON CONFLICT(uid) DO UPDATE "
+                    "SET hotkey=excluded.hotkey, score=excluded.score, updated=excluded.updated",
+                    (update.uid, update.hotkey, update.score, now),
+                )
+                applied += 1
+            db.execute("UPDATE rounds SET finished=? WHERE round_id=?", (now, round_id))
+        return applied
+
+    # ------------------------------------------------------------ results
+
+    def record_result(self, result: PogResult) -> bool:
+        """Persist one miner's result; False when that (round, uid) already has one (kept as is)."""
+        with self._tx() as db:
+            cur = db.execute(
+                "INSERT INTO pog_results VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING",
+                (
+                    result.round_id, result.uid, result.hotkey, int(result.ok), float(result.sample),
+                    int(result.rented), json.dumps(list(result.reasons)), json.dumps(list(result.models)),
+                    result.tflops_fp16, result.tflops_fp32, result.gpu_count,
+                    json.dumps(dict(result.timings)), result.block, result.created or self._clock(),
+                ),
+            )
+            return cur.rowcount == 1
+
+    def results(self, round_id: int) -> list[PogResult]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT * FROM pog_results WHERE round_id=? ORDER BY uid", (round_id,)
+            ).fetchall()
+        return [_result(row) for row in rows]
+
+    def tested_uids(self, round_id: int) -> set[int]:
+        with self._lock:
+            rows = self._db.execute("SELECT uid FROM pog_results WHERE round_id=?", (round_id,))
+            return {row[0] for row in rows}
+
+    def last_verified(self, uid: int, hotkey: str) -> PogResult | None:
+        """The latest result that verified a GPU machine for this (uid, hotkey), if any."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT * FROM pog_results WHERE uid=? AND hotkey=? AND ok=1 AND rented=0 "
+                "ORDER BY round_id DESC LIMIT 1",
+                (uid, hotkey),
+            ).fetchone()
+        return _result(row) if row else None
+
+    # ------------------------------------------------------------ scores and weights
+
+    def scores(self) -> dict[int, ScoreRecord]:
+        with self._lock:
+            rows = self._db.execute("SELECT uid, hotkey, score, updated FROM scores").fetchall()
+        return {row[0]: ScoreRecord(*row) for row in rows}
+
+    def log_weights(
+        self, block: int, weights: Mapping[int, float], version_key: int, ok: bool, error: str | None = None
+    ) -> None:
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO weights_set (block, weights, version_key, ok, error, created) VALUES (?,?,?,?,?,?)",
+                (block, json.dumps({str(k): v for k, v in weights.items()}), version_key, int(ok), error,
+                 self._clock()),
+            )
+
+    def last_weights(self, ok_only: bool = True) -> WeightsRecord | None:
+        where = "WHERE ok=1" if ok_only else ""
+        with self._lock:
+            row = self._db.execute(
+                f"SELECT block, weights, version_key, ok, error, created FROM weights_set {where} "
+                "ORDER BY id DESC LIMIT 1"
+            ).fetchone()
+        if row is None:
+            return None
+        weights = {int(k): float(v) for k, v in json.loads(row[1]).items()}
+        return WeightsRecord(row[0], weights, row[2], bool(row[3]), row[4], row[5])
+
+
+def _result(row: tuple) -> PogResult:
+    (round_id, uid, hotkey, ok, sample, rented, reasons, models, f16, f32, gpus, timings, block, created) = row
+    return PogResult(
+        round_id=round_id, uid=uid, hotkey=hotkey, ok=bool(ok), sample=sample,
+        reasons=tuple(json.loads(reasons)), models=tuple(json.loads(models)),
+        tflops_fp16=f16, tflops_fp32=f32, gpu_count=gpus, rented=bool(rented),
+        timings=json.loads(timings), block=block, created=created,
+    )

@@ -1,0 +1,124 @@
+"""ValidatorStore behaviour: rounds, results, scores, hotkey changes, weights log, schema guard."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from compute.store import (
+    PogResult,
+    RoundAlreadyFinished,
+    RoundRecord,
+    SchemaMismatch,
+    ScoreRecord,
+    ScoreUpdate,
+    StoreError,
+    ValidatorStore,
+    WeightsRecord,
+)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        self.now += 1
+        return self.now
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    s = ValidatorStore(tmp_path / "state" / "validator.db", clock=Clock())
+    yield s
+    s.close()
+
+
+def test_open_round_is_resumed_until_finished(store: ValidatorStore) -> None:
+    first = store.begin_round(block=10)
+    assert store.begin_round(block=20) == first
+    store.finish_round(first.round_id, [])
+    second = store.begin_round(block=30)
+    assert second.round_id == first.round_id + 1 and second.block == 30
+    assert store.round(first.round_id).finished is not None
+    assert store.rounds_finished() == 1
+
+
+def test_result_round_trips_and_duplicates_are_ignored(store: ValidatorStore) -> None:
+    rnd = store.begin_round(block=5)
+    result = PogResult(
+        rnd.round_id, 3, "hk", ok=True, sample=2.5, reasons=(), models=("H100", "H100"),
+        tflops_fp16=700.0, tflops_fp32=50.0, gpu_count=2, timings={"fp16": 1.5}, block=5, created=7.0,
+    )
+    assert store.record_result(result) is True
+    assert store.record_result(PogResult(rnd.round_id, 3, "hk", ok=False, sample=0.0)) is False
+    assert store.results(rnd.round_id) == [result]
+    assert store.tested_uids(rnd.round_id) == {3}
+
+
+def test_finishing_a_round_twice_applies_its_updates_once(store: ValidatorStore) -> None:
+    rnd = store.begin_round(block=1)
+    assert store.finish_round(rnd.round_id, [ScoreUpdate(1, "hk", 4.0)]) == 1
+    with pytest.raises(RoundAlreadyFinished):
+        store.finish_round(rnd.round_id, [ScoreUpdate(1, "hk", 99.0)])
+    assert store.scores()[1].score == 4.0
+
+
+def test_failed_round_close_changes_nothing(store: ValidatorStore) -> None:
+    rnd = store.begin_round(block=1)
+    with pytest.raises(StoreError):
+        store.finish_round(rnd.round_id, [ScoreUpdate(1, "hk", 4.0), ScoreUpdate(2, "hk2", float("nan"))])
+    assert store.scores() == {}
+    assert store.round(rnd.round_id).finished is None
+
+
+def test_new_hotkey_on_a_uid_starts_from_zero(store: ValidatorStore) -> None:
+    store.sync_miners([(1, "old"), (2, "b")])
+    rnd = store.begin_round(block=1)
+    store.finish_round(rnd.round_id, [ScoreUpdate(1, "old", 3.0), ScoreUpdate(2, "b", 1.0)])
+    assert store.sync_miners([(1, "new"), (2, "b")]) == [1]
+    assert set(store.scores()) == {2}
+    assert store.miners() == {1: "new", 2: "b"}
+
+
+def test_last_verified_skips_failures_and_rented_checks(store: ValidatorStore) -> None:
+    r1 = store.begin_round(block=1)
+    store.record_result(PogResult(r1.round_id, 1, "hk", ok=True, sample=5.0, models=("A100",), gpu_count=1))
+    store.finish_round(r1.round_id, [])
+    r2 = store.begin_round(block=2)
+    store.record_result(PogResult(r2.round_id, 1, "hk", ok=True, sample=6.0, rented=True))
+    store.finish_round(r2.round_id, [])
+    r3 = store.begin_round(block=3)
+    store.record_result(PogResult(r3.round_id, 1, "hk", ok=False, sample=0.0, reasons=("timeout",)))
+    last = store.last_verified(1, "hk")
+    assert last is not None and last.round_id == r1.round_id and last.models == ("A100",)
+    assert store.last_verified(1, "other") is None
+
+
+def test_weights_log_keeps_failures_apart(store: ValidatorStore) -> None:
+    store.log_weights(10, {1: 0.25, 2: 0.75}, 1000, ok=True)
+    store.log_weights(20, {1: 1.0}, 1000, ok=False, error="RateLimited")
+    last_ok = store.last_weights()
+    assert last_ok == WeightsRecord(10, {1: 0.25, 2: 0.75}, 1000, True, None, last_ok.created)
+    assert store.last_weights(ok_only=False).error == "RateLimited"
+
+
+def test_scores_are_records(store: ValidatorStore) -> None:
+    rnd = store.begin_round(block=1)
+    store.finish_round(rnd.round_id, [ScoreUpdate(4, "hk", 1.5)])
+    rec = store.scores()[4]
+    assert rec == ScoreRecord(4, "hk", 1.5, rec.updated)
+    assert isinstance(store.round(rnd.round_id), RoundRecord)
+
+
+def test_database_from_another_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "v.db"
+    ValidatorStore(path).close()
+    con = sqlite3.connect(path)
+    con.execute("UPDATE meta SET value='999' WHERE key='schema_version'")
+    con.commit()
+    con.close()
+    with pytest.raises(SchemaMismatch):
+        ValidatorStore(path)
