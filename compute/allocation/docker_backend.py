@@ -1,0 +1,433 @@
+"""Docker rental backend: one resource-limited container per lease, reached by key-only SSH.
+
+Each lease gets a container named ``{prefix}-{lease_id}``, labelled ``compute.*`` so that
+``running()`` (and the manager's reconcile) can find it after a miner restart. Before the
+container starts, a fresh miner-generated ed25519 host key, a fixed sshd_config and the
+renter's validated public key are copied in with ``put_archive``; the container command is a
+fixed string that starts sshd. CPU, memory (swap = memory), shared memory, pids and the lease's
+GPUs are enforced by Docker; the disk size is enforced only where the storage driver supports
+it (else it is advisory and logged once). ``start`` returns only when sshd answers with its
+banner on the published port.
+
+It deliberately does not decide who may rent what (the manager does), keep lease state (the
+store does) or talk to the chain. All Docker SDK calls are blocking and run in threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import re
+import socket
+import threading
+import time
+from typing import Any
+
+import docker
+from docker.errors import APIError, DockerException, NotFound
+from docker.types import DeviceRequest, LogConfig
+
+from compute.allocation.backend import BackendError
+from compute.allocation.container_files import (
+    SSH_DIR,
+    USERNAME,
+    SshdOptions,
+    authorized_keys_archive,
+    lease_archive,
+    sshd_config,
+)
+from compute.allocation.records import Endpoint, LeaseRecord
+from compute.allocation.sshkeys import generate_host_key, validate_public_key
+
+log = logging.getLogger(__name__)
+
+SSHD_COMMAND = ["/bin/sh", "-c", "mkdir -p /run/sshd && exec /usr/sbin/sshd -D -e"]
+EXTRA_PORT_BASE = 8000  # extra container ports are 8000, 8001, ...
+LABEL_MANAGED = "compute.managed"
+_LEASE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_LIVE_STATUSES = ["running", "restarting", "paused"]
+_QUOTA_DRIVERS = {"btrfs", "zfs", "devicemapper", "windowsfilter"}
+
+
+class DockerUnavailable(BackendError):
+    """The Docker engine cannot be reached."""
+
+
+class LeaseContainerNotFound(BackendError):
+    """No container exists for the lease."""
+
+
+class StartFailed(BackendError):
+    """A lease container could not be created, started, or did not become reachable."""
+
+
+class NoFreePort(StartFailed):
+    """The configured host port range has no free port left."""
+
+
+class DockerBackend:
+    """Rental backend that runs each lease in its own Docker container (``BACKENDS["docker"]``)."""
+
+    name = "docker"
+
+    def __init__(
+        self,
+        image: str = "compute-base:cpu",
+        host: str = "127.0.0.1",
+        ssh_port_range: tuple[int, int] = (40000, 40999),
+        gpu_uuids: list[str] | None = None,
+        network: str | None = None,
+        docker_client: docker.DockerClient | None = None,
+        name_prefix: str = "compute-lease",
+        *,
+        public_host: str | None = None,
+        pids_limit: int = 4096,
+        sshd: SshdOptions = SshdOptions(),
+        ready_timeout_s: float = 20.0,
+    ) -> None:
+        low, high = ssh_port_range
+        if not (1 <= low <= high <= 65535):
+            raise ValueError(f"bad ssh_port_range {ssh_port_range}")
+        self.image = image
+        self.host = host
+        self.public_host = public_host or host
+        self.port_range = (low, high)
+        self.gpu_uuids = list(gpu_uuids) if gpu_uuids is not None else None
+        self.network = network
+        self.name_prefix = name_prefix
+        self.pids_limit = pids_limit
+        self.sshd = sshd
+        self.ready_timeout_s = ready_timeout_s
+        self._client_obj = docker_client
+        self._client_lock = threading.Lock()
+        self._start_lock = asyncio.Lock()
+        self._disk_quota: bool | None = None  # None: not probed yet
+
+    # -- public API (Backend protocol) ---------------------------------------------------
+
+    async def start(self, lease: LeaseRecord) -> Endpoint:
+        authorized_key = validate_public_key(lease.ssh_public_key)
+        self._check_lease(lease)
+        host_key = generate_host_key()
+        archive = lease_archive(
+            host_key.private_openssh, host_key.public_line, authorized_key, sshd_config(self.sshd)
+        )
+        async with self._start_lock:
+            container_id, ports = await asyncio.to_thread(self._create_and_start, lease, archive, host_key.public_line)
+        try:
+            await self._wait_ready(container_id, ports[22])
+        except BackendError:
+            await self.stop(lease.lease_id)
+            raise
+        log.info("lease=%s container started ssh_port=%d ports=%s", lease.lease_id, ports[22], ports)
+        extra = {cport: hport for cport, hport in ports.items() if cport != 22}
+        return Endpoint(self.public_host, ports[22], USERNAME, host_key.public_line, extra)
+
+    async def stop(self, lease_id: str) -> None:
+        await asyncio.to_thread(self._remove, self._container_name(lease_id))
+
+    async def restart(self, lease_id: str) -> None:
+        container = await asyncio.to_thread(self._get, lease_id)
+        try:
+            await asyncio.to_thread(container.restart, timeout=5)
+        except APIError as exc:
+            raise BackendError(f"lease {lease_id}: restart failed: {exc.explanation or exc}") from exc
+        await self._wait_ready(container.id, await asyncio.to_thread(self._ssh_port_of, container))
+        log.info("lease=%s container restarted", lease_id)
+
+    async def set_authorized_key(self, lease_id: str, public_key: str) -> None:
+        authorized_key = validate_public_key(public_key)
+        container = await asyncio.to_thread(self._get, lease_id)
+        await asyncio.to_thread(self._replace_authorized_key, container, authorized_key)
+        log.info("lease=%s authorized key replaced", lease_id)
+
+    async def running(self) -> set[str]:
+        return await asyncio.to_thread(self._running)
+
+    # -- extras -------------------------------------------------------------------------
+
+    async def endpoint(self, lease_id: str) -> Endpoint:
+        """Rebuild a live lease's endpoint from its container (e.g. after a miner restart)."""
+        container = await asyncio.to_thread(self._get, lease_id)
+        ports = await asyncio.to_thread(self._published_ports, container)
+        extra = {cport: hport for cport, hport in ports.items() if cport != 22}
+        host_key = container.labels.get("compute.host_key", "")
+        return Endpoint(self.public_host, ports[22], USERNAME, host_key, extra)
+
+    @property
+    def disk_limit_enforced(self) -> bool | None:
+        """True/False once known whether ``disk_gb`` is enforced; None before the first probe."""
+        return self._disk_quota
+
+    # -- container parameters (pure) -----------------------------------------------------
+
+    def container_kwargs(self, lease: LeaseRecord, host_ports: list[int], host_key_line: str) -> dict[str, Any]:
+        """Arguments for ``containers.create``: limits, labels, port map, GPUs. No I/O."""
+        ports = {"22/tcp": (self.host, host_ports[0])}
+        for offset, host_port in enumerate(host_ports[1:]):
+            ports[f"{EXTRA_PORT_BASE + offset}/tcp"] = (self.host, host_port)
+        memory = f"{lease.memory_mb}m"
+        kwargs: dict[str, Any] = {
+            "image": self.image,
+            "name": self._container_name(lease.lease_id),
+            "command": SSHD_COMMAND,
+            "detach": True,
+            "hostname": f"lease-{lease.lease_id[:40]}",
+            "labels": self._labels(lease, host_key_line),
+            "init": True,
+            "nano_cpus": lease.cpu_count * 1_000_000_000,
+            "mem_limit": memory,
+            "memswap_limit": memory,
+            "shm_size": f"{shm_mb(lease)}m",
+            "pids_limit": self.pids_limit,
+            "ports": ports,
+            "cap_drop": ["NET_RAW", "MKNOD"],
+            "security_opt": ["no-new-privileges:true"],
+            "restart_policy": {"Name": "unless-stopped"},
+            "log_config": LogConfig(type="json-file", config={"max-size": "10m", "max-file": "3"}),
+            "environment": {"NVIDIA_VISIBLE_DEVICES": "void"},
+        }
+        if lease.gpus:
+            device_ids = [self._gpu_id(index) for index in lease.gpus]
+            kwargs["device_requests"] = [DeviceRequest(device_ids=device_ids, capabilities=[["gpu"]])]
+            kwargs["environment"] = {"NVIDIA_VISIBLE_DEVICES": ",".join(device_ids)}
+        if self.network:
+            kwargs["network"] = self.network
+        if lease.disk_gb > 0 and self._disk_quota is not False:
+            kwargs["storage_opt"] = {"size": f"{lease.disk_gb}G"}
+        return kwargs
+
+    def _labels(self, lease: LeaseRecord, host_key_line: str) -> dict[str, str]:
+        return {
+            LABEL_MANAGED: "1",
+            "compute.lease_id": lease.lease_id,
+            "compute.owner": lease.owner_hotkey,
+            "compute.purpose": lease.purpose,
+            "compute.expires_at": f"{lease.expires_at:.3f}",
+            "compute.host_key": host_key_line,
+        }
+
+    def _gpu_id(self, index: int) -> str:
+        if self.gpu_uuids is None:
+            return str(index)
+        return self.gpu_uuids[index]
+
+    def _check_lease(self, lease: LeaseRecord) -> None:
+        if not _LEASE_ID.fullmatch(lease.lease_id):
+            raise BackendError(f"lease id {lease.lease_id!r} is not a safe container name part")
+        if lease.cpu_count <= 0 or lease.memory_mb <= 0:
+            raise BackendError("a lease needs a positive cpu_count and memory_mb (no unlimited containers)")
+        if not 0 <= lease.extra_ports <= 64:
+            raise BackendError(f"extra_ports {lease.extra_ports} out of range 0..64")
+        for index in lease.gpus:
+            limit = len(self.gpu_uuids) if self.gpu_uuids is not None else 1 << 16
+            if not 0 <= index < limit:
+                raise BackendError(f"GPU index {index} is not one of this machine's GPUs")
+
+    def _container_name(self, lease_id: str) -> str:
+        return f"{self.name_prefix}-{lease_id}"
+
+    # -- blocking Docker work (always called through asyncio.to_thread) ------------------
+
+    def _client(self) -> docker.DockerClient:
+        with self._client_lock:
+            if self._client_obj is None:
+                try:
+                    self._client_obj = docker.from_env()
+                except DockerException as exc:
+                    raise DockerUnavailable(f"cannot reach the Docker engine: {exc}") from exc
+            return self._client_obj
+
+    def _create_and_start(self, lease: LeaseRecord, archive: bytes, host_key_line: str) -> tuple[str, dict[int, int]]:
+        """Create the container, copy the files in, start it; retry on a lost port race."""
+        for attempt in range(3):
+            host_ports = self._pick_ports(1 + lease.extra_ports)
+            container = self._create(self.container_kwargs(lease, host_ports, host_key_line))
+            try:
+                if not container.put_archive("/", archive):
+                    raise StartFailed(f"lease {lease.lease_id}: could not copy SSH files into the container")
+                container.start()
+            except (APIError, StartFailed) as exc:
+                self._remove(container.name)
+                if isinstance(exc, APIError) and _port_conflict(exc) and attempt < 2:
+                    log.info("lease=%s port race lost, retrying with other ports", lease.lease_id)
+                    continue
+                if isinstance(exc, StartFailed):
+                    raise
+                raise StartFailed(f"lease {lease.lease_id}: container start failed: {exc.explanation or exc}") from exc
+            ports = {22: host_ports[0]}
+            ports.update({EXTRA_PORT_BASE + i: port for i, port in enumerate(host_ports[1:])})
+            return container.id, ports
+        raise StartFailed(f"lease {lease.lease_id}: no free host port after 3 attempts")
+
+    def _create(self, kwargs: dict[str, Any]) -> Any:
+        client = self._client()
+        if "storage_opt" in kwargs and self._disk_quota is None:
+            self._disk_quota = self._probe_disk_quota(client)
+            if not self._disk_quota:
+                kwargs = {k: v for k, v in kwargs.items() if k != "storage_opt"}
+        try:
+            return client.containers.create(**kwargs)
+        except APIError as exc:
+            message = str(exc.explanation or exc)
+            if "storage_opt" in kwargs and ("storage-opt" in message or "quota" in message):
+                self._disk_quota = False
+                log.warning("disk limits are advisory: the storage driver refused --storage-opt size (%s)", message)
+                return self._create({k: v for k, v in kwargs.items() if k != "storage_opt"})
+            if exc.status_code == 409:
+                raise StartFailed(f"container {kwargs['name']} already exists") from exc
+            raise StartFailed(f"container create failed: {message}") from exc
+        except DockerException as exc:
+            raise DockerUnavailable(f"Docker engine error: {exc}") from exc
+
+    def _probe_disk_quota(self, client: docker.DockerClient) -> bool:
+        info = client.info()
+        driver = info.get("Driver", "")
+        status = dict(tuple(pair) for pair in info.get("DriverStatus") or [] if len(pair) == 2)
+        supported = driver in _QUOTA_DRIVERS or (driver == "overlay2" and status.get("Backing Filesystem") == "xfs")
+        if not supported:
+            log.warning(
+                "disk limits are advisory: storage driver %s on %s cannot enforce a container size",
+                driver,
+                status.get("Backing Filesystem", "?"),
+            )
+        return supported
+
+    def _pick_ports(self, count: int) -> list[int]:
+        used = self._published_host_ports()
+        low, high = self.port_range
+        candidates = [port for port in range(low, high + 1) if port not in used]
+        random.shuffle(candidates)
+        chosen: list[int] = []
+        for port in candidates:
+            if _port_is_free(self.host, port):
+                chosen.append(port)
+                if len(chosen) == count:
+                    return chosen
+        raise NoFreePort(f"no {count} free host ports in {low}-{high}")
+
+    def _published_host_ports(self) -> set[int]:
+        used: set[int] = set()
+        for summary in self._client().api.containers(all=True):
+            used.update(int(p["PublicPort"]) for p in summary.get("Ports") or [] if p.get("PublicPort"))
+        return used
+
+    def _get(self, lease_id: str) -> Any:
+        try:
+            return self._client().containers.get(self._container_name(lease_id))
+        except NotFound as exc:
+            raise LeaseContainerNotFound(f"lease {lease_id} has no container") from exc
+        except DockerException as exc:
+            raise DockerUnavailable(f"Docker engine error: {exc}") from exc
+
+    def _remove(self, name: str) -> None:
+        try:
+            self._client().containers.get(name).remove(force=True, v=True)
+            log.info("container %s removed", name)
+        except NotFound:
+            return
+        except APIError as exc:
+            if exc.status_code == 409 and "in progress" in str(exc.explanation):
+                return
+            raise BackendError(f"could not remove container {name}: {exc.explanation or exc}") from exc
+
+    def _running(self) -> set[str]:
+        containers = self._client().containers.list(
+            filters={"label": [f"{LABEL_MANAGED}=1"], "status": _LIVE_STATUSES}, sparse=True
+        )
+        prefix = f"/{self.name_prefix}-"
+        lease_ids = set()
+        for container in containers:
+            names = container.attrs.get("Names") or []
+            lease_id = container.attrs.get("Labels", {}).get("compute.lease_id")
+            if lease_id and any(name.startswith(prefix) for name in names):
+                lease_ids.add(lease_id)
+        return lease_ids
+
+    def _replace_authorized_key(self, container: Any, authorized_key: str) -> None:
+        """Write ``authorized_keys.new`` then rename it over the old file (atomic when running)."""
+        container.reload()
+        ssh_dir = f"/{SSH_DIR}"
+        if container.status != "running":
+            if not container.put_archive(ssh_dir, authorized_keys_archive(authorized_key)):
+                raise BackendError("could not write authorized_keys")
+            return
+        if not container.put_archive(ssh_dir, authorized_keys_archive(authorized_key, "authorized_keys.new")):
+            raise BackendError("could not write authorized_keys")
+        result = container.exec_run(
+            ["mv", "-f", f"{ssh_dir}/authorized_keys.new", f"{ssh_dir}/authorized_keys"], user="root"
+        )
+        if result.exit_code != 0:
+            raise BackendError(f"could not install authorized_keys: {result.output[-200:]!r}")
+
+    def _published_ports(self, container: Any) -> dict[int, int]:
+        container.reload()
+        ports: dict[int, int] = {}
+        for spec, bindings in (container.attrs["HostConfig"].get("PortBindings") or {}).items():
+            if bindings:
+                ports[int(spec.split("/")[0])] = int(bindings[0]["HostPort"])
+        if 22 not in ports:
+            raise BackendError(f"container {container.name} publishes no SSH port")
+        return ports
+
+    def _ssh_port_of(self, container: Any) -> int:
+        return self._published_ports(container)[22]
+
+    def _status_and_logs(self, container_id: str) -> tuple[str, str]:
+        container = self._client().containers.get(container_id)
+        if container.status == "running":
+            return container.status, ""
+        return container.status, container.logs(tail=20).decode("utf-8", "replace")
+
+    async def _wait_ready(self, container_id: str, port: int) -> None:
+        """Wait until sshd sends its banner on ``port``; raise StartFailed after the timeout."""
+        target = "127.0.0.1" if self.host in ("0.0.0.0", "", "::") else self.host
+        deadline = time.monotonic() + self.ready_timeout_s
+        next_check = 0.0
+        while time.monotonic() < deadline:
+            if await _ssh_banner(target, port):
+                return
+            if time.monotonic() >= next_check:
+                status, logs = await asyncio.to_thread(self._status_and_logs, container_id)
+                if status in ("exited", "dead"):
+                    raise StartFailed(f"container exited before sshd was ready: {logs.strip()[-500:]}")
+                next_check = time.monotonic() + 1.0
+            await asyncio.sleep(0.1)
+        raise StartFailed(f"sshd did not answer on {target}:{port} within {self.ready_timeout_s:.0f}s")
+
+
+def shm_mb(lease: LeaseRecord) -> int:
+    """Shared memory for a lease: as asked, else 1/8 of its memory (min 64 MiB), never above its memory."""
+    wanted = lease.shm_mb if lease.shm_mb > 0 else max(64, lease.memory_mb // 8)
+    return min(wanted, lease.memory_mb)
+
+
+def _port_conflict(exc: APIError) -> bool:
+    message = str(exc.explanation or exc).lower()
+    return "port is already allocated" in message or "address already in use" in message
+
+
+def _port_is_free(host: str, port: int) -> bool:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+async def _ssh_banner(host: str, port: int) -> bool:
+    """True when something on host:port speaks SSH (sends an ``SSH-`` identification line)."""
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 2.0)
+    except (OSError, asyncio.TimeoutError):
+        return False
+    try:
+        line = await asyncio.wait_for(reader.readline(), 2.0)
+        return line.startswith(b"SSH-")
+    except (OSError, asyncio.TimeoutError, ValueError):
+        return False
+    finally:
+        writer.close()
