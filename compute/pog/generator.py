@@ -1,0 +1,128 @@
+"""Counter-based input generator for Proof-of-GPU, bit-identical in numpy and torch.
+
+Element ``(i, t)`` of a challenge matrix is a keyed hash of (key, gpu index, matrix id, row,
+column): per-matrix seeds come from BLAKE2b over the challenge key, every row index and every
+column index is turned into a 64-bit value by the splitmix64 finaliser, and the element is the
+splitmix64 finaliser applied to ``row_value + column_value`` (mod 2**64). No recurrences, no
+dependence on ``i + j`` or ``i - j``. The top ``bits`` bits give an integer ``k`` and the value
+``k / 2**(bits - 1) - 1``: a dyadic grid in [-1, 1) exactly representable in the challenge
+precision (fp16: 11 bits, bf16: 8 bits, fp32: 24 bits).
+
+The last xor-shift of the finaliser (``z ^= z >> 31``) only touches bits 0..32, so it is skipped
+in the element stage: only the top <= 24 bits are used. numpy works on uint64; torch on int64
+with masked logical shifts (two's-complement wrap-around makes the products identical).
+
+This module depends on stdlib and numpy only (torch optional) and is embedded verbatim in the
+worker script. It does not multiply, hash outputs or talk to anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+GEN_VERSION = b"compute-pog-gen/1"
+GOLDEN = 0x9E3779B97F4A7C15
+MIX1 = 0xBF58476D1CE4E5B9
+MIX2 = 0x94D049BB133111EB
+PRECISION_BITS = {"fp16": 11, "bf16": 8, "fp32": 24}
+MATRIX_A = 0
+MATRIX_B = 1
+
+_U30, _U27, _U31 = np.uint64(30), np.uint64(27), np.uint64(31)
+_UGOLDEN, _UMIX1, _UMIX2 = np.uint64(GOLDEN), np.uint64(MIX1), np.uint64(MIX2)
+
+
+def _signed64(value: int) -> int:
+    return value - (1 << 64) if value >= (1 << 63) else value
+
+
+def subkey(key: bytes, gpu_index: int) -> bytes:
+    """Per-GPU 16-byte key derived from the challenge key."""
+    data = GEN_VERSION + b"|gpu|" + key + int(gpu_index).to_bytes(4, "little")
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def matrix_seeds(gpu_key: bytes, matrix: int) -> tuple[int, int]:
+    """(row_seed, col_seed) for matrix ``MATRIX_A`` or ``MATRIX_B`` of one GPU."""
+    digest = hashlib.blake2b(GEN_VERSION + b"|mat|" + gpu_key + bytes([matrix]), digest_size=16).digest()
+    return int.from_bytes(digest[:8], "little"), int.from_bytes(digest[8:], "little")
+
+
+def index_values(seed: int, start: int, count: int) -> np.ndarray:
+    """splitmix64 outputs ``fmix64(seed + (start + i) * GOLDEN)`` for i < count, as uint64."""
+    idx = np.arange(start, start + count, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        z = idx * _UGOLDEN
+        z += np.uint64(seed)
+        z ^= z >> _U30
+        z *= _UMIX1
+        z ^= z >> _U27
+        z *= _UMIX2
+        z ^= z >> _U31
+    return z
+
+
+def _scale(bits: int) -> float:
+    return 2.0 ** -(bits - 1)
+
+
+def mix_block_np(row_vals: np.ndarray, col_vals: np.ndarray, bits: int, out: np.ndarray | None = None) -> np.ndarray:
+    """Float32 block ``[len(row_vals), len(col_vals)]`` of generated values (numpy)."""
+    rows, cols = len(row_vals), len(col_vals)
+    z = np.empty((rows, cols), dtype=np.uint64)
+    tmp = np.empty_like(z)
+    with np.errstate(over="ignore"):
+        np.add(row_vals[:, None], col_vals[None, :], out=z)
+        np.right_shift(z, _U30, out=tmp)
+        z ^= tmp
+        z *= _UMIX1
+        np.right_shift(z, _U27, out=tmp)
+        z ^= tmp
+        z *= _UMIX2
+    z >>= np.uint64(64 - bits)
+    if out is None:
+        out = np.empty((rows, cols), dtype=np.float32)
+    np.copyto(out, z.view(np.int64), casting="unsafe")
+    out *= np.float32(_scale(bits))
+    out -= np.float32(1.0)
+    return out
+
+
+def mix_vector_f64(fixed: int, vals: np.ndarray, bits: int) -> np.ndarray:
+    """Float64 values of one row (fixed row value, varying column values) or one column."""
+    with np.errstate(over="ignore"):
+        z = vals + np.uint64(fixed)
+        z ^= z >> _U30
+        z *= _UMIX1
+        z ^= z >> _U27
+        z *= _UMIX2
+    z >>= np.uint64(64 - bits)
+    out = z.view(np.int64).astype(np.float64)
+    out *= _scale(bits)
+    out -= 1.0
+    return out
+
+
+def mix_block_torch(row_vals, col_vals, bits: int):  # torch int64 tensors -> float32 tensor
+    """Torch twin of ``mix_block_np`` on int64 tensors (any device), bit-identical."""
+    import torch
+
+    z = row_vals[:, None] + col_vals[None, :]
+    z ^= (z >> 30) & ((1 << 34) - 1)
+    z *= _signed64(MIX1)
+    z ^= (z >> 27) & ((1 << 37) - 1)
+    z *= _signed64(MIX2)
+    k = (z >> (64 - bits)) & ((1 << bits) - 1)
+    out = k.to(dtype=torch.float32)
+    out.mul_(_scale(bits)).sub_(1.0)
+    return out
+
+
+def matrix_block_np(gpu_key: bytes, matrix: int, bits: int, rows: tuple[int, int], cols: tuple[int, int]) -> np.ndarray:
+    """Block ``[r0:r1, c0:c1]`` of matrix A or B of one GPU, float32 (convenience for tests)."""
+    row_seed, col_seed = matrix_seeds(gpu_key, matrix)
+    row_vals = index_values(row_seed, rows[0], rows[1] - rows[0])
+    col_vals = index_values(col_seed, cols[0], cols[1] - cols[0])
+    return mix_block_np(row_vals, col_vals, bits)

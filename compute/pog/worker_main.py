@@ -1,0 +1,68 @@
+"""Main loop of the PoG worker: JSON lines on stdin/stdout (info -> commit -> open -> exit).
+
+One request per line, one response per line; C stays in memory between commit and open. Every
+failure answers ``{"ok": false, "error": ...}`` and the loop keeps serving; only ``exit`` or end of
+input stops it. Input lines are bounded (``MAX_REQUEST_BYTES``) before parsing. Stdlib only (the
+engine brings numpy/torch); embedded verbatim in the worker script, never imported by the
+validator for trust decisions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .engine import ProverEngine
+
+MAX_REQUEST_BYTES = 1 << 20
+
+
+def _handle(engine_box: dict, device: str, message: object) -> dict:
+    if not isinstance(message, dict) or not isinstance(message.get("op"), str):
+        raise ValueError('each request must be a JSON object with a string "op"')
+    op = message["op"]
+    if op not in ("info", "commit", "open"):
+        raise ValueError(f"unknown op {op!r}: expected info, commit, open or exit")
+    if "engine" not in engine_box:
+        engine_box["engine"] = ProverEngine(device)
+    engine = engine_box["engine"]
+    if op == "info":
+        return {"ok": True, "op": "info", **engine.info()}
+    if op == "commit":
+        return {"ok": True, "op": "commit", "commitment": engine.commit(message.get("challenge"))}
+    return {"ok": True, "op": "open", "opening": engine.open(message.get("request"))}
+
+
+def serve(stdin, stdout, device: str = "auto") -> int:
+    """Serve requests from binary ``stdin`` to text ``stdout`` until exit or end of input."""
+    engine_box: dict = {}
+    while True:
+        line = stdin.readline(MAX_REQUEST_BYTES + 1)
+        if not line:
+            return 0
+        if len(line) > MAX_REQUEST_BYTES:
+            while line and not line.endswith(b"\n"):
+                line = stdin.readline(MAX_REQUEST_BYTES + 1)
+            response = {"ok": False, "error": f"request larger than {MAX_REQUEST_BYTES} bytes"}
+        elif not line.strip():
+            continue
+        else:
+            try:
+                message = json.loads(line)
+                if isinstance(message, dict) and message.get("op") == "exit":
+                    stdout.write(json.dumps({"ok": True, "op": "exit"}) + "\n")
+                    stdout.flush()
+                    return 0
+                response = _handle(engine_box, device, message)
+            except Exception as exc:  # the request boundary: report and keep serving
+                response = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        stdout.write(json.dumps(response, separators=(",", ":")) + "\n")
+        stdout.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Proof-of-GPU worker (JSON lines on stdin/stdout)")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    args = parser.parse_args(argv)
+    return serve(sys.stdin.buffer, sys.stdout, args.device)
