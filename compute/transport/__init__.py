@@ -1,0 +1,60 @@
+"""Signed miner transport: FastAPI server and httpx client over ``bittensor.http_auth`` (btauth/1).
+
+Requests are authenticated by the SDK's btauth/1 headers; responses carry the miner hotkey's
+``compute-resp/1`` signature. Access is gated on the authenticated hotkey by ``AccessPolicy``
+(registration, validator permit, stake, allow/deny lists). See docs/transport.md.
+"""
+
+from __future__ import annotations
+
+from .auth import (
+    HEADER_RESPONSE_HOTKEY,
+    HEADER_RESPONSE_SIGNATURE,
+    KeyWallet,
+    WalletError,
+    load_wallet,
+    response_message,
+    sign_response,
+    verify_response,
+)
+from .client import (
+    BadResponseSignature,
+    InvalidResponse,
+    MinerClient,
+    PeerUnreachable,
+    Rejected,
+    RequestTimeout,
+    TransportError,
+)
+from .policy import AccessPolicy, Forbidden, PolicyUnavailable
+from .ratelimit import Busy, PrioritySemaphore, RateLimiter
+from .server import RunningServer, ServerLimits, SignedServer, serve, serve_in_thread
+
+__all__ = [
+    "HEADER_RESPONSE_HOTKEY",
+    "HEADER_RESPONSE_SIGNATURE",
+    "AccessPolicy",
+    "BadResponseSignature",
+    "Busy",
+    "Forbidden",
+    "InvalidResponse",
+    "KeyWallet",
+    "MinerClient",
+    "PeerUnreachable",
+    "PolicyUnavailable",
+    "PrioritySemaphore",
+    "RateLimiter",
+    "Rejected",
+    "RequestTimeout",
+    "RunningServer",
+    "ServerLimits",
+    "SignedServer",
+    "TransportError",
+    "WalletError",
+    "load_wallet",
+    "response_message",
+    "serve",
+    "serve_in_thread",
+    "sign_response",
+    "verify_response",
+]

@@ -1,0 +1,190 @@
+"""Validator/operator side of the signed transport: ``MinerClient`` over ``httpx.AsyncClient``.
+
+What it does: serialises a pydantic request once, signs exactly those bytes with
+``bittensor.http_auth.sign`` (bound to the miner hotkey it means to reach), sends them over a
+pooled connection under a global concurrency bound and a total per-call timeout, checks the
+miner's response signature (``compute-resp/1``) against that same hotkey, and returns the typed
+response or raises one typed :class:`TransportError`.
+
+What it deliberately does not do: retry (each retry needs a fresh nonce and the caller knows
+whether an action is idempotent), discover endpoints (``compute.chain`` does), or trust any
+response, error or success, that is not signed by the hotkey it addressed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, TypeVar
+
+import httpx
+from bittensor import http_auth
+from pydantic import BaseModel, ValidationError
+
+from compute.protocol import ErrorResponse, route_for
+
+from .auth import HEADER_RESPONSE_HOTKEY, HEADER_RESPONSE_SIGNATURE, KeyWallet, verify_response
+
+logger = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class TransportError(Exception):
+    """Root of every failure a MinerClient call can raise."""
+
+
+class RequestTimeout(TransportError):
+    """The miner did not answer within the call's timeout."""
+
+
+class PeerUnreachable(TransportError):
+    """Connection refused, reset, DNS failure or a broken HTTP exchange."""
+
+
+class BadResponseSignature(TransportError):
+    """The response is unsigned, or not signed by the hotkey the request was addressed to."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class Rejected(TransportError):
+    """The miner refused the request (signed 4xx/5xx with an ErrorResponse body)."""
+
+    def __init__(self, status: int, code: str, reason: str, retry_after: float | None = None) -> None:
+        super().__init__(f"{status} {code}: {reason}")
+        self.status = status
+        self.code = code
+        self.reason = reason
+        self.retry_after = retry_after
+
+
+class InvalidResponse(TransportError):
+    """A signed response whose body does not match the expected model (or is too large)."""
+
+
+def _base_url(endpoint: str) -> str:
+    endpoint = endpoint.strip().rstrip("/")
+    if endpoint.startswith(("http://", "https://")):
+        return endpoint
+    return f"http://{endpoint}"
+
+
+def _retry_after(value: str | None) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+class MinerClient:
+    """Signed calls to miners. Use as ``async with MinerClient(wallet) as client:``."""
+
+    def __init__(
+        self,
+        wallet: Any,
+        timeout: float = 30.0,
+        max_concurrency: int = 64,
+        *,
+        max_response_bytes: int = 16 << 20,
+        transport: httpx.AsyncBaseTransport | None = None,
+        insecure_no_auth: bool = False,
+    ) -> None:
+        self.wallet = KeyWallet.from_wallet(wallet)
+        self.hotkey = self.wallet.ss58
+        self.timeout = timeout
+        self.max_response_bytes = max_response_bytes
+        self.insecure_no_auth = insecure_no_auth
+        self._sem = asyncio.Semaphore(max_concurrency)
+        limits = httpx.Limits(max_connections=max_concurrency, max_keepalive_connections=max_concurrency)
+        self._http = httpx.AsyncClient(limits=limits, timeout=timeout, transport=transport, trust_env=False)
+
+    async def __aenter__(self) -> MinerClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def call(self, endpoint: str, hotkey: str, request: BaseModel, *, timeout: float | None = None) -> Any:
+        """Send a ``compute.protocol`` request; path and response model come from ``route_for``."""
+        path, response_model = route_for(request)  # type: ignore[arg-type]
+        return await self.request(endpoint, hotkey, path, request, response_model, timeout=timeout)
+
+    async def request(
+        self,
+        endpoint: str,
+        hotkey: str,
+        path: str,
+        body: BaseModel,
+        response_model: type[M],
+        *,
+        timeout: float | None = None,
+    ) -> M:
+        """POST ``body`` to ``endpoint`` + ``path`` signed for ``hotkey``; parse as ``response_model``."""
+        raw = body.model_dump_json().encode()
+        limit = self.timeout if timeout is None else timeout
+        where = f"{endpoint}{path} (hotkey {hotkey})"
+        async with self._sem:
+            headers = {"Content-Type": "application/json"}
+            if not self.insecure_no_auth:
+                headers.update(
+                    http_auth.sign(self.wallet, method="POST", path=path, body=raw, receiver_ss58=hotkey)
+                )
+            try:
+                status, resp_headers, content = await asyncio.wait_for(
+                    self._send(_base_url(endpoint) + path, raw, headers, limit), limit
+                )
+            except (asyncio.TimeoutError, httpx.TimeoutException):
+                raise RequestTimeout(f"{where}: no answer within {limit:g}s") from None
+            except (httpx.TransportError, OSError) as exc:
+                raise PeerUnreachable(f"{where}: {type(exc).__name__}: {exc}") from None
+            except httpx.InvalidURL as exc:
+                raise PeerUnreachable(f"{where}: invalid endpoint: {exc}") from None
+        if not self.insecure_no_auth:
+            self._check_signature(where, hotkey, int(headers[http_auth.HEADER_NONCE]), status, resp_headers, content)
+        if 200 <= status < 300:
+            try:
+                return response_model.model_validate_json(content)
+            except ValidationError as exc:
+                raise InvalidResponse(f"{where}: response is not a valid {response_model.__name__}: "
+                                      f"{exc.error_count()} error(s), first: {exc.errors()[0]['msg']}") from None
+        try:
+            error = ErrorResponse.model_validate_json(content)
+            code, reason = error.code, error.reason
+        except ValidationError:
+            code, reason = "unknown", content[:200].decode(errors="replace")
+        raise Rejected(status, code, reason, _retry_after(resp_headers.get("retry-after")))
+
+    async def _send(
+        self, url: str, raw: bytes, headers: dict[str, str], timeout: float
+    ) -> tuple[int, httpx.Headers, bytes]:
+        async with self._http.stream("POST", url, content=raw, headers=headers, timeout=timeout) as resp:
+            declared = resp.headers.get("content-length")
+            if declared is not None and declared.isdigit() and int(declared) > self.max_response_bytes:
+                raise InvalidResponse(f"{url}: response of {declared} bytes exceeds {self.max_response_bytes}")
+            chunks: list[bytes] = []
+            size = 0
+            async for chunk in resp.aiter_bytes():
+                size += len(chunk)
+                if size > self.max_response_bytes:
+                    raise InvalidResponse(f"{url}: response exceeds {self.max_response_bytes} bytes")
+                chunks.append(chunk)
+            return resp.status_code, resp.headers, b"".join(chunks)
+
+    @staticmethod
+    def _check_signature(
+        where: str, hotkey: str, nonce: int, status: int, headers: httpx.Headers, content: bytes
+    ) -> None:
+        signature = headers.get(HEADER_RESPONSE_SIGNATURE)
+        signer = headers.get(HEADER_RESPONSE_HOTKEY)
+        if signature is None:
+            raise BadResponseSignature(f"{where}: HTTP {status} response is not signed", status)
+        if signer is not None and signer != hotkey:
+            raise BadResponseSignature(f"{where}: HTTP {status} response signed by {signer}, expected {hotkey}", status)
+        if not verify_response(hotkey, nonce, content, signature):
+            raise BadResponseSignature(f"{where}: HTTP {status} response signature does not verify", status)

@@ -1,0 +1,372 @@
+"""The miner's signed HTTP server: FastAPI routes behind btauth/1, access policy and admission.
+
+Every request to a registered route goes through, in order (first failure wins):
+
+1. body read with a hard cap (Content-Length checked first, then the stream) -> 413
+2. ``bittensor.http_auth.verify`` on the raw bytes -> 401 (unsigned, malformed, bad signature,
+   stale, replayed) or 421 (signed for another receiving hotkey)
+3. :class:`AccessPolicy` on the authenticated hotkey -> 403 (503 while no metagraph is loaded)
+4. per-caller token bucket -> 429 with ``Retry-After``
+5. a concurrency slot, higher stake first when saturated -> 503 after ``queue_timeout_s``
+6. body parsed into the route's request model -> 422 with pydantic's messages summarised
+7. the handler: ``RequestFailed`` -> its status; anything else -> 500 (logged with traceback)
+
+Unknown paths get 404 and wrong methods 405. Every response to a request that carried a nonce
+header is signed (``X-Response-Signature``, ``X-Response-Hotkey``; see ``auth.sign_response``).
+
+What it deliberately does not do: share replay state between processes. The nonce store is one
+thread-safe ``InMemoryNonceStore`` per server object; run a single worker per hotkey, or pass a
+shared ``NonceStore`` (e.g. Redis SET NX EX) when running several.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import uvicorn
+from bittensor import http_auth
+from fastapi import FastAPI
+from pydantic import BaseModel, ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from compute.protocol import ErrorCode, ErrorResponse, RequestFailed
+
+from .auth import HEADER_RESPONSE_HOTKEY, HEADER_RESPONSE_SIGNATURE, KeyWallet, sign_response
+from .policy import AccessPolicy, Forbidden, PolicyUnavailable
+from .ratelimit import Busy, PrioritySemaphore, RateLimiter, retry_after_header
+
+logger = logging.getLogger(__name__)
+
+Handler = Callable[[Any, http_auth.Caller], Awaitable[BaseModel]]
+
+_AUTH_STATUS: dict[type[http_auth.AuthError], tuple[int, str]] = {
+    http_auth.MalformedAuth: (401, "malformed auth headers"),
+    http_auth.BadSignature: (401, "bad signature"),
+    http_auth.StaleRequest: (401, "stale request"),
+    http_auth.ReplayedRequest: (401, "replayed request"),
+    http_auth.WrongReceiver: (421, "wrong receiver"),
+}
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """Hard limits of one server; defaults suit a miner behind the public internet."""
+
+    max_body_bytes: int = 1 << 20
+    max_concurrency: int = 64
+    max_waiting: int = 1024
+    queue_timeout_s: float = 5.0
+    rate_per_s: float = 10.0
+    burst: float = 20.0
+    handler_timeout_s: float = 300.0
+    max_age_s: float = http_auth.DEFAULT_MAX_AGE
+    allowed_skew_s: float = http_auth.DEFAULT_ALLOWED_SKEW
+
+
+@dataclass(frozen=True)
+class _Route:
+    path: str
+    request_model: type[BaseModel]
+    response_model: type[BaseModel]
+    handler: Handler
+
+
+class _Refusal(Exception):
+    def __init__(self, status: int, code: str, reason: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(reason)
+        self.status, self.code, self.reason, self.headers = status, code, reason, headers or {}
+
+
+def _claimed_nonce(request: Request) -> int | None:
+    raw = request.headers.get(http_auth.HEADER_NONCE)
+    try:
+        return int(raw) if raw is not None else None
+    except ValueError:
+        return None
+
+
+def summarise_validation(exc: ValidationError, limit: int = 8) -> str:
+    """One line per problem, ``field.path: message``, at most ``limit`` problems."""
+    errors = exc.errors(include_url=False)
+    parts = [f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in errors[:limit]]
+    more = f" (+{len(errors) - limit} more)" if len(errors) > limit else ""
+    return "; ".join(parts) + more
+
+
+class SignedServer:
+    """FastAPI app serving hotkey-signed routes for one miner hotkey (``server.app``)."""
+
+    def __init__(
+        self,
+        keypair: Any,
+        policy: AccessPolicy | None,
+        limits: ServerLimits | None = None,
+        *,
+        nonce_store: http_auth.NonceStore | None = None,
+        insecure_disable_auth: bool = False,
+    ) -> None:
+        self.keypair = KeyWallet.from_wallet(keypair).keypair
+        self.hotkey = self.keypair.ss58_address
+        self.policy = policy
+        self.limits = limits or ServerLimits()
+        window = self.limits.max_age_s + self.limits.allowed_skew_s
+        self.nonce_store = nonce_store or http_auth.InMemoryNonceStore(retention=max(60.0, window + 1.0))
+        self.rate_limiter = RateLimiter(self.limits.rate_per_s, self.limits.burst)
+        self.slots = PrioritySemaphore(self.limits.max_concurrency, self.limits.max_waiting)
+        self.insecure_disable_auth = insecure_disable_auth
+        if insecure_disable_auth:
+            logger.warning("SignedServer hotkey=%s runs WITHOUT authentication (benchmark only)", self.hotkey)
+        self._routes: dict[str, _Route] = {}
+        self.app = FastAPI(lifespan=self._lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+        self.app.add_exception_handler(StarletteHTTPException, self._http_exception)
+
+    # ------------------------------------------------------------------ routes
+    def route(
+        self, path: str, request_model: type[BaseModel], response_model: type[BaseModel]
+    ) -> Callable[[Handler], Handler]:
+        """Decorator: ``@server.route("/v1/x", XRequest, XResponse)`` on ``async def h(req, caller)``."""
+
+        def register(handler: Handler) -> Handler:
+            self.add_route(path, request_model, response_model, handler)
+            return handler
+
+        return register
+
+    def add_route(
+        self, path: str, request_model: type[BaseModel], response_model: type[BaseModel], handler: Handler
+    ) -> None:
+        if path in self._routes:
+            raise ValueError(f"route {path} is already registered")
+        route = _Route(path, request_model, response_model, handler)
+        self._routes[path] = route
+
+        async def endpoint(request: Request) -> Response:
+            return await self._handle(request, route)
+
+        self.app.add_route(path, endpoint, methods=["POST"], include_in_schema=False)
+
+    # ------------------------------------------------------------------ pipeline
+    async def _handle(self, request: Request, route: _Route) -> Response:
+        nonce = _claimed_nonce(request)
+        try:
+            body = await self._read_body(request)
+            caller = self._authenticate(request, body)
+            priority = self._admit(caller.hotkey_ss58)
+            try:
+                async with self.slots.slot(priority, self.limits.queue_timeout_s):
+                    payload = await self._run(route, body, caller)
+            except Busy as exc:
+                raise _Refusal(503, ErrorCode.BUSY, f"miner is saturated: {exc}", {"Retry-After": "1"}) from None
+            return self._respond(200, payload, nonce)
+        except _Refusal as refusal:
+            return self._error(refusal.status, refusal.code, refusal.reason, nonce, refusal.headers)
+        except Exception:
+            logger.exception("request pipeline failed path=%s", route.path)
+            return self._error(500, ErrorCode.INTERNAL, "internal error while handling the request", nonce)
+
+    async def _read_body(self, request: Request) -> bytes:
+        cap = self.limits.max_body_bytes
+        too_large = _Refusal(
+            413, ErrorCode.TOO_LARGE, f"request body exceeds {cap} bytes", {"Connection": "close"}
+        )
+        declared = request.headers.get("content-length")
+        if declared is not None:
+            try:
+                if int(declared) > cap:
+                    raise too_large
+            except ValueError:
+                raise _Refusal(400, ErrorCode.INVALID_REQUEST, "Content-Length is not an integer") from None
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > cap:
+                raise too_large
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _authenticate(self, request: Request, body: bytes) -> http_auth.Caller:
+        headers = request.headers
+        if self.insecure_disable_auth:
+            return http_auth.Caller(headers.get(http_auth.HEADER_HOTKEY, "anonymous"), 0, 1)
+        if http_auth.HEADER_SIGNATURE not in headers and http_auth.HEADER_HOTKEY not in headers:
+            raise _Refusal(401, ErrorCode.UNAUTHORIZED, "unsigned request: btauth/1 headers are missing")
+        path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        try:
+            return http_auth.verify(
+                headers,
+                body,
+                method=request.method,
+                path=path,
+                self_hotkey_ss58=self.hotkey,
+                max_age=self.limits.max_age_s,
+                allowed_skew=self.limits.allowed_skew_s,
+                nonce_store=self.nonce_store,
+            )
+        except http_auth.AuthError as exc:
+            status, label = next(
+                (v for k, v in _AUTH_STATUS.items() if isinstance(exc, k)), (401, "authentication failed")
+            )
+            logger.info("auth refused path=%s hotkey=%s reason=%s: %s",
+                        request.url.path, headers.get(http_auth.HEADER_HOTKEY), label, exc)
+            raise _Refusal(status, ErrorCode.UNAUTHORIZED, f"{label}: {exc}") from None
+
+    def _admit(self, hotkey: str) -> float:
+        """Policy then rate limit; returns the caller's admission priority."""
+        if self.policy is not None and not self.insecure_disable_auth:
+            try:
+                self.policy.check(hotkey)
+            except Forbidden as exc:
+                logger.info("forbidden hotkey=%s reason=%s", hotkey, exc.reason)
+                raise _Refusal(403, ErrorCode.FORBIDDEN, exc.reason) from None
+            except PolicyUnavailable as exc:
+                raise _Refusal(503, ErrorCode.BUSY, str(exc), {"Retry-After": "5"}) from None
+        wait = self.rate_limiter.take(hotkey)
+        if wait > 0:
+            raise _Refusal(
+                429,
+                ErrorCode.RATE_LIMITED,
+                f"more than {self.limits.rate_per_s:g} requests/s (burst {self.limits.burst:g}) from this hotkey",
+                {"Retry-After": retry_after_header(wait)},
+            )
+        return self.policy.priority(hotkey) if self.policy is not None else 0.0
+
+    async def _run(self, route: _Route, body: bytes, caller: http_auth.Caller) -> bytes:
+        try:
+            parsed = route.request_model.model_validate_json(body)
+        except ValidationError as exc:
+            raise _Refusal(422, ErrorCode.INVALID_REQUEST, summarise_validation(exc)) from None
+        try:
+            result = await asyncio.wait_for(route.handler(parsed, caller), self.limits.handler_timeout_s)
+        except RequestFailed as exc:
+            raise _Refusal(exc.status, exc.code, exc.reason) from None
+        except asyncio.TimeoutError:
+            logger.error("handler timed out path=%s hotkey=%s", route.path, caller.hotkey_ss58)
+            raise _Refusal(504, ErrorCode.INTERNAL, "the miner did not finish this request in time") from None
+        except Exception:
+            logger.exception("handler failed path=%s hotkey=%s", route.path, caller.hotkey_ss58)
+            raise _Refusal(500, ErrorCode.INTERNAL, "internal error while handling the request") from None
+        if not isinstance(result, route.response_model):
+            logger.error("handler for %s returned %s, not %s", route.path,
+                         type(result).__name__, route.response_model.__name__)
+            raise _Refusal(500, ErrorCode.INTERNAL, "internal error while handling the request")
+        return result.model_dump_json().encode()
+
+    # ------------------------------------------------------------------ responses
+    def _respond(self, status: int, body: bytes, nonce: int | None, headers: dict[str, str] | None = None) -> Response:
+        out = dict(headers or {})
+        if nonce is not None and not self.insecure_disable_auth:
+            out[HEADER_RESPONSE_HOTKEY] = self.hotkey
+            out[HEADER_RESPONSE_SIGNATURE] = sign_response(self.keypair, nonce, body)
+        return Response(body, status_code=status, headers=out, media_type="application/json")
+
+    def _error(
+        self, status: int, code: str, reason: str, nonce: int | None, headers: dict[str, str] | None = None
+    ) -> Response:
+        body = ErrorResponse(code=code, reason=reason[:2000]).model_dump_json().encode()
+        return self._respond(status, body, nonce, headers)
+
+    async def _http_exception(self, request: Request, exc: Exception) -> Response:
+        status = getattr(exc, "status_code", 500)
+        if status == 404:
+            code, reason = ErrorCode.NOT_FOUND, f"no route {request.url.path}"
+        elif status == 405:
+            code, reason = ErrorCode.INVALID_REQUEST, f"{request.method} is not allowed on {request.url.path}; use POST"
+        else:
+            code, reason = ErrorCode.INTERNAL, str(getattr(exc, "detail", "error"))
+        return self._error(status, code, reason, _claimed_nonce(request))
+
+    # ------------------------------------------------------------------ lifecycle
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, app: FastAPI) -> AsyncIterator[None]:
+        task: asyncio.Task[None] | None = None
+        stop = asyncio.Event()
+        if self.policy is not None and not self.insecure_disable_auth:
+            if not self.policy.loaded:
+                await self.policy.refresh()
+            task = asyncio.create_task(self.policy.run(stop), name="metagraph-refresh")
+        logger.info("signed server up hotkey=%s routes=%s", self.hotkey, sorted(self._routes))
+        try:
+            yield
+        finally:
+            stop.set()
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+
+# ---------------------------------------------------------------------- running
+@dataclass
+class RunningServer:
+    """A uvicorn server running in a background thread (tests, benchmarks, local demo)."""
+
+    url: str
+    port: int
+    _server: uvicorn.Server
+    _thread: threading.Thread
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            logger.warning("server %s did not stop within %.1fs", self.url, timeout)
+
+
+def _config(app: Any, host: str, port: int) -> uvicorn.Config:
+    return uvicorn.Config(
+        app, host=host, port=port, log_level="warning", access_log=False, lifespan="on",
+        server_header=False, timeout_graceful_shutdown=5,
+    )
+
+
+def serve_in_thread(app: Any, host: str = "127.0.0.1", port: int = 0, start_timeout: float = 20.0) -> RunningServer:
+    """Start uvicorn in a daemon thread and return once it accepts connections.
+
+    ``port=0`` binds a free port first, so the reported port is the real one.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.set_inheritable(True)
+    bound = sock.getsockname()[1]
+    server = uvicorn.Server(_config(app, host, bound))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=f"uvicorn-{bound}", daemon=True)
+    thread.start()
+    deadline = threading.Event()
+    for _ in range(int(start_timeout / 0.01)):
+        if server.started or not thread.is_alive():
+            break
+        deadline.wait(0.01)
+    if not server.started:
+        server.should_exit = True
+        raise RuntimeError(f"uvicorn did not start on {host}:{bound} within {start_timeout:g}s")
+    shown = f"[{host}]" if family == socket.AF_INET6 else host
+    return RunningServer(url=f"http://{shown}:{bound}", port=bound, _server=server, _thread=thread)
+
+
+async def serve(app: Any, host: str, port: int, stop_event: asyncio.Event | None = None) -> None:
+    """Run uvicorn on the current event loop until ``stop_event`` is set (or the task is cancelled)."""
+    server = uvicorn.Server(_config(app, host, port))
+
+    async def watch() -> None:
+        assert stop_event is not None
+        await stop_event.wait()
+        server.should_exit = True
+
+    watcher = asyncio.create_task(watch()) if stop_event is not None else None
+    try:
+        await server.serve()
+    finally:
+        if watcher is not None:
+            watcher.cancel()
