@@ -404,7 +404,7 @@ class SimChainState:
             conn.execute("DELETE FROM weights WHERE netuid = ? AND uid = ?", (netuid, uid))
             conn.executemany(
                 "INSERT INTO weights VALUES (?, ?, ?, ?)",
-                [(netuid, uid, d, v) for d, v in zip(dests, values) if v > 0],
+                [(netuid, uid, d, v) for d, v in zip(dests, values, strict=True) if v > 0],
             )
             conn.execute("UPDATE neurons SET last_update = ? WHERE netuid = ? AND uid = ?", (now, netuid, uid))
 
