@@ -1,0 +1,220 @@
+"""Durable lease table of a miner (SQLite, WAL, ``synchronous=FULL``).
+
+Leases survive miner restarts: the store is the source of truth the manager reconciles the
+backend against. Reserving GPUs is one ``BEGIN IMMEDIATE`` transaction that refuses a lease
+whose GPUs an active lease already holds, so two concurrent reservations can never both win.
+
+Only public material is stored: the renter's SSH *public* key and the lease's public host key.
+What it deliberately does not do: talk to a backend, check ownership, or know the clock.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Iterator, Literal
+from contextlib import contextmanager
+
+from compute.allocation.records import Endpoint, LeaseRecord
+
+LeaseState = Literal["active", "expired", "released"]
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS leases (
+    lease_id TEXT PRIMARY KEY,
+    owner_hotkey TEXT NOT NULL,
+    purpose TEXT NOT NULL,
+    gpus TEXT NOT NULL,
+    cpu_count INTEGER NOT NULL,
+    memory_mb INTEGER NOT NULL,
+    disk_gb INTEGER NOT NULL,
+    shm_mb INTEGER NOT NULL,
+    extra_ports INTEGER NOT NULL,
+    ssh_public_key TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    expires_at REAL NOT NULL,
+    state TEXT NOT NULL,
+    requirements TEXT NOT NULL,
+    endpoint TEXT,
+    ended_at REAL
+);
+CREATE INDEX IF NOT EXISTS leases_owner ON leases(owner_hotkey, state);
+CREATE INDEX IF NOT EXISTS leases_state ON leases(state, expires_at);
+"""
+
+
+class StoreError(Exception):
+    """Root of lease-store errors."""
+
+
+class GpuConflict(StoreError):
+    """A reservation asked for GPUs that an active lease already holds."""
+
+
+@dataclass(frozen=True)
+class StoredLease:
+    """A lease row: the record, its state, the original requirements (JSON) and its endpoint."""
+
+    record: LeaseRecord
+    state: LeaseState
+    requirements_json: str
+    endpoint: Endpoint | None = None
+    ended_at: float | None = None
+
+    @property
+    def lease_id(self) -> str:
+        return self.record.lease_id
+
+
+class LeaseStore:
+    """Thread-safe: one connection guarded by a lock (calls are single-row and short)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=10)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=FULL")
+        self._conn.executescript(_SCHEMA)
+        self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    # ---------------------------------------------------------------- writes
+
+    def reserve(self, lease: StoredLease) -> None:
+        """Insert ``lease`` as active unless one of its GPUs is held; raises :class:`GpuConflict`."""
+        record = lease.record
+        with self._tx() as conn:
+            held = _held_gpus(conn)
+            clash = sorted(held.intersection(record.gpus))
+            if clash:
+                raise GpuConflict(f"GPUs {clash} are held by another active lease")
+            conn.execute(
+                "INSERT INTO leases VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    record.lease_id, record.owner_hotkey, record.purpose, json.dumps(list(record.gpus)),
+                    record.cpu_count, record.memory_mb, record.disk_gb, record.shm_mb, record.extra_ports,
+                    record.ssh_public_key, record.created_at, record.expires_at, "active",
+                    lease.requirements_json, _endpoint_json(lease.endpoint), None,
+                ),
+            )
+
+    def delete(self, lease_id: str) -> None:
+        """Remove a reservation whose start failed (rollback); leases that ran are never deleted."""
+        with self._tx() as conn:
+            conn.execute("DELETE FROM leases WHERE lease_id=?", (lease_id,))
+
+    def set_endpoint(self, lease_id: str, endpoint: Endpoint | None) -> None:
+        self._update(lease_id, "endpoint=?", _endpoint_json(endpoint))
+
+    def set_expiry(self, lease_id: str, expires_at: float) -> None:
+        self._update(lease_id, "expires_at=?", expires_at)
+
+    def set_key(self, lease_id: str, public_key: str) -> None:
+        self._update(lease_id, "ssh_public_key=?", public_key)
+
+    def end(self, lease_id: str, state: Literal["expired", "released"], when: float) -> None:
+        with self._tx() as conn:
+            conn.execute(
+                "UPDATE leases SET state=?, ended_at=? WHERE lease_id=? AND state='active'",
+                (state, when, lease_id),
+            )
+
+    def _update(self, lease_id: str, assignment: str, value: object) -> None:
+        with self._tx() as conn:
+            cursor = conn.execute(f"UPDATE leases SET {assignment} WHERE lease_id=?", (value, lease_id))
+            if cursor.rowcount != 1:
+                raise StoreError(f"lease {lease_id} is not in the store")
+
+    # ---------------------------------------------------------------- reads
+
+    def get(self, lease_id: str) -> StoredLease | None:
+        with self._lock:
+            row = self._conn.execute("SELECT * FROM leases WHERE lease_id=?", (lease_id,)).fetchone()
+        return None if row is None else _from_row(row)
+
+    def active(self) -> list[StoredLease]:
+        return self._select("WHERE state='active' ORDER BY created_at", ())
+
+    def by_owner(self, owner_hotkey: str, limit: int = 1024) -> list[StoredLease]:
+        """Active leases first, then the most recently ended ones."""
+        return self._select(
+            "WHERE owner_hotkey=? ORDER BY state='active' DESC, created_at DESC LIMIT ?", (owner_hotkey, limit)
+        )
+
+    def due(self, now: float) -> list[StoredLease]:
+        return self._select("WHERE state='active' AND expires_at<=? ORDER BY expires_at", (now,))
+
+    def held_gpus(self) -> set[int]:
+        with self._lock:
+            return _held_gpus(self._conn)
+
+    def _select(self, where: str, params: tuple) -> list[StoredLease]:
+        with self._lock:
+            rows = self._conn.execute(f"SELECT * FROM leases {where}", params).fetchall()
+        return [_from_row(row) for row in rows]
+
+
+def _held_gpus(conn: sqlite3.Connection) -> set[int]:
+    held: set[int] = set()
+    for (gpus,) in conn.execute("SELECT gpus FROM leases WHERE state='active'"):
+        held.update(json.loads(gpus))
+    return held
+
+
+def _endpoint_json(endpoint: Endpoint | None) -> str | None:
+    if endpoint is None:
+        return None
+    return json.dumps(
+        {
+            "host": endpoint.host,
+            "ssh_port": endpoint.ssh_port,
+            "username": endpoint.username,
+            "host_key": endpoint.host_key,
+            "ports": {str(k): v for k, v in endpoint.ports.items()},
+        }
+    )
+
+
+def _from_row(row: tuple) -> StoredLease:
+    (lease_id, owner, purpose, gpus, cpu, mem, disk, shm, ports, key, created, expires, state, req, ep, ended) = row
+    record = LeaseRecord(
+        lease_id=lease_id, owner_hotkey=owner, purpose=purpose, gpus=tuple(json.loads(gpus)),
+        cpu_count=cpu, memory_mb=mem, disk_gb=disk, shm_mb=shm, extra_ports=ports,
+        ssh_public_key=key, created_at=created, expires_at=expires,
+    )
+    endpoint = None
+    if ep is not None:
+        data = json.loads(ep)
+        endpoint = Endpoint(
+            host=data["host"], ssh_port=data["ssh_port"], username=data["username"], host_key=data["host_key"],
+            ports={int(k): int(v) for k, v in data["ports"].items()},
+        )
+    return StoredLease(record=record, state=state, requirements_json=req, endpoint=endpoint, ended_at=ended)
+
+
+def with_record(lease: StoredLease, **changes: object) -> StoredLease:
+    """A copy of ``lease`` with fields of its record replaced."""
+    return replace(lease, record=replace(lease.record, **changes))
+
+
+__all__ = ["GpuConflict", "LeaseState", "LeaseStore", "StoreError", "StoredLease", "with_record"]

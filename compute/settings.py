@@ -1,0 +1,343 @@
+"""Typed settings for the neurons: bittensor-style dotted flags over environment over ``.env``.
+
+Precedence for every value: command-line flag > process environment > ``.env`` file > default.
+Each flag ``--a.b_c`` may also come from the variable ``COMPUTE_A_B_C``; the SDK's usual
+variables (``BT_WALLET``, ``BT_WALLET_HOTKEY``, ``BT_WALLET_PATH``, ``BT_NETWORK``,
+``BT_CHAIN_ENDPOINT``) are honoured for the wallet and network, and ``WANDB_API_KEY`` is read
+as a secret. The ``.env`` parser is deliberately tiny (``KEY=VALUE`` lines, ``#`` comments,
+optional quotes, no interpolation) so no dependency is needed.
+
+What it deliberately does not do: read a config file format of its own, touch the chain or
+wallet files, or modify ``os.environ``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Literal, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+MAINNET_NETUID = 27
+_FLAG_ENV_PREFIX = "COMPUTE_"
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+class SettingsError(ValueError):
+    """A flag, variable or ``.env`` line has a bad value; the message names it."""
+
+
+# ---------------------------------------------------------------- .env and value lookup
+
+
+def load_dotenv(path: str | Path) -> dict[str, str]:
+    """Parse ``KEY=VALUE`` lines of ``path`` (missing file -> empty). Never exports them."""
+    file = Path(path)
+    if not file.is_file():
+        return {}
+    values: dict[str, str] = {}
+    for number, raw in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("export "):
+            line = line[len("export ") :].lstrip()
+        key, sep, value = line.partition("=")
+        key = key.strip()
+        if not sep or not key.replace("_", "").isalnum():
+            raise SettingsError(f"{file}:{number}: expected KEY=VALUE, got {raw!r}")
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        elif " #" in value:
+            value = value.split(" #", 1)[0].rstrip()
+        values[key] = value
+    return values
+
+
+class _Lookup:
+    """Resolves one value from the parsed flags, then the environment, then ``.env``."""
+
+    def __init__(self, ns: argparse.Namespace, env: Mapping[str, str]) -> None:
+        self.ns = ns
+        self.env = env
+
+    def get(self, flag: str, *env_names: str, default: object = None) -> object:
+        value = getattr(self.ns, flag, None)
+        if value is not None:
+            return value
+        for name in (*env_names, _FLAG_ENV_PREFIX + flag.replace(".", "_").upper()):
+            if name in self.env and self.env[name] != "":
+                return self.env[name]
+        return default
+
+    def flag(self, flag: str, *env_names: str) -> bool:
+        value = self.get(flag, *env_names, default=False)
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in _TRUE:
+            return True
+        if text in _FALSE:
+            return False
+        raise SettingsError(f"--{flag}: expected true/false, got {value!r}")
+
+
+def environment(ns: argparse.Namespace, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Process environment over the ``.env`` file named by ``--env_file`` (default ``./.env``)."""
+    if env is not None:
+        return dict(env)
+    merged = load_dotenv(getattr(ns, "env_file", None) or ".env")
+    merged.update(os.environ)
+    return merged
+
+
+def _csv(value: object) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, (list, tuple)):
+        items = [str(v) for part in value for v in str(part).split(",")]
+    else:
+        items = str(value).split(",")
+    return tuple(item.strip() for item in items if item.strip())
+
+
+def _validated(model: type[BaseModel], values: dict[str, object]) -> BaseModel:
+    try:
+        return model(**values)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"--{_FLAG_NAMES.get(str(err['loc'][0]), err['loc'][0])}: {err['msg']}" for err in exc.errors()
+        )
+        raise SettingsError(problems) from None
+
+
+# ---------------------------------------------------------------- common settings
+
+
+class CommonSettings(BaseModel):
+    """Settings every neuron shares: subnet, chain, wallet, logging."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    netuid: int = Field(MAINNET_NETUID, ge=0, le=65535)
+    network: str = Field("finney", min_length=1)
+    chain_endpoint: str | None = None
+    wallet_name: str = Field("default", min_length=1)
+    wallet_hotkey: str = Field("default", min_length=1)
+    wallet_path: Path = Path("~/.bittensor/wallets")
+    debug: bool = False
+    trace: bool = False
+    logging_dir: Path | None = None
+    wandb_api_key: SecretStr | None = None
+
+    @field_validator("wallet_path", "logging_dir")
+    @classmethod
+    def _expand(cls, value: Path | None) -> Path | None:
+        return None if value is None else Path(os.path.expanduser(str(value)))
+
+    @property
+    def chain_target(self) -> str:
+        """What ``compute.chain.connect`` takes: the explicit endpoint, else the network name."""
+        return self.chain_endpoint or self.network
+
+    @property
+    def is_mainnet(self) -> bool:
+        return self.network == "finney" and self.chain_endpoint is None and self.netuid == MAINNET_NETUID
+
+
+def add_common_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add the shared flags. Every default is ``None`` so the environment can fill it."""
+    group = parser.add_argument_group("common")
+    group.add_argument("--netuid", type=int, help=f"subnet uid (default {MAINNET_NETUID}; env COMPUTE_NETUID)")
+    group.add_argument("--subtensor.network", help="finney|test|local|ws://...|sim:PATH (default finney; env BT_NETWORK)")
+    group.add_argument("--subtensor.chain_endpoint", help="explicit ws(s):// endpoint, overrides the network")
+    group.add_argument("--wallet.name", help="coldkey wallet name (default 'default'; env BT_WALLET)")
+    group.add_argument("--wallet.hotkey", help="hotkey name (default 'default'; env BT_WALLET_HOTKEY)")
+    group.add_argument("--wallet.path", help="wallets directory (default ~/.bittensor/wallets; env BT_WALLET_PATH)")
+    group.add_argument("--logging.debug", action="store_true", default=None, help="debug logging")
+    group.add_argument("--logging.trace", action="store_true", default=None, help="debug logging incl. libraries")
+    group.add_argument("--logging.logging_dir", help="also write rotating log files here")
+    group.add_argument("--env_file", help="dotenv file with secrets and defaults (default ./.env)")
+    return parser
+
+
+def common_from_args(ns: argparse.Namespace, env: Mapping[str, str] | None = None) -> CommonSettings:
+    """Build :class:`CommonSettings` from parsed flags; raises :class:`SettingsError`."""
+    look = _Lookup(ns, environment(ns, env))
+    values = {
+        "netuid": look.get("netuid", "BT_NETUID", default=MAINNET_NETUID),
+        "network": look.get("subtensor.network", "BT_NETWORK", default="finney"),
+        "chain_endpoint": look.get("subtensor.chain_endpoint", "BT_CHAIN_ENDPOINT"),
+        "wallet_name": look.get("wallet.name", "BT_WALLET", default="default"),
+        "wallet_hotkey": look.get("wallet.hotkey", "BT_WALLET_HOTKEY", default="default"),
+        "wallet_path": look.get("wallet.path", "BT_WALLET_PATH", default="~/.bittensor/wallets"),
+        "debug": look.flag("logging.debug"),
+        "trace": look.flag("logging.trace"),
+        "logging_dir": look.get("logging.logging_dir"),
+        "wandb_api_key": look.get("wandb_api_key", "WANDB_API_KEY"),
+    }
+    return _validated(CommonSettings, values)  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------- miner settings
+
+
+class MinerSettings(BaseModel):
+    """Everything ``neurons/miner.py`` needs, resolved once."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    common: CommonSettings
+    axon_port: int = Field(8091, ge=1, le=65535)
+    axon_ip: str = "0.0.0.0"
+    external_ip: str | None = None
+    backend: Literal["docker", "embedded"] = "docker"
+    ssh_port_range: tuple[int, int] = (40000, 40999)
+    ssh_host: str | None = None
+    base_image: str = "compute-base:latest"
+    max_cpu: int | None = Field(None, ge=1, le=1024)
+    max_memory_gb: float | None = Field(None, gt=0, le=16384)
+    max_disk_gb: float | None = Field(None, gt=0, le=1_000_000)
+    max_lease_days: float = Field(30.0, gt=0, le=90)
+    min_stake: float = Field(1000.0, ge=0)
+    allow_non_validators: bool = False
+    whitelist_hotkeys: tuple[str, ...] = ()
+    blacklist_hotkeys: tuple[str, ...] = ()
+    whitelist_coldkeys: tuple[str, ...] = ()
+    blacklist_coldkeys: tuple[str, ...] = ()
+    data_dir: Path = Path("~/.compute/miner")
+    force_embedded: bool = False
+    gpus: tuple[int, ...] | None = None
+
+    @field_validator("ssh_port_range", mode="before")
+    @classmethod
+    def _port_range(cls, value: object) -> object:
+        if isinstance(value, str):
+            low, sep, high = value.partition("-")
+            if not sep or not low.strip().isdigit() or not high.strip().isdigit():
+                raise ValueError(f"expected LOW-HIGH such as 40000-40999, got {value!r}")
+            value = (int(low), int(high))
+        low, high = value  # type: ignore[misc]
+        if not (1024 <= low <= high <= 65535):
+            raise ValueError(f"range {low}-{high} must satisfy 1024 <= LOW <= HIGH <= 65535")
+        return value
+
+    @field_validator("data_dir")
+    @classmethod
+    def _expand(cls, value: Path) -> Path:
+        return Path(os.path.expanduser(str(value)))
+
+    @property
+    def max_lease_s(self) -> int:
+        return int(self.max_lease_days * 86400)
+
+    @property
+    def public_ip(self) -> str:
+        """The ip published on chain: --axon.external_ip, else 127.0.0.1 on a simulated chain."""
+        if self.external_ip:
+            return self.external_ip
+        if self.common.chain_target.startswith("sim:") or self.axon_ip not in ("0.0.0.0", "::"):
+            return "127.0.0.1" if self.axon_ip in ("0.0.0.0", "::") else self.axon_ip
+        raise SettingsError("--axon.external_ip is required on a public network (the ip validators reach)")
+
+
+def add_miner_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    group = parser.add_argument_group("miner")
+    group.add_argument("--axon.port", type=int, help="HTTP port of the miner API (default 8091)")
+    group.add_argument("--axon.ip", help="bind address of the miner API (default 0.0.0.0)")
+    group.add_argument("--axon.external_ip", help="public ip published on chain")
+    group.add_argument("--miner.backend", help="rental backend: docker|embedded (default docker)")
+    group.add_argument("--miner.ssh_port_range", help="host ports for lease SSH/extra ports (default 40000-40999)")
+    group.add_argument("--miner.ssh_host", help="host name/ip renters use for SSH (default: external ip)")
+    group.add_argument("--miner.base_image", help="docker image of rental containers (default compute-base:latest)")
+    group.add_argument("--miner.max_cpu", type=int, help="most CPUs one lease may ask for")
+    group.add_argument("--miner.max_memory_gb", type=float, help="most memory (GB) one lease may ask for")
+    group.add_argument("--miner.max_disk_gb", type=float, help="most disk (GB) one lease may ask for")
+    group.add_argument("--miner.max_lease_days", type=float, help="longest lease, in days (default 30)")
+    group.add_argument("--miner.min_stake", type=float, help="minimum caller stake in TAO (default 1000)")
+    group.add_argument("--miner.allow_non_validators", action="store_true", default=None,
+                       help="accept callers without a validator permit (still subject to min_stake)")
+    for name in ("whitelist_hotkeys", "blacklist_hotkeys", "whitelist_coldkeys", "blacklist_coldkeys"):
+        group.add_argument(f"--miner.{name}", nargs="*", help="SS58 addresses (space or comma separated)")
+    group.add_argument("--miner.data_dir", help="lease database and backend state (default ~/.compute/miner)")
+    group.add_argument("--miner.force_embedded", action="store_true", default=None,
+                       help="allow the embedded backend on the mainnet subnet (not recommended)")
+    group.add_argument("--miner.gpus", help="comma-separated GPU indices to rent out (default all)")
+    return parser
+
+
+def miner_from_args(ns: argparse.Namespace, env: Mapping[str, str] | None = None) -> MinerSettings:
+    merged = environment(ns, env)
+    look = _Lookup(ns, merged)
+    gpus = look.get("miner.gpus")
+    try:
+        gpu_indices = None if gpus is None else tuple(int(g) for g in _csv(gpus))
+    except ValueError:
+        raise SettingsError(f"--miner.gpus: expected comma-separated integers, got {gpus!r}") from None
+    values: dict[str, object] = {
+        "common": common_from_args(ns, merged),
+        "gpus": gpu_indices,
+        "allow_non_validators": look.flag("miner.allow_non_validators"),
+        "force_embedded": look.flag("miner.force_embedded"),
+    }
+    for field, flag in _MINER_FLAGS.items():
+        value = look.get(flag)
+        if value is not None:
+            values[field] = _csv(value) if field.endswith(("_hotkeys", "_coldkeys")) else value
+    return _validated(MinerSettings, values)  # type: ignore[return-value]
+
+
+def parse_miner(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> MinerSettings:
+    """Parse the miner's command line (argparse exits 2 on unknown flags)."""
+    parser = argparse.ArgumentParser(prog="neurons/miner.py", description="Compute subnet miner")
+    add_miner_args(add_common_args(parser))
+    return miner_from_args(parser.parse_args(argv), env)
+
+
+_MINER_FLAGS = {
+    "axon_port": "axon.port",
+    "axon_ip": "axon.ip",
+    "external_ip": "axon.external_ip",
+    "backend": "miner.backend",
+    "ssh_port_range": "miner.ssh_port_range",
+    "ssh_host": "miner.ssh_host",
+    "base_image": "miner.base_image",
+    "max_cpu": "miner.max_cpu",
+    "max_memory_gb": "miner.max_memory_gb",
+    "max_disk_gb": "miner.max_disk_gb",
+    "max_lease_days": "miner.max_lease_days",
+    "min_stake": "miner.min_stake",
+    "whitelist_hotkeys": "miner.whitelist_hotkeys",
+    "blacklist_hotkeys": "miner.blacklist_hotkeys",
+    "whitelist_coldkeys": "miner.whitelist_coldkeys",
+    "blacklist_coldkeys": "miner.blacklist_coldkeys",
+    "data_dir": "miner.data_dir",
+}
+_FLAG_NAMES = {
+    **_MINER_FLAGS,
+    "netuid": "netuid",
+    "network": "subtensor.network",
+    "chain_endpoint": "subtensor.chain_endpoint",
+    "wallet_name": "wallet.name",
+    "wallet_hotkey": "wallet.hotkey",
+    "wallet_path": "wallet.path",
+    "logging_dir": "logging.logging_dir",
+    "gpus": "miner.gpus",
+}
+
+__all__ = [
+    "MAINNET_NETUID",
+    "CommonSettings",
+    "MinerSettings",
+    "SettingsError",
+    "add_common_args",
+    "add_miner_args",
+    "common_from_args",
+    "load_dotenv",
+    "miner_from_args",
+    "parse_miner",
+]
