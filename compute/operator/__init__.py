@@ -1,0 +1,78 @@
+"""The operator's allocation client (``neurons/register.py``): find, rent and manage machines.
+
+Facade of the package: ``main`` is the command line; ``Operator`` the lease operations behind it
+(usable from a marketplace backend without the CLI); ``LeaseBook`` the local SQLite lease list;
+``discover``/``rank`` machine discovery and choice; key and known_hosts helpers; the error classes.
+"""
+
+from __future__ import annotations
+
+from compute.operator.book import BookEntry, BookError, LeaseBook
+from compute.operator.cli import build_parser, main
+from compute.operator.discovery import Machine, VerifiedGpus, Wanted, discover, matches, model_matches, rank
+from compute.operator.errors import (
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    KeyFileError,
+    LeaseExpired,
+    LeaseNotFound,
+    MinerIdentityError,
+    MinerOffline,
+    MinerRefused,
+    NoMatchingMachine,
+    NotOwner,
+    OperatorError,
+    Refused,
+    UsageError,
+)
+from compute.operator.keys import (
+    RenterKey,
+    generate_keypair,
+    known_hosts_line,
+    load_public_key,
+    ssh_command,
+    write_known_hosts,
+)
+from compute.operator.pog_records import load_verified
+from compute.operator.rpc import MinerRef
+from compute.operator.service import Allocation, Operator
+
+__all__ = [
+    "EXIT_OK",
+    "EXIT_REFUSED",
+    "EXIT_USAGE",
+    "Allocation",
+    "BookEntry",
+    "BookError",
+    "KeyFileError",
+    "LeaseBook",
+    "LeaseExpired",
+    "LeaseNotFound",
+    "Machine",
+    "MinerIdentityError",
+    "MinerOffline",
+    "MinerRef",
+    "MinerRefused",
+    "NoMatchingMachine",
+    "NotOwner",
+    "Operator",
+    "OperatorError",
+    "Refused",
+    "RenterKey",
+    "UsageError",
+    "VerifiedGpus",
+    "Wanted",
+    "build_parser",
+    "discover",
+    "generate_keypair",
+    "known_hosts_line",
+    "load_public_key",
+    "load_verified",
+    "main",
+    "matches",
+    "model_matches",
+    "rank",
+    "ssh_command",
+    "write_known_hosts",
+]

@@ -1,0 +1,164 @@
+"""The operator's lease book: one SQLite file listing the leases this operator opened.
+
+Each row says which miner holds the lease (uid, hotkey, endpoint), how to reach it (SSH host,
+port, user, the pinned host key and the known_hosts file written from it), which key opens it
+(the *path* of the private key file, never its contents), and until when it runs.
+
+Deliberately not stored: secrets of any kind. Private keys live as 0600 files in the data
+directory; the database only points at them. The miner stays the authority on a lease's state;
+the book caches what the miner last said.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS leases (
+    lease_id TEXT PRIMARY KEY,
+    owner_hotkey TEXT NOT NULL,
+    network TEXT NOT NULL,
+    netuid INTEGER NOT NULL,
+    miner_uid INTEGER,
+    miner_hotkey TEXT NOT NULL,
+    endpoint TEXT NOT NULL,
+    state TEXT NOT NULL,
+    verified INTEGER NOT NULL,
+    gpu_summary TEXT NOT NULL,
+    requirements TEXT NOT NULL,
+    ssh_host TEXT,
+    ssh_port INTEGER,
+    ssh_username TEXT,
+    host_key TEXT,
+    ports TEXT NOT NULL,
+    known_hosts_path TEXT,
+    private_key_path TEXT,
+    public_key TEXT NOT NULL,
+    key_generated INTEGER NOT NULL,
+    created_at REAL NOT NULL,
+    expires_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS leases_owner ON leases (owner_hotkey, state);
+"""
+
+
+class BookError(Exception):
+    """The lease book file cannot be opened or has an unknown schema."""
+
+
+@dataclass(frozen=True)
+class BookEntry:
+    lease_id: str
+    owner_hotkey: str
+    network: str
+    netuid: int
+    miner_uid: int | None
+    miner_hotkey: str
+    endpoint: str
+    state: str  # active | expired | released
+    verified: bool
+    gpu_summary: str  # e.g. "2 x NVIDIA H100 80GB HBM3"
+    requirements: dict[str, Any]
+    ssh_host: str | None
+    ssh_port: int | None
+    ssh_username: str | None
+    host_key: str | None
+    ports: dict[int, int]
+    known_hosts_path: str | None
+    private_key_path: str | None
+    public_key: str
+    key_generated: bool
+    created_at: float
+    expires_at: float
+    updated_at: float
+
+    def time_left(self, now: float) -> float:
+        return max(0.0, self.expires_at - now) if self.state == "active" else 0.0
+
+    def with_changes(self, **changes: Any) -> BookEntry:
+        return replace(self, **changes)
+
+
+_COLUMNS = [f.name for f in fields(BookEntry)]
+
+
+def _to_row(entry: BookEntry) -> dict[str, Any]:
+    row = asdict(entry)
+    row["requirements"] = json.dumps(entry.requirements, sort_keys=True)
+    row["ports"] = json.dumps({str(k): v for k, v in entry.ports.items()})
+    row["verified"] = int(entry.verified)
+    row["key_generated"] = int(entry.key_generated)
+    return row
+
+
+def _from_row(row: sqlite3.Row) -> BookEntry:
+    data = dict(row)
+    data["requirements"] = json.loads(data["requirements"])
+    data["ports"] = {int(k): int(v) for k, v in json.loads(data["ports"]).items()}
+    data["verified"] = bool(data["verified"])
+    data["key_generated"] = bool(data["key_generated"])
+    return BookEntry(**data)
+
+
+class LeaseBook:
+    """SQLite-backed list of this operator's leases (safe to open from several processes)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with self._connect() as conn:
+                conn.executescript(_SCHEMA)
+                conn.execute(
+                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
+                    (str(SCHEMA_VERSION),),
+                )
+                (version,) = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise BookError(f"cannot open lease book {self.path}: {exc}") from exc
+        if int(version) != SCHEMA_VERSION:
+            raise BookError(f"lease book {self.path} has schema {version}, expected {SCHEMA_VERSION}")
+        self.path.chmod(0o600)
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        conn = sqlite3.connect(self.path, timeout=10.0)
+        conn.row_factory = sqlite3.Row
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            with conn:
+                yield conn
+        finally:
+            conn.close()
+
+    def save(self, entry: BookEntry) -> None:
+        """Insert or replace the row for ``entry.lease_id``."""
+        row = _to_row(entry)
+        names = ", ".join(_COLUMNS)
+        marks = ", ".join(f":{name}" for name in _COLUMNS)
+        with self._connect() as conn:
+            conn.execute(f"INSERT OR REPLACE INTO leases ({names}) VALUES ({marks})", row)
+
+    def get(self, lease_id: str) -> BookEntry | None:
+        with self._connect() as conn:
+            row = conn.execute("SELECT * FROM leases WHERE lease_id = ?", (lease_id,)).fetchone()
+        return _from_row(row) if row is not None else None
+
+    def entries(self, owner_hotkey: str, include_ended: bool = False) -> list[BookEntry]:
+        """The owner's leases, newest first; only active ones unless ``include_ended``."""
+        query = "SELECT * FROM leases WHERE owner_hotkey = ?"
+        if not include_ended:
+            query += " AND state = 'active'"
+        with self._connect() as conn:
+            rows = conn.execute(query + " ORDER BY created_at DESC", (owner_hotkey,)).fetchall()
+        return [_from_row(row) for row in rows]

@@ -1,0 +1,192 @@
+"""Entry point of ``neurons/register.py``: flags, settings, dependencies, dispatch, exit codes.
+
+``main(argv) -> int`` parses the command line (common flags may come before or after the
+subcommand), opens the wallet, lease book and miner client, runs one subcommand handler from
+``compute.operator.commands`` and prints its result as JSON (``--json``) or rich tables.
+Exit codes: 0 ok, 1 operation refused, 2 usage error. The only module of the package that prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import IO, Any
+
+from rich.console import Console
+
+from compute.chain import ChainError, MetagraphSnapshot, connect
+from compute.logs import configure_logging
+from compute.operator.book import BookError, LeaseBook
+from compute.operator.commands import HANDLERS, Result
+from compute.operator.errors import EXIT_OK, EXIT_USAGE, OperatorError, Refused, UsageError
+from compute.operator.pog_records import load_verified
+from compute.operator.service import Operator
+from compute.settings import CommonSettings, SettingsError, add_common_args, common_from_args
+from compute.transport import MinerClient, WalletError, load_wallet
+
+DEFAULT_DATA_DIR = "~/.compute/register"
+DEFAULT_TIMEOUT_S = 15.0
+_REGISTER_FLAGS = ("register.data_dir", "register.timeout", "register.pog_db", "validator.data_dir", "json")
+
+
+def _add_register_args(parser: argparse.ArgumentParser) -> None:
+    add_common_args(parser)
+    group = parser.add_argument_group("register")
+    group.add_argument("--register.data_dir", help=f"lease book, keys, known_hosts (default {DEFAULT_DATA_DIR})")
+    group.add_argument("--register.timeout", type=float, help=f"seconds per miner call (default {DEFAULT_TIMEOUT_S:g})")
+    group.add_argument("--register.pog_db", help="validator store (file or directory) with PoG results")
+    group.add_argument("--validator.data_dir", help="a validator's data dir; its PoG results mark verified GPUs")
+    group.add_argument("--json", action="store_true", default=None, help="print JSON instead of tables")
+
+
+def _add_shared(sub: argparse.ArgumentParser, common_dests: set[str]) -> None:
+    """The global flags again, after the subcommand, without overwriting values given before it."""
+    _add_register_args(sub)
+    for action in sub._actions:  # argparse has no public way to change defaults to SUPPRESS
+        if action.dest in common_dests:
+            action.default = argparse.SUPPRESS
+
+
+def _add_filters(sub: argparse.ArgumentParser) -> None:
+    group = sub.add_argument_group("machine requirements")
+    group.add_argument("--gpu-model", help="GPU model words, e.g. H100 or 'RTX 4090'")
+    group.add_argument("--gpu-count", type=int, help="at least this many GPUs")
+    group.add_argument("--gpu-memory", type=float, help="at least this much memory per GPU (GiB)")
+    group.add_argument("--cpu", type=int, help="at least this many CPU cores")
+    group.add_argument("--ram", type=float, help="at least this much RAM (GiB)")
+    group.add_argument("--disk", type=float, help="at least this much free disk (GB)")
+
+
+def _add_lease_target(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument("lease", help="lease id (or a unique prefix of one in your book)")
+    sub.add_argument("--miner-hotkey", help="the miner holding the lease, if it is not in your book")
+    sub.add_argument("--uid", type=int, help="the miner's uid, if the lease is not in your book")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="register.py", description="Rent GPU machines from compute subnet miners."
+    )
+    _add_register_args(parser)
+    dests = set(vars(parser.parse_args([])))
+    subs = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def sub(name: str, help_text: str) -> argparse.ArgumentParser:
+        child = subs.add_parser(name, help=help_text, description=help_text)
+        _add_shared(child, dests)
+        return child
+
+    resources = sub("resources", "list rentable machines")
+    _add_filters(resources)
+    resources.add_argument("--available-only", action="store_true", help="hide rented and offline machines")
+    allocate = sub("allocate", "rent the best matching machine (or a given one)")
+    _add_filters(allocate)
+    allocate.add_argument("--ports", type=int, default=0, help="extra ports to publish (0-16)")
+    allocate.add_argument("--hours", type=float, help="lease length in hours (default 1)")
+    allocate.add_argument("--duration", help="lease length: 90m, 2h, 3d, or seconds")
+    allocate.add_argument("--hotkey", help="rent this miner (by hotkey) instead of choosing")
+    allocate.add_argument("--uid", type=int, help="rent this miner (by uid) instead of choosing")
+    allocate.add_argument("--ssh-key", help="your OpenSSH public key file (default: create a key pair)")
+    listing = sub("list", "my leases with the time left")
+    listing.add_argument("--refresh", action="store_true", help="ask the miners for the current state")
+    listing.add_argument("--all", action="store_true", help="include released and expired leases")
+    for name, text in (("status", "a lease's state, from its miner"), ("restart", "restart a lease's machine"),
+                       ("deallocate", "end a lease now")):
+        _add_lease_target(sub(name, text))
+    extend = sub("extend", "add time to a lease")
+    _add_lease_target(extend)
+    extend.add_argument("--hours", type=float, help="hours to add")
+    extend.add_argument("--duration", help="time to add: 90m, 2h, 3d, or seconds")
+    exchange = sub("exchange-key", "replace a lease's SSH key (the old key stops working)")
+    _add_lease_target(exchange)
+    exchange.add_argument("--ssh-key", help="new OpenSSH public key file (default: create a key pair)")
+    sub("interactive", "a simple menu driving the same commands")
+    return parser
+
+
+def _metagraph_source(settings: CommonSettings):
+    def read() -> MetagraphSnapshot:
+        try:
+            chain = connect(settings.chain_target, settings.netuid)
+            try:
+                return chain.metagraph()
+            finally:
+                chain.close()
+        except ChainError as exc:
+            raise Refused(f"cannot read the metagraph from {settings.chain_target}: {exc}") from exc
+
+    return read
+
+
+async def _run(args: argparse.Namespace, settings: CommonSettings, parser: argparse.ArgumentParser,
+               out: Console) -> int:
+    try:
+        wallet = load_wallet(settings.wallet_name, settings.wallet_hotkey, str(settings.wallet_path))
+        hotkey = wallet.hotkey.ss58_address
+    except WalletError as exc:
+        raise UsageError(str(exc)) from exc
+    data_dir = Path(getattr(args, "register.data_dir", None) or DEFAULT_DATA_DIR).expanduser()
+    try:
+        book = LeaseBook(data_dir / "leases.db")
+    except (BookError, OSError) as exc:
+        raise UsageError(str(exc)) from exc
+    pog_source = getattr(args, "register.pog_db", None) or getattr(args, "validator.data_dir", None)
+    verified = load_verified(pog_source) if pog_source else {}
+    timeout = getattr(args, "register.timeout", None) or DEFAULT_TIMEOUT_S
+    async with MinerClient(wallet, timeout=timeout, max_concurrency=32) as client:
+        op = Operator(
+            hotkey=hotkey, client=client, metagraph=_metagraph_source(settings), book=book,
+            data_dir=data_dir, network=settings.chain_target, netuid=settings.netuid,
+            verified=verified, deadline_s=timeout * 2,
+        )
+        if args.command == "interactive":
+            from compute.operator.interactive import run_menu
+
+            return await run_menu(op, parser, out)
+        emit(out, await HANDLERS[args.command](op, args), bool(args.json))
+    return EXIT_OK
+
+
+def emit(out: Console, result: Result, as_json: bool) -> None:
+    if as_json:
+        out.file.write(json.dumps({"ok": True, **result.payload}, indent=2, sort_keys=True) + "\n")
+    else:
+        result.render(out)
+
+
+def emit_error(out: Console, err: Console, error: OperatorError, as_json: bool) -> None:
+    if as_json:
+        body: dict[str, Any] = {"ok": False, "error": {"code": error.code, "message": error.message}}
+        out.file.write(json.dumps(body, indent=2, sort_keys=True) + "\n")
+    else:
+        err.print(f"[bold red]error[/] ({error.code}): {error.message}", highlight=False)
+
+
+def main(argv: list[str] | None = None, stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> int:
+    """Run one register.py command; returns the exit code (0 ok, 1 refused, 2 usage)."""
+    out = Console(file=stdout or sys.stdout, soft_wrap=True)
+    err = Console(file=stderr or sys.stderr, soft_wrap=True)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    as_json = bool(args.json)
+    try:
+        settings = common_from_args(args)
+        configure_logging(settings.debug, settings.trace, settings.logging_dir, name="register")
+        if not (settings.debug or settings.trace):
+            logging.getLogger("compute").setLevel(logging.WARNING)
+        return asyncio.run(_run(args, settings, parser, out))
+    except SettingsError as exc:
+        emit_error(out, err, UsageError(str(exc)), as_json)
+        return EXIT_USAGE
+    except OperatorError as exc:
+        emit_error(out, err, exc, as_json)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,181 @@
+"""One async handler per subcommand: parsed flags in, a ``Result`` (JSON payload + renderer) out.
+
+The handlers translate flags into ``Operator`` calls and shape the answer; the entry point
+(``compute.operator.cli``) decides whether the payload is printed as JSON or drawn as tables.
+Parsing helpers for durations and lease ids live here because every handler shares them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console
+
+from compute.operator.book import BookEntry, LeaseBook
+from compute.operator.discovery import Wanted
+from compute.operator.errors import LeaseNotFound, UsageError
+from compute.operator.keys import load_public_key
+from compute.operator.output import lease_json, machine_json, show_lease, show_leases, show_machines
+from compute.operator.rpc import MinerRef
+from compute.operator.service import Operator
+from compute.protocol import MAX_LEASE_SECONDS, MIN_LEASE_SECONDS
+
+_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_HEX_RE = re.compile(r"^[0-9a-f]{4,32}$")
+
+
+@dataclass(frozen=True)
+class Result:
+    payload: dict[str, Any]
+    render: Callable[[Console], None] = field(default=lambda console: None)
+
+
+def parse_duration(hours: float | None, duration: str | None, default_s: int | None = 3600) -> int:
+    """Seconds from ``--hours H`` or ``--duration 90m|2h|3d|3600``; bounded like the protocol."""
+    if hours is not None and duration is not None:
+        raise UsageError("give --hours or --duration, not both")
+    if hours is not None:
+        seconds = hours * 3600
+    elif duration is not None:
+        match = _DURATION_RE.match(duration)
+        if match is None:
+            raise UsageError(f"--duration {duration!r}: expected a number with s, m, h, d or w (e.g. 90m, 2h)")
+        seconds = float(match.group(1)) * _UNITS[match.group(2).lower()]
+    elif default_s is not None:
+        seconds = default_s
+    else:
+        raise UsageError("say how long: --hours H or --duration 2h")
+    if not MIN_LEASE_SECONDS <= seconds <= MAX_LEASE_SECONDS:
+        raise UsageError(
+            f"duration must be between {MIN_LEASE_SECONDS} s and {MAX_LEASE_SECONDS // 86400} days"
+        )
+    return int(seconds)
+
+
+def resolve_lease_id(book: LeaseBook, owner: str, text: str) -> str:
+    """A full lease id, or a unique prefix (at least 4 hex chars) of one of the owner's leases."""
+    lease = text.strip().lower()
+    if not _HEX_RE.match(lease):
+        raise UsageError(f"{text!r} is not a lease id (32 hex characters, or a unique prefix)")
+    if len(lease) == 32:
+        return lease
+    found = [e.lease_id for e in book.entries(owner, include_ended=True) if e.lease_id.startswith(lease)]
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise LeaseNotFound(f"no lease of yours starts with {lease}")
+    raise UsageError(f"{lease} matches {len(found)} leases; give more characters")
+
+
+def wanted_from(args: argparse.Namespace, available_only: bool = False) -> Wanted:
+    return Wanted(
+        gpu_model=args.gpu_model,
+        gpu_count=args.gpu_count or 0,
+        gpu_memory_gb=args.gpu_memory or 0.0,
+        cpu=args.cpu or 0,
+        ram_gb=args.ram or 0.0,
+        disk_gb=args.disk or 0.0,
+        extra_ports=getattr(args, "ports", 0) or 0,
+        available_only=available_only or bool(getattr(args, "available_only", False)),
+    )
+
+
+async def _miner_override(op: Operator, args: argparse.Namespace) -> MinerRef | None:
+    uid, hotkey = getattr(args, "uid", None), getattr(args, "miner_hotkey", None)
+    if uid is None and hotkey is None:
+        return None
+    return await op.find_miner(uid=uid, hotkey=hotkey)
+
+
+def _lease_result(op: Operator, entry: BookEntry, title: str) -> Result:
+    now = time.time()
+    command = op.ssh_command(entry)
+    return Result(
+        {"lease": lease_json(entry, command, now)},
+        lambda console: show_lease(console, entry, command, now, title),
+    )
+
+
+async def cmd_resources(op: Operator, args: argparse.Namespace) -> Result:
+    machines = await op.resources(wanted_from(args))
+    return Result({"machines": [machine_json(m) for m in machines]}, lambda c: show_machines(c, machines))
+
+
+async def cmd_allocate(op: Operator, args: argparse.Namespace) -> Result:
+    duration = parse_duration(args.hours, args.duration)
+    key = load_public_key(args.ssh_key) if args.ssh_key else None
+    target = None
+    if args.uid is not None or args.hotkey is not None:
+        target = await op.find_miner(uid=args.uid, hotkey=args.hotkey)
+    allocation = await op.allocate(wanted_from(args, available_only=True), duration, key, target)
+    result = _lease_result(op, allocation.entry, "Lease allocated")
+    result.payload.update(
+        machine=machine_json(allocation.machine),
+        ssh_command=result.payload["lease"]["ssh_command"],
+        skipped=list(allocation.skipped),
+    )
+    return result
+
+
+async def cmd_list(op: Operator, args: argparse.Namespace) -> Result:
+    entries, problems = await op.leases(refresh=args.refresh, include_ended=args.all)
+    now = time.time()
+    payload = {
+        "leases": [lease_json(e, op.ssh_command(e), now) for e in entries],
+        "problems": problems,
+    }
+    return Result(payload, lambda console: show_leases(console, entries, now, problems))
+
+
+async def cmd_status(op: Operator, args: argparse.Namespace) -> Result:
+    lease = resolve_lease_id(op.book, op.hotkey, args.lease)
+    return _lease_result(op, await op.status(lease, await _miner_override(op, args)), "Lease status")
+
+
+async def cmd_extend(op: Operator, args: argparse.Namespace) -> Result:
+    duration = parse_duration(args.hours, args.duration, default_s=None)
+    lease = resolve_lease_id(op.book, op.hotkey, args.lease)
+    entry = await op.extend(lease, duration, await _miner_override(op, args))
+    return _lease_result(op, entry, "Lease extended")
+
+
+async def cmd_restart(op: Operator, args: argparse.Namespace) -> Result:
+    lease = resolve_lease_id(op.book, op.hotkey, args.lease)
+    entry = await op.restart(lease, await _miner_override(op, args))
+    return _lease_result(op, entry, "Lease restarted")
+
+
+async def cmd_exchange_key(op: Operator, args: argparse.Namespace) -> Result:
+    lease = resolve_lease_id(op.book, op.hotkey, args.lease)
+    key = load_public_key(args.ssh_key) if args.ssh_key else None
+    entry = await op.exchange_key(lease, key, await _miner_override(op, args))
+    return _lease_result(op, entry, "SSH key exchanged")
+
+
+async def cmd_deallocate(op: Operator, args: argparse.Namespace) -> Result:
+    lease = resolve_lease_id(op.book, op.hotkey, args.lease)
+    entry = await op.deallocate(lease, await _miner_override(op, args))
+    return Result(
+        {"lease_id": lease, "state": entry.state},
+        lambda console: console.print(f"Lease {lease} released."),
+    )
+
+
+Handler = Callable[[Operator, argparse.Namespace], Awaitable[Result]]
+
+HANDLERS: dict[str, Handler] = {
+    "resources": cmd_resources,
+    "allocate": cmd_allocate,
+    "list": cmd_list,
+    "status": cmd_status,
+    "extend": cmd_extend,
+    "restart": cmd_restart,
+    "exchange-key": cmd_exchange_key,
+    "deallocate": cmd_deallocate,
+}

@@ -1,0 +1,98 @@
+"""``register.py interactive``: a numbered menu for people who prefer prompts to flags.
+
+Each choice asks a few questions, turns the answers into the same argv the command line takes,
+parses it with the same parser and runs the same handler, so the menu can never drift from the
+CLI. Errors are shown and the menu continues; an empty answer, ``q`` or end of input leaves it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import Callable
+
+from rich.console import Console
+from rich.markup import escape
+
+from compute.operator.commands import HANDLERS
+from compute.operator.errors import EXIT_OK, OperatorError
+from compute.operator.service import Operator
+
+Ask = Callable[[str], str]
+
+_MENU = (
+    ("1", "resources", "List rentable machines"),
+    ("2", "allocate", "Rent a machine"),
+    ("3", "list", "My leases"),
+    ("4", "status", "Lease status"),
+    ("5", "extend", "Extend a lease"),
+    ("6", "exchange-key", "Replace a lease's SSH key"),
+    ("7", "restart", "Restart a lease"),
+    ("8", "deallocate", "End a lease"),
+)
+
+
+def _flag(argv: list[str], flag: str, value: str) -> None:
+    if value.strip():
+        argv += [flag, value.strip()]
+
+
+async def _questions(command: str, ask: Callable[[str], object]) -> list[str]:
+    """The argv for ``command`` built from the operator's answers."""
+    argv = [command]
+
+    async def answer(prompt: str) -> str:
+        return str(await ask(prompt))
+
+    if command in ("resources", "allocate"):
+        _flag(argv, "--gpu-model", await answer("GPU model (blank: any): "))
+        _flag(argv, "--gpu-count", await answer("GPU count (blank: any): "))
+    if command == "resources" and (await answer("Only available machines? [y/N]: ")).lower().startswith("y"):
+        argv.append("--available-only")
+    if command == "allocate":
+        _flag(argv, "--hours", await answer("Hours (blank: 1): "))
+        _flag(argv, "--hotkey", await answer("Miner hotkey (blank: best match): "))
+        _flag(argv, "--ssh-key", await answer("Public key file (blank: create a key pair): "))
+    if command == "list" and (await answer("Ask the miners for fresh state? [y/N]: ")).lower().startswith("y"):
+        argv.append("--refresh")
+    if command in ("status", "extend", "exchange-key", "restart", "deallocate"):
+        argv.append((await answer("Lease id: ")).strip() or "-")
+    if command == "extend":
+        _flag(argv, "--hours", await answer("Hours to add: "))
+    if command == "exchange-key":
+        _flag(argv, "--ssh-key", await answer("New public key file (blank: create a key pair): "))
+    return argv
+
+
+async def run_menu(op: Operator, parser: argparse.ArgumentParser, out: Console, ask: Ask = input) -> int:
+    """Loop over the menu until the operator leaves; returns the exit code (always 0)."""
+
+    async def prompt(text: str) -> str:
+        return await asyncio.to_thread(ask, text)
+
+    by_key = {key: command for key, command, _ in _MENU} | {command: command for _, command, _ in _MENU}
+    while True:
+        out.print()
+        for key, _, label in _MENU:
+            out.print(f"  {key}) {label}")
+        out.print("  q) Quit")
+        try:
+            choice = (await prompt("> ")).strip().lower()
+        except EOFError:
+            return EXIT_OK
+        if choice in ("", "q", "quit", "exit"):
+            return EXIT_OK
+        command = by_key.get(choice)
+        if command is None:
+            out.print(f"Unknown choice {escape(choice)!r}.")
+            continue
+        try:
+            args = parser.parse_args(await _questions(command, prompt))
+        except EOFError:
+            return EXIT_OK
+        except SystemExit:
+            continue  # argparse already printed what was wrong
+        try:
+            (await HANDLERS[command](op, args)).render(out)
+        except OperatorError as exc:
+            out.print(f"[bold red]error[/] ({exc.code}): {escape(exc.message)}")

@@ -1,0 +1,154 @@
+"""What the operator sees: rich tables for people, plain JSON-ready dicts for programs.
+
+``*_json`` functions turn machines and lease-book entries into JSON-serialisable dicts (the
+``--json`` output, stable keys); ``show_*`` functions draw them on a ``rich`` console handed in by
+the entry point. Nothing here decides anything or talks to miners.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from compute.operator.book import BookEntry
+from compute.operator.discovery import Machine
+
+
+def duration_text(seconds: float) -> str:
+    seconds = int(max(0, seconds))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes = rest // 60
+    if days:
+        return f"{days}d {hours}h"
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    return f"{minutes}m {seconds % 60:02d}s"
+
+
+def machine_json(machine: Machine) -> dict[str, Any]:
+    return {
+        "uid": machine.uid,
+        "hotkey": machine.hotkey,
+        "endpoint": machine.endpoint,
+        "state": machine.state,
+        "online": machine.online,
+        "verified": machine.verified,
+        "gpu_model": machine.gpu_model,
+        "gpu_count": machine.gpu_count,
+        "gpu_memory_gb": machine.gpu_memory_gb,
+        "cpu": machine.cpu,
+        "ram_gb": machine.ram_gb,
+        "disk_free_gb": machine.disk_gb,
+        "available": machine.available,
+        "free_gpus": machine.free_gpus,
+        "active_leases": machine.active_leases,
+        "max_duration_s": machine.max_duration_s,
+        "backend": machine.backend,
+        "version": machine.version,
+        "error": machine.error,
+    }
+
+
+def lease_json(entry: BookEntry, ssh_command: str | None, now: float) -> dict[str, Any]:
+    return {
+        "lease_id": entry.lease_id,
+        "state": entry.state,
+        "owner_hotkey": entry.owner_hotkey,
+        "miner_uid": entry.miner_uid,
+        "miner_hotkey": entry.miner_hotkey,
+        "endpoint": entry.endpoint,
+        "verified": entry.verified,
+        "gpus": entry.gpu_summary,
+        "requirements": entry.requirements,
+        "ssh": {
+            "host": entry.ssh_host,
+            "port": entry.ssh_port,
+            "username": entry.ssh_username,
+            "host_key": entry.host_key,
+            "ports": {str(k): v for k, v in entry.ports.items()},
+            "known_hosts_file": entry.known_hosts_path,
+            "private_key_file": entry.private_key_path,
+            "public_key": entry.public_key,
+            "key_generated": entry.key_generated,
+        },
+        "ssh_command": ssh_command,
+        "created_at": entry.created_at,
+        "expires_at": entry.expires_at,
+        "time_left_s": round(entry.time_left(now), 1),
+    }
+
+
+def _gpu_cell(machine: Machine) -> str:
+    if not machine.gpu_count:
+        return "-" if machine.online else "?"
+    text = escape(f"{machine.gpu_count} x {machine.gpu_model}")
+    return text if machine.verified else f"{text} [yellow](unverified)[/]"
+
+
+_STATE_STYLE = {"free": "green", "partly rented": "yellow", "rented": "red", "offline": "dim"}
+
+
+def show_machines(console: Console, machines: list[Machine]) -> None:
+    if not machines:
+        console.print("No machine matches.")
+        return
+    table = Table(title=f"Rentable machines ({len(machines)})")
+    for column in ("UID", "Hotkey", "GPUs", "GPU mem", "CPU", "RAM", "Disk free", "State"):
+        table.add_column(column)
+    for m in machines:
+        style = _STATE_STYLE.get(m.state, "")
+        table.add_row(
+            str(m.uid),
+            m.hotkey[:12] + "…",
+            _gpu_cell(m),
+            f"{m.gpu_memory_gb:g} GiB" if m.gpu_count else "-",
+            str(m.cpu) if m.online else "?",
+            f"{m.ram_gb:g} GiB" if m.online else "?",
+            f"{m.disk_gb:g} GB" if m.online else "?",
+            f"[{style}]{m.state}[/]" if style else m.state,
+        )
+    console.print(table)
+
+
+def show_leases(console: Console, entries: list[BookEntry], now: float, problems: dict[str, str]) -> None:
+    if not entries:
+        console.print("No leases.")
+        return
+    table = Table(title=f"My leases ({len(entries)})")
+    for column in ("Lease", "Miner", "GPUs", "SSH", "State", "Time left"):
+        table.add_column(column)
+    for e in entries:
+        ssh = escape(f"{e.ssh_username}@{e.ssh_host}:{e.ssh_port}") if e.ssh_host else "-"
+        state = e.state if e.lease_id not in problems else f"{e.state} [red](unreachable)[/]"
+        gpus = escape(e.gpu_summary) + ("" if e.verified else " (unverified)")
+        table.add_row(e.lease_id, f"uid {e.miner_uid}", gpus, ssh, state, duration_text(e.time_left(now)))
+    console.print(table)
+    for lease_id, problem in problems.items():
+        console.print(f"[red]{lease_id}[/]: {escape(problem)}")
+
+
+def show_lease(console: Console, entry: BookEntry, ssh_command: str | None, now: float, title: str) -> None:
+    table = Table(title=title, show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value")
+    rows = [
+        ("Lease", entry.lease_id),
+        ("State", entry.state),
+        ("Miner", f"uid {entry.miner_uid}  {entry.miner_hotkey}  {entry.endpoint}"),
+        ("GPUs", entry.gpu_summary + ("" if entry.verified else "  (unverified: not proved by PoG)")),
+        ("Time left", duration_text(entry.time_left(now))),
+        ("Private key", entry.private_key_path or "(your own key)"),
+        ("Known hosts", entry.known_hosts_path or "-"),
+    ]
+    if entry.ports:
+        rows.append(("Ports", ", ".join(f"{k} -> {v}" for k, v in sorted(entry.ports.items()))))
+    for field, value in rows:
+        table.add_row(field, escape(value))
+    console.print(table)
+    if ssh_command:
+        console.print("Connect with:")
+        console.print(ssh_command, markup=False, highlight=False, soft_wrap=True)

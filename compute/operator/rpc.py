@@ -1,0 +1,66 @@
+"""One signed call to one miner, with transport failures turned into operator errors.
+
+The transport (``compute.transport.MinerClient``) signs the request, checks the response
+signature against the hotkey we meant to reach and raises its own errors; this module maps them
+onto ``compute.operator.errors`` so that the CLI can print one clear sentence and exit with the
+right code. It does not retry: callers decide whether another miner should be tried.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from compute.operator.errors import MinerIdentityError, MinerOffline, Refused, from_rejection
+from compute.protocol import Message
+from compute.transport import (
+    BadResponseSignature,
+    InvalidResponse,
+    PeerUnreachable,
+    Rejected,
+    RequestTimeout,
+    TransportError,
+)
+
+logger = logging.getLogger(__name__)
+
+
+class Client(Protocol):
+    async def call(self, endpoint: str, hotkey: str, request: Message) -> Any: ...
+
+
+@dataclass(frozen=True)
+class MinerRef:
+    """Where a miner is: its hotkey (whose signature we check), uid and axon endpoint."""
+
+    hotkey: str
+    endpoint: str | None
+    uid: int | None = None
+
+    def label(self) -> str:
+        uid = "?" if self.uid is None else str(self.uid)
+        return f"uid {uid} ({self.hotkey[:10]}…)"
+
+
+async def call(client: Client, miner: MinerRef, request: Message) -> Any:
+    """Send ``request`` to ``miner``; raise an ``OperatorError`` subclass on any failure."""
+    if not miner.endpoint:
+        raise MinerOffline(f"miner {miner.label()} is not serving an axon")
+    try:
+        return await client.call(miner.endpoint, miner.hotkey, request)
+    except Rejected as exc:
+        logger.info("miner refused hotkey=%s kind=%s code=%s", miner.hotkey, request.kind, exc.code)
+        raise from_rejection(exc.code, exc.reason, miner.hotkey) from exc
+    except RequestTimeout as exc:
+        raise MinerOffline(f"miner {miner.label()} at {miner.endpoint} timed out") from exc
+    except PeerUnreachable as exc:
+        raise MinerOffline(f"miner {miner.label()} at {miner.endpoint} is unreachable: {exc}") from exc
+    except BadResponseSignature as exc:
+        raise MinerIdentityError(
+            f"the answer from {miner.endpoint} was not signed by {miner.hotkey}: {exc}"
+        ) from exc
+    except InvalidResponse as exc:
+        raise MinerIdentityError(f"miner {miner.label()} sent a malformed answer: {exc}") from exc
+    except TransportError as exc:
+        raise Refused(f"call to miner {miner.label()} failed: {exc}") from exc

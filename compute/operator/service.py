@@ -1,0 +1,338 @@
+"""The operator's lease operations: allocate, status, extend, exchange key, restart, deallocate.
+
+``Operator`` ties together the metagraph (who serves where), the signed miner client, the lease
+book and the data directory of keys and known_hosts files. Every method is async, returns typed
+values and raises ``compute.operator.errors`` subclasses; nothing here prints.
+
+Key handling decisions: a key pair this tool generated is deleted once it can no longer open its
+lease (after a successful key exchange, and after deallocation); a renter's own ``--ssh-key`` is
+never touched. Leases not in the book can still be addressed with an explicit miner (``miner=``),
+which is how a second operator learns that the miner, the authority, refuses it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from compute.chain import MetagraphSnapshot
+from compute.operator.book import BookEntry, LeaseBook
+from compute.operator.discovery import Machine, VerifiedGpus, Wanted, discover, matches, probe, rank
+from compute.operator.errors import (
+    LeaseExpired,
+    LeaseNotFound,
+    MinerOffline,
+    NoMatchingMachine,
+    Refused,
+    UsageError,
+)
+from compute.operator.keys import (
+    RenterKey,
+    generate_keypair,
+    remove_generated_key,
+    ssh_command,
+    write_known_hosts,
+)
+from compute.operator.rpc import Client, MinerRef, call
+from compute.protocol import (
+    AllocateRequest,
+    DeallocateRequest,
+    ExchangeKeyRequest,
+    ExtendLeaseRequest,
+    LeaseInfo,
+    LeaseStatusRequest,
+    RestartLeaseRequest,
+    SshAccess,
+)
+
+logger = logging.getLogger(__name__)
+
+MAX_ALLOCATION_ATTEMPTS = 3
+_UNSPECIFIED_HOSTS = {"", "0.0.0.0", "::", "[::]"}
+
+
+@dataclass(frozen=True)
+class Allocation:
+    entry: BookEntry
+    machine: Machine
+    skipped: tuple[str, ...]  # why better-ranked machines were passed over
+
+
+class Operator:
+    """Lease operations for one operator hotkey on one subnet."""
+
+    def __init__(
+        self,
+        *,
+        hotkey: str,
+        client: Client,
+        metagraph: Callable[[], MetagraphSnapshot],
+        book: LeaseBook,
+        data_dir: Path,
+        network: str,
+        netuid: int,
+        verified: Mapping[str, VerifiedGpus] | None = None,
+        concurrency: int = 32,
+        deadline_s: float = 30.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.hotkey = hotkey
+        self.client = client
+        self._metagraph_source = metagraph
+        self._metagraph: MetagraphSnapshot | None = None
+        self.book = book
+        self.keys_dir = Path(data_dir) / "keys"
+        self.hosts_dir = Path(data_dir) / "known_hosts"
+        self.network = network
+        self.netuid = netuid
+        self.verified = dict(verified or {})
+        self.concurrency = concurrency
+        self.deadline_s = deadline_s
+        self.clock = clock
+
+    # ------------------------------------------------------------ miners
+
+    async def metagraph(self) -> MetagraphSnapshot:
+        if self._metagraph is None:
+            self._metagraph = await asyncio.to_thread(self._metagraph_source)
+        return self._metagraph
+
+    async def miners(self) -> list[MinerRef]:
+        """Every neuron serving an axon, except ourselves."""
+        graph = await self.metagraph()
+        return [
+            MinerRef(n.hotkey, n.axon, n.uid) for n in graph.neurons if n.axon and n.hotkey != self.hotkey
+        ]
+
+    async def find_miner(self, uid: int | None = None, hotkey: str | None = None) -> MinerRef:
+        graph = await self.metagraph()
+        for neuron in graph.neurons:
+            if (uid is not None and neuron.uid == uid) or (hotkey is not None and neuron.hotkey == hotkey):
+                if not neuron.axon:
+                    raise MinerOffline(f"miner uid {neuron.uid} is registered but serves no axon")
+                return MinerRef(neuron.hotkey, neuron.axon, neuron.uid)
+        what = f"uid {uid}" if uid is not None else f"hotkey {hotkey}"
+        raise UsageError(f"no neuron with {what} on subnet {self.netuid}")
+
+    async def resources(self, wanted: Wanted) -> list[Machine]:
+        machines = await discover(
+            self.client, await self.miners(), wanted, self.verified, self.concurrency, self.deadline_s
+        )
+        shown = [m for m in machines if matches(m, wanted) or (not m.online and not wanted.available_only)]
+        return sorted(shown, key=lambda m: (not m.online, not m.verified, m.uid if m.uid is not None else 0))
+
+    # ------------------------------------------------------------ allocation
+
+    async def allocate(
+        self, wanted: Wanted, duration_s: int, key: RenterKey | None = None, target: MinerRef | None = None
+    ) -> Allocation:
+        """Rent the best machine for ``wanted`` (or ``target``) for ``duration_s`` seconds."""
+        if target is not None:
+            machine = await probe(self.client, target, wanted.requirements(), self.verified.get(target.hotkey))
+            if not machine.online:
+                raise MinerOffline(machine.error or f"miner {target.label()} did not answer")
+            candidates = [machine]
+        else:
+            candidates = rank(await self.resources(wanted), wanted)
+            if not candidates:
+                raise NoMatchingMachine(f"no available machine matches {_describe(wanted)}")
+        generated = key is None
+        key = key or generate_keypair(self.keys_dir)
+        request = AllocateRequest(
+            requirements=wanted.requirements(), duration_s=duration_s, ssh_public_key=key.public_line
+        )
+        skipped: list[str] = []
+        for machine in candidates[:MAX_ALLOCATION_ATTEMPTS]:
+            try:
+                info = (await call(self.client, machine.ref, request)).lease
+            except Refused as exc:
+                if target is not None:
+                    self._discard(key, generated)
+                    raise
+                logger.info("allocation refused uid=%s hotkey=%s: %s", machine.uid, machine.hotkey, exc)
+                skipped.append(f"uid {machine.uid}: {exc.message}")
+                continue
+            entry = self._record(info, machine.ref, machine, key, None)
+            logger.info("allocated lease=%s uid=%s hotkey=%s", info.lease_id, machine.uid, machine.hotkey)
+            return Allocation(entry, machine, tuple(skipped))
+        self._discard(key, generated)
+        raise NoMatchingMachine("every matching machine refused: " + "; ".join(skipped))
+
+    def _discard(self, key: RenterKey, generated: bool) -> None:
+        if generated and key.private_path is not None:
+            remove_generated_key(key.private_path)
+
+    def _record(
+        self,
+        info: LeaseInfo,
+        miner: MinerRef,
+        machine: Machine | None,
+        key: RenterKey | None,
+        previous: BookEntry | None,
+    ) -> BookEntry:
+        """Save what the miner said about a lease into the book (and its pinned host key)."""
+        access = _public_access(info.ssh, miner.endpoint)
+        known_hosts = write_known_hosts(self.hosts_dir, info.lease_id, access) if access else None
+        if machine is not None:
+            verified, summary = machine.verified, _gpu_text(machine.gpu_count, machine.gpu_model)
+        elif previous is not None:
+            verified, summary = previous.verified, previous.gpu_summary
+        else:
+            verified, summary = False, _gpu_text(len(info.gpus), info.gpus[0].name if info.gpus else None)
+        if key is not None:
+            private = str(key.private_path) if key.private_path else None
+            public, generated = key.public_line, key.generated
+        elif previous is not None:
+            private, public, generated = previous.private_key_path, previous.public_key, previous.key_generated
+        else:
+            private, public, generated = None, "", False
+        entry = BookEntry(
+            lease_id=info.lease_id,
+            owner_hotkey=info.owner_hotkey,
+            network=self.network,
+            netuid=self.netuid,
+            miner_uid=miner.uid,
+            miner_hotkey=miner.hotkey,
+            endpoint=miner.endpoint or "",
+            state=info.state,
+            verified=verified,
+            gpu_summary=summary,
+            requirements=info.requirements.model_dump(),
+            ssh_host=access.host if access else None,
+            ssh_port=access.port if access else None,
+            ssh_username=access.username if access else None,
+            host_key=access.host_key if access else None,
+            ports=dict(access.ports) if access else {},
+            known_hosts_path=str(known_hosts) if known_hosts else None,
+            private_key_path=private,
+            public_key=public,
+            key_generated=generated,
+            created_at=info.created_at,
+            expires_at=info.expires_at,
+            updated_at=self.clock(),
+        )
+        if info.owner_hotkey == self.hotkey:
+            self.book.save(entry)
+        return entry
+
+    # ------------------------------------------------------------ existing leases
+
+    async def _target(self, lease_id: str, miner: MinerRef | None) -> tuple[BookEntry | None, MinerRef]:
+        entry = self.book.get(lease_id)
+        if miner is not None:
+            return entry, miner
+        if entry is None:
+            raise LeaseNotFound(
+                f"lease {lease_id} is not in this operator's book; name its miner with --miner-hotkey or --uid"
+            )
+        return entry, MinerRef(entry.miner_hotkey, entry.endpoint, entry.miner_uid)
+
+    async def _lease_call(self, lease_id: str, miner: MinerRef | None, request, key: RenterKey | None = None):
+        entry, ref = await self._target(lease_id, miner)
+        try:
+            response = await call(self.client, ref, request)
+        except (LeaseExpired, LeaseNotFound):
+            if entry is not None and entry.owner_hotkey == self.hotkey and entry.state == "active":
+                self._ended(entry, "expired")
+            raise
+        return self._record(response.lease, ref, None, key, entry)
+
+    def _ended(self, entry: BookEntry, state: str) -> BookEntry:
+        if entry.key_generated and entry.private_key_path:
+            remove_generated_key(Path(entry.private_key_path))
+        if entry.known_hosts_path:
+            Path(entry.known_hosts_path).unlink(missing_ok=True)
+        ended = entry.with_changes(state=state, updated_at=self.clock())
+        self.book.save(ended)
+        return ended
+
+    async def status(self, lease_id: str, miner: MinerRef | None = None) -> BookEntry:
+        return await self._lease_call(lease_id, miner, LeaseStatusRequest(lease_id=lease_id))
+
+    async def extend(self, lease_id: str, duration_s: int, miner: MinerRef | None = None) -> BookEntry:
+        request = ExtendLeaseRequest(lease_id=lease_id, duration_s=duration_s)
+        return await self._lease_call(lease_id, miner, request)
+
+    async def restart(self, lease_id: str, miner: MinerRef | None = None) -> BookEntry:
+        return await self._lease_call(lease_id, miner, RestartLeaseRequest(lease_id=lease_id))
+
+    async def exchange_key(
+        self, lease_id: str, key: RenterKey | None = None, miner: MinerRef | None = None
+    ) -> BookEntry:
+        """Install a new key (generated unless given); a generated old key is then deleted."""
+        generated = key is None
+        key = key or generate_keypair(self.keys_dir)
+        request = ExchangeKeyRequest(lease_id=lease_id, ssh_public_key=key.public_line)
+        old = self.book.get(lease_id)
+        try:
+            entry = await self._lease_call(lease_id, miner, request, key)
+        except Refused:
+            self._discard(key, generated)
+            raise
+        stale = old.private_key_path if old is not None and old.key_generated else None
+        if stale and stale != entry.private_key_path:
+            remove_generated_key(Path(stale))
+        return entry
+
+    async def deallocate(self, lease_id: str, miner: MinerRef | None = None) -> BookEntry:
+        entry, ref = await self._target(lease_id, miner)
+        await call(self.client, ref, DeallocateRequest(lease_id=lease_id))
+        logger.info("deallocated lease=%s hotkey=%s", lease_id, ref.hotkey)
+        if entry is None or entry.owner_hotkey != self.hotkey:
+            return entry or _bare_entry(lease_id, ref, self)
+        return self._ended(entry, "released")
+
+    async def leases(self, refresh: bool = False, include_ended: bool = False) -> tuple[list[BookEntry], dict]:
+        """This operator's leases; with ``refresh`` ask each miner first (errors per lease)."""
+        problems: dict[str, str] = {}
+        if refresh:
+            active = self.book.entries(self.hotkey)
+            results = await asyncio.gather(
+                *(self.status(e.lease_id) for e in active), return_exceptions=True
+            )
+            for entry, result in zip(active, results):
+                if isinstance(result, Refused):
+                    problems[entry.lease_id] = result.message
+                elif isinstance(result, BaseException):
+                    raise result
+                elif result.state != "active":
+                    self._ended(result, result.state)
+        return self.book.entries(self.hotkey, include_ended), problems
+
+    def ssh_command(self, entry: BookEntry) -> str | None:
+        if entry.state != "active" or not entry.ssh_host or not entry.known_hosts_path:
+            return None
+        access = SshAccess(
+            host=entry.ssh_host, port=entry.ssh_port or 22, username=entry.ssh_username or "root",
+            host_key=entry.host_key or "", ports=entry.ports,
+        )
+        private = Path(entry.private_key_path) if entry.private_key_path else None
+        return ssh_command(access, Path(entry.known_hosts_path), private)
+
+
+def _public_access(ssh: SshAccess | None, endpoint: str | None) -> SshAccess | None:
+    """The miner's SSH access, with an unspecified bind address replaced by the axon's host."""
+    if ssh is None or ssh.host not in _UNSPECIFIED_HOSTS or not endpoint:
+        return ssh
+    return ssh.model_copy(update={"host": endpoint.rsplit(":", 1)[0].strip("[]")})
+
+
+def _gpu_text(count: int, model: str | None) -> str:
+    return f"{count} x {model}" if count and model else "no GPU"
+
+
+def _describe(wanted: Wanted) -> str:
+    parts = [f"{k}={v}" for k, v in vars(wanted).items() if v and k != "available_only"]
+    return ", ".join(parts) or "any machine"
+
+
+def _bare_entry(lease_id: str, ref: MinerRef, op: Operator) -> BookEntry:
+    now = op.clock()
+    return BookEntry(
+        lease_id, "", op.network, op.netuid, ref.uid, ref.hotkey, ref.endpoint or "", "released", False,
+        "", {}, None, None, None, None, {}, None, None, "", False, now, now, now,
+    )
