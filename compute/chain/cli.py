@@ -25,7 +25,9 @@ log = logging.getLogger(__name__)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m compute chain", description="Simulated chain (SQLite file).")
+    parser = argparse.ArgumentParser(
+        prog="python -m compute chain", description="Simulated chain (SQLite file)."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     create = sub.add_parser("create", help="create a chain file with one subnet")
@@ -35,7 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--tempo", type=int, default=360)
     create.add_argument("--weights-rate-limit", type=int, default=100, help="blocks between weight sets")
     create.add_argument("--min-allowed-weights", type=int, default=1)
-    create.add_argument("--max-weights-limit", type=int, default=65535, help="u16 fraction (65535 = no limit)")
+    create.add_argument(
+        "--max-weights-limit", type=int, default=65535, help="u16 fraction (65535 = no limit)"
+    )
     create.add_argument("--force", action="store_true", help="replace an existing file")
 
     register = sub.add_parser("register", help="register a hotkey (idempotent)")
@@ -80,12 +84,19 @@ def main(argv: list[str] | None = None) -> int:
 
 def _create(args: argparse.Namespace, console: Console) -> int:
     state = SimChainState.create(
-        args.path, netuid=args.netuid, block_time=args.block_time, tempo=args.tempo,
-        weights_rate_limit=args.weights_rate_limit, min_allowed_weights=args.min_allowed_weights,
-        max_weights_limit=args.max_weights_limit, overwrite=args.force,
+        args.path,
+        netuid=args.netuid,
+        block_time=args.block_time,
+        tempo=args.tempo,
+        weights_rate_limit=args.weights_rate_limit,
+        min_allowed_weights=args.min_allowed_weights,
+        max_weights_limit=args.max_weights_limit,
+        overwrite=args.force,
     )
-    console.print(f"created {state.path} netuid={args.netuid} block_time={args.block_time}s "
-                  f"tempo={args.tempo} weights_rate_limit={args.weights_rate_limit}")
+    console.print(
+        f"created {state.path} netuid={args.netuid} block_time={args.block_time}s "
+        f"tempo={args.tempo} weights_rate_limit={args.weights_rate_limit}"
+    )
     return 0
 
 
@@ -99,8 +110,10 @@ def _register(args: argparse.Namespace, state: SimChainState, netuid: int, conso
     else:
         raise ValueError("give --hotkey and --coldkey, or --wallet.name [--wallet.hotkey --wallet.path]")
     uid = state.register(hotkey, coldkey, args.stake, args.validator_permit, netuid=netuid)
-    console.print(f"registered uid={uid} netuid={netuid} hotkey={hotkey} stake={args.stake:g} "
-                  f"permit={args.validator_permit}")
+    console.print(
+        f"registered uid={uid} netuid={netuid} hotkey={hotkey} stake={args.stake:g} "
+        f"permit={args.validator_permit}"
+    )
     return 0
 
 
@@ -127,16 +140,24 @@ def _wallet_keys(name: str, hotkey_name: str, path: str) -> tuple[str, str]:
 def _axon(neuron: NeuronRow) -> str | None:
     if not neuron.axon_ip:
         return None
-    address = ipaddress.ip_address(neuron.axon_ip) if neuron.axon_ip_type == 4 else ipaddress.IPv6Address(neuron.axon_ip)
+    address = (
+        ipaddress.ip_address(neuron.axon_ip)
+        if neuron.axon_ip_type == 4
+        else ipaddress.IPv6Address(neuron.axon_ip)
+    )
     host = f"[{address}]" if address.version == 6 else str(address)
     return f"{host}:{neuron.axon_port}"
 
 
 def _neuron_dict(neuron: NeuronRow, weights: dict[int, list[tuple[int, int]]]) -> dict[str, Any]:
     return {
-        "uid": neuron.uid, "hotkey": neuron.hotkey, "coldkey": neuron.coldkey,
-        "stake": neuron.stake_rao / RAO_PER_TAO, "validator_permit": neuron.validator_permit,
-        "axon": _axon(neuron), "last_update": neuron.last_update,
+        "uid": neuron.uid,
+        "hotkey": neuron.hotkey,
+        "coldkey": neuron.coldkey,
+        "stake": neuron.stake_rao / RAO_PER_TAO,
+        "validator_permit": neuron.validator_permit,
+        "axon": _axon(neuron),
+        "last_update": neuron.last_update,
         "weights_set": len(weights.get(neuron.uid, [])),
     }
 
@@ -146,8 +167,12 @@ def _show(args: argparse.Namespace, state: SimChainState, netuid: int, console: 
     weights = state.weights(netuid)
     rows = [_neuron_dict(n, weights) for n in state.neurons(netuid)]
     header = {
-        "path": str(state.path), "netuid": netuid, "block": state.block(), "block_time": state.block_time,
-        "tempo": subnet.tempo, "weights_rate_limit": subnet.weights_rate_limit,
+        "path": str(state.path),
+        "netuid": netuid,
+        "block": state.block(),
+        "block_time": state.block_time,
+        "tempo": subnet.tempo,
+        "weights_rate_limit": subnet.weights_rate_limit,
         "commit_reveal": subnet.commit_reveal,
     }
     if args.json:
@@ -158,8 +183,13 @@ def _show(args: argparse.Namespace, state: SimChainState, netuid: int, console: 
         table.add_column(column, justify="right" if column in ("uid", "stake", "last_update") else "left")
     for row in rows:
         table.add_row(
-            str(row["uid"]), row["hotkey"], row["coldkey"], f"{row['stake']:,.2f}",
-            "yes" if row["validator_permit"] else "", row["axon"] or "-", str(row["last_update"]),
+            str(row["uid"]),
+            row["hotkey"],
+            row["coldkey"],
+            f"{row['stake']:,.2f}",
+            "yes" if row["validator_permit"] else "",
+            row["axon"] or "-",
+            str(row["last_update"]),
             str(row["weights_set"]) if row["weights_set"] else "-",
         )
     # Full SS58 addresses need ~170 columns; let a narrow terminal wrap rather than elide them.
@@ -175,7 +205,9 @@ def _weights(args: argparse.Namespace, state: SimChainState, netuid: int, consol
         if (total := sum(value for _, value in row))
     }
     if args.json:
-        sys.stdout.write(json.dumps({str(u): {str(d): w for d, w in r.items()} for u, r in normalised.items()}) + "\n")
+        sys.stdout.write(
+            json.dumps({str(u): {str(d): w for d, w in r.items()} for u, r in normalised.items()}) + "\n"
+        )
         return 0
     table = Table(title=f"weights netuid={netuid} block={state.block()}")
     table.add_column("uid", justify="right")

@@ -228,7 +228,7 @@ def connect(network: str, netuid: int, **timeouts: float) -> BtChain:
         raise ChainError(f"netuid must be an integer in 0..65535, got {netuid!r}")
     network = (network or "").strip()
     if network.startswith(SIM_PREFIX):
-        path = Path(network[len(SIM_PREFIX):]).expanduser()
+        path = Path(network[len(SIM_PREFIX) :]).expanduser()
         try:
             state = SimChainState.open(path)
         except SimChainError as error:

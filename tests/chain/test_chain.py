@@ -77,7 +77,9 @@ def test_metagraph_reports_stake_permit_and_coldkeys(chain, neurons):
     assert graph.netuid == NETUID and graph.block == chain.block()
     first = graph.neurons[0]
     assert (first.uid, first.hotkey, first.coldkey) == (
-        0, validator.hotkey.ss58_address, validator.coldkeypub.ss58_address
+        0,
+        validator.hotkey.ss58_address,
+        validator.coldkeypub.ss58_address,
     )
     assert (first.stake, first.validator_permit, first.active, first.last_update) == (1000.0, True, True, 0)
     assert (graph.neurons[1].stake, graph.neurons[1].validator_permit) == (10.0, False)
@@ -174,7 +176,9 @@ def test_weights_set_by_another_process_are_read_back(chain_file, chain, neurons
             chain.set_weights(v, {{1: 2.0, 2: 6.0}}, version_key=5)
         """
     )
-    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     assert chain.metagraph().neurons[1].axon == "192.168.7.7:7000"
     assert chain.weights(0) == pytest.approx({1: 0.25, 2: 0.75}, abs=1e-4)
@@ -243,7 +247,10 @@ def test_network_names_are_validated(tmp_path):
 
 
 def test_metagraph_of_missing_subnet_is_an_error(chain_file):
-    with connect(f"sim:{chain_file}", 99) as chain, pytest.raises(ChainError, match="subnet 99 does not exist"):
+    with (
+        connect(f"sim:{chain_file}", 99) as chain,
+        pytest.raises(ChainError, match="subnet 99 does not exist"),
+    ):
         chain.metagraph()
 
 

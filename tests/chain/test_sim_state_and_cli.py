@@ -60,17 +60,31 @@ def test_file_that_is_not_a_chain_is_refused(tmp_path):
 
 def test_cli_create_register_show(tmp_path, capsys):
     path = str(tmp_path / "c.db")
-    assert chain_main(["create", path, "--netuid", "27", "--block-time", "2", "--weights-rate-limit", "5"]) == 0
-    assert chain_main(["register", path, "--hotkey", HOT, "--coldkey", COLD, "--stake", "250",
-                       "--validator-permit"]) == 0
+    assert (
+        chain_main(["create", path, "--netuid", "27", "--block-time", "2", "--weights-rate-limit", "5"]) == 0
+    )
+    assert (
+        chain_main(
+            ["register", path, "--hotkey", HOT, "--coldkey", COLD, "--stake", "250", "--validator-permit"]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert chain_main(["show", path, "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert (shown["netuid"], shown["block_time"], shown["weights_rate_limit"]) == (27, 2.0, 5)
-    assert shown["neurons"] == [{
-        "uid": 0, "hotkey": HOT, "coldkey": COLD, "stake": 250.0, "validator_permit": True,
-        "axon": None, "last_update": 0, "weights_set": 0,
-    }]
+    assert shown["neurons"] == [
+        {
+            "uid": 0,
+            "hotkey": HOT,
+            "coldkey": COLD,
+            "stake": 250.0,
+            "validator_permit": True,
+            "axon": None,
+            "last_update": 0,
+            "weights_set": 0,
+        }
+    ]
     assert chain_main(["show", path]) == 0
     assert HOT in capsys.readouterr().out
 
@@ -79,8 +93,21 @@ def test_cli_register_from_wallet(tmp_path, make_wallet, capsys):
     wallet = make_wallet("op")
     path = str(tmp_path / "c.db")
     chain_main(["create", path])
-    assert chain_main(["register", path, "--wallet.name", "op", "--wallet.hotkey", "default",
-                       "--wallet.path", str(Path(wallet.path))]) == 0
+    assert (
+        chain_main(
+            [
+                "register",
+                path,
+                "--wallet.name",
+                "op",
+                "--wallet.hotkey",
+                "default",
+                "--wallet.path",
+                str(Path(wallet.path)),
+            ]
+        )
+        == 0
+    )
     assert SimChainState.open(path).uid_of(27, wallet.hotkey.ss58_address) == 0
 
 
@@ -123,7 +150,12 @@ def test_dispatcher_names_missing_and_unknown_commands(capsys, monkeypatch):
 
 def test_python_dash_m_compute_chain_runs(tmp_path):
     path = str(tmp_path / "c.db")
-    done = subprocess.run([sys.executable, "-m", "compute", "chain", "create", path], cwd=REPO,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "compute", "chain", "create", path],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert Path(path).is_file()

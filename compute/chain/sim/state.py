@@ -26,104 +26,33 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
-SCHEMA_VERSION = 1
-RAO_PER_TAO = 1_000_000_000
-U16_MAX = 65_535
+from .records import (
+    RAO_PER_TAO,
+    SCHEMA_SQL,
+    SCHEMA_VERSION,
+    U16_MAX,
+    AxonUpdate,
+    NeuronRow,
+    SimChainError,
+    SimDispatchError,
+    SubnetRow,
+    check_range,
+    check_weights,
+    subnet_row,
+    uid_or_raise,
+)
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS subnets (
-    netuid INTEGER PRIMARY KEY,
-    tempo INTEGER NOT NULL,
-    weights_rate_limit INTEGER NOT NULL,
-    commit_reveal INTEGER NOT NULL DEFAULT 0,
-    max_weights_limit INTEGER NOT NULL,
-    min_allowed_weights INTEGER NOT NULL,
-    weights_version_key INTEGER NOT NULL DEFAULT 0,
-    max_uids INTEGER NOT NULL,
-    registered_at INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS neurons (
-    netuid INTEGER NOT NULL,
-    uid INTEGER NOT NULL,
-    hotkey TEXT NOT NULL,
-    coldkey TEXT NOT NULL,
-    stake_rao INTEGER NOT NULL,
-    validator_permit INTEGER NOT NULL,
-    axon_ip INTEGER NOT NULL DEFAULT 0,
-    axon_port INTEGER NOT NULL DEFAULT 0,
-    axon_ip_type INTEGER NOT NULL DEFAULT 4,
-    axon_protocol INTEGER NOT NULL DEFAULT 0,
-    axon_version INTEGER NOT NULL DEFAULT 0,
-    axon_block INTEGER NOT NULL DEFAULT 0,
-    last_update INTEGER NOT NULL DEFAULT 0,
-    registered_at INTEGER NOT NULL,
-    PRIMARY KEY (netuid, uid),
-    UNIQUE (netuid, hotkey)
-);
-CREATE TABLE IF NOT EXISTS weights (
-    netuid INTEGER NOT NULL,
-    uid INTEGER NOT NULL,
-    dest INTEGER NOT NULL,
-    value INTEGER NOT NULL,
-    PRIMARY KEY (netuid, uid, dest)
-);
-"""
-
-
-class SimChainError(Exception):
-    """Root of the simulated chain's errors (bad file, unknown subnet, bad input)."""
-
-
-class SimDispatchError(SimChainError):
-    """An extrinsic the real runtime would reject; ``name`` is the runtime error name."""
-
-    def __init__(self, name: str, message: str):
-        super().__init__(message)
-        self.name = name
-        self.message = message
-
-
-@dataclass(frozen=True)
-class SubnetRow:
-    netuid: int
-    tempo: int
-    weights_rate_limit: int
-    commit_reveal: bool
-    max_weights_limit: int
-    min_allowed_weights: int
-    weights_version_key: int
-    max_uids: int
-    registered_at: int
-
-
-@dataclass(frozen=True)
-class NeuronRow:
-    netuid: int
-    uid: int
-    hotkey: str
-    coldkey: str
-    stake_rao: int
-    validator_permit: bool
-    axon_ip: int
-    axon_port: int
-    axon_ip_type: int
-    axon_protocol: int
-    axon_version: int
-    last_update: int
-    registered_at: int
-
-
-@dataclass(frozen=True)
-class AxonUpdate:
-    ip: int
-    port: int
-    ip_type: int
-    protocol: int
-    version: int
+__all__ = [
+    "RAO_PER_TAO",
+    "AxonUpdate",
+    "NeuronRow",
+    "SimChainError",
+    "SimChainState",
+    "SimDispatchError",
+    "SubnetRow",
+]
 
 
 class SimChainState:
@@ -133,11 +62,15 @@ class SimChainState:
         self.path = Path(path)
         self._clock = clock
         if not self.path.is_file():
-            raise SimChainError(f"no simulated chain at {self.path} (create it with `python -m compute chain create`)")
+            raise SimChainError(
+                f"no simulated chain at {self.path} (create it with `python -m compute chain create`)"
+            )
         with self._connect() as conn:
             row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
             if row is None or int(row[0]) != SCHEMA_VERSION:
-                raise SimChainError(f"{self.path} is not a simulated chain of schema version {SCHEMA_VERSION}")
+                raise SimChainError(
+                    f"{self.path} is not a simulated chain of schema version {SCHEMA_VERSION}"
+                )
             meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
         self.block_time = float(meta["block_time"])
         self.genesis_block = int(meta["genesis_block"])
@@ -175,7 +108,7 @@ class SimChainState:
         conn = _open_sqlite(path)
         try:
             with conn:
-                conn.executescript(_SCHEMA)
+                conn.executescript(SCHEMA_SQL)
                 conn.executemany(
                     "INSERT INTO meta (key, value) VALUES (?, ?)",
                     [
@@ -243,25 +176,41 @@ class SimChainState:
         weights_version_key: int = 0,
         max_uids: int = 256,
     ) -> None:
-        _check_range("netuid", netuid, 0, U16_MAX)
-        _check_range("tempo", tempo, 1, U16_MAX)
-        _check_range("weights_rate_limit", weights_rate_limit, 0, 2**63 - 1)
-        _check_range("max_weights_limit", max_weights_limit, 1, U16_MAX)
-        _check_range("min_allowed_weights", min_allowed_weights, 0, U16_MAX)
-        _check_range("max_uids", max_uids, 1, U16_MAX)
+        check_range("netuid", netuid, 0, U16_MAX)
+        check_range("tempo", tempo, 1, U16_MAX)
+        check_range("weights_rate_limit", weights_rate_limit, 0, 2**63 - 1)
+        check_range("max_weights_limit", max_weights_limit, 1, U16_MAX)
+        check_range("min_allowed_weights", min_allowed_weights, 0, U16_MAX)
+        check_range("max_uids", max_uids, 1, U16_MAX)
         with self._write() as conn:
             if conn.execute("SELECT 1 FROM subnets WHERE netuid = ?", (netuid,)).fetchone():
                 raise SimChainError(f"subnet {netuid} already exists")
             conn.execute(
                 "INSERT INTO subnets VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (netuid, tempo, weights_rate_limit, int(commit_reveal), max_weights_limit,
-                 min_allowed_weights, weights_version_key, max_uids, self.block()),
+                (
+                    netuid,
+                    tempo,
+                    weights_rate_limit,
+                    int(commit_reveal),
+                    max_weights_limit,
+                    min_allowed_weights,
+                    weights_version_key,
+                    max_uids,
+                    self.block(),
+                ),
             )
 
     def set_hyperparameter(self, netuid: int, name: str, value: int) -> None:
         """Owner/sudo knob for tests and demos: ``weights_rate_limit``, ``commit_reveal``, ..."""
-        allowed = {"tempo", "weights_rate_limit", "commit_reveal", "max_weights_limit",
-                   "min_allowed_weights", "weights_version_key", "max_uids"}
+        allowed = {
+            "tempo",
+            "weights_rate_limit",
+            "commit_reveal",
+            "max_weights_limit",
+            "min_allowed_weights",
+            "weights_version_key",
+            "max_uids",
+        }
         if name not in allowed:
             raise SimChainError(f"unknown hyperparameter {name!r}; known: {sorted(allowed)}")
         with self._write() as conn:
@@ -275,13 +224,15 @@ class SimChainState:
     def subnet(self, netuid: int) -> SubnetRow | None:
         with self._connect() as conn:
             row = conn.execute("SELECT * FROM subnets WHERE netuid = ?", (netuid,)).fetchone()
-        return _subnet_row(row) if row else None
+        return subnet_row(row) if row else None
 
     def _subnet(self, conn: sqlite3.Connection, netuid: int) -> SubnetRow:
         row = conn.execute("SELECT * FROM subnets WHERE netuid = ?", (netuid,)).fetchone()
         if row is None:
-            raise SimDispatchError("SubnetNotExists", f"subnet {netuid} does not exist on this simulated chain")
-        return _subnet_row(row)
+            raise SimDispatchError(
+                "SubnetNotExists", f"subnet {netuid} does not exist on this simulated chain"
+            )
+        return subnet_row(row)
 
     # Neurons --------------------------------------------------------------------
 
@@ -320,7 +271,9 @@ class SimChainState:
                 return int(row[0])
             count = conn.execute("SELECT COUNT(*) FROM neurons WHERE netuid = ?", (netuid,)).fetchone()[0]
             if count >= subnet.max_uids:
-                raise SimDispatchError("TooManyRegistrationsThisBlock", f"subnet {netuid} is full ({count} uids)")
+                raise SimDispatchError(
+                    "TooManyRegistrationsThisBlock", f"subnet {netuid} is full ({count} uids)"
+                )
             conn.execute(
                 "INSERT INTO neurons (netuid, uid, hotkey, coldkey, stake_rao, validator_permit, registered_at)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -358,14 +311,14 @@ class SimChainState:
     # Extrinsics -----------------------------------------------------------------
 
     def serve_axon(self, netuid: int, hotkey: str, axon: AxonUpdate) -> None:
-        _check_range("port", axon.port, 0, U16_MAX)
+        check_range("port", axon.port, 0, U16_MAX)
         if axon.ip_type not in (4, 6):
             raise SimDispatchError("InvalidIpType", f"ip_type must be 4 or 6, got {axon.ip_type}")
         if axon.ip < 0 or axon.ip >= (1 << (32 if axon.ip_type == 4 else 128)):
             raise SimDispatchError("InvalidIpAddress", f"ip {axon.ip} does not fit ip_type {axon.ip_type}")
         with self._write() as conn:
             self._subnet(conn, netuid)
-            uid = _uid_or_raise(conn, netuid, hotkey)
+            uid = uid_or_raise(conn, netuid, hotkey)
             conn.execute(
                 "UPDATE neurons SET axon_ip = ?, axon_port = ?, axon_ip_type = ?, axon_protocol = ?,"
                 " axon_version = ?, axon_block = ? WHERE netuid = ? AND uid = ?",
@@ -381,32 +334,43 @@ class SimChainState:
         with self._write() as conn:
             subnet = self._subnet(conn, netuid)
             if subnet.commit_reveal:
-                raise SimDispatchError("CommitRevealEnabled", f"subnet {netuid} requires commit-reveal weights")
-            uid = _uid_or_raise(conn, netuid, hotkey)
+                raise SimDispatchError(
+                    "CommitRevealEnabled", f"subnet {netuid} requires commit-reveal weights"
+                )
+            uid = uid_or_raise(conn, netuid, hotkey)
             permit, last_update = conn.execute(
-                "SELECT validator_permit, last_update FROM neurons WHERE netuid = ? AND uid = ?", (netuid, uid)
+                "SELECT validator_permit, last_update FROM neurons WHERE netuid = ? AND uid = ?",
+                (netuid, uid),
             ).fetchone()
             self_weight = dests == [uid]
             if not permit and not self_weight:
-                raise SimDispatchError("NeuronNoValidatorPermit", f"uid {uid} has no validator permit on {netuid}")
+                raise SimDispatchError(
+                    "NeuronNoValidatorPermit", f"uid {uid} has no validator permit on {netuid}"
+                )
             if version_key < subnet.weights_version_key:
                 raise SimDispatchError(
                     "IncorrectWeightVersionKey",
                     f"version_key {version_key} is older than the required {subnet.weights_version_key}",
                 )
             now = self.block()
-            if subnet.weights_rate_limit and last_update > 0 and now - last_update < subnet.weights_rate_limit:
+            if (
+                subnet.weights_rate_limit
+                and last_update > 0
+                and now - last_update < subnet.weights_rate_limit
+            ):
                 raise SimDispatchError(
                     "SettingWeightsTooFast",
                     f"weights were set {now - last_update} blocks ago; the limit is {subnet.weights_rate_limit}",
                 )
-            _check_weights(conn, netuid, subnet, dests, values, self_weight)
+            check_weights(conn, netuid, subnet, dests, values, self_weight)
             conn.execute("DELETE FROM weights WHERE netuid = ? AND uid = ?", (netuid, uid))
             conn.executemany(
                 "INSERT INTO weights VALUES (?, ?, ?, ?)",
                 [(netuid, uid, d, v) for d, v in zip(dests, values, strict=True) if v > 0],
             )
-            conn.execute("UPDATE neurons SET last_update = ? WHERE netuid = ? AND uid = ?", (now, netuid, uid))
+            conn.execute(
+                "UPDATE neurons SET last_update = ? WHERE netuid = ? AND uid = ?", (now, netuid, uid)
+            )
 
     def weights(self, netuid: int) -> dict[int, list[tuple[int, int]]]:
         """``{uid: [(dest, u16 value), ...]}`` for every uid that has set weights."""
@@ -426,41 +390,3 @@ def _open_sqlite(path: Path) -> sqlite3.Connection:
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
     return conn
-
-
-def _subnet_row(row: tuple) -> SubnetRow:
-    return SubnetRow(row[0], row[1], row[2], bool(row[3]), *row[4:])
-
-
-def _uid_or_raise(conn: sqlite3.Connection, netuid: int, hotkey: str) -> int:
-    row = conn.execute("SELECT uid FROM neurons WHERE netuid = ? AND hotkey = ?", (netuid, hotkey)).fetchone()
-    if row is None:
-        raise SimDispatchError("HotKeyNotRegisteredInSubNet", f"hotkey {hotkey} is not registered on netuid {netuid}")
-    return int(row[0])
-
-
-def _check_weights(
-    conn: sqlite3.Connection, netuid: int, subnet: SubnetRow, dests: list[int], values: list[int], self_weight: bool
-) -> None:
-    count = conn.execute("SELECT COUNT(*) FROM neurons WHERE netuid = ?", (netuid,)).fetchone()[0]
-    if len(set(dests)) != len(dests):
-        raise SimDispatchError("DuplicateUids", "weights name a uid more than once")
-    if any(d < 0 or d >= count for d in dests):
-        raise SimDispatchError("UidVecContainInvalidOne", f"weights name a uid outside 0..{count - 1}")
-    if any(v < 0 or v > U16_MAX for v in values):
-        raise SimDispatchError("InvalidWeight", "weight values must be u16")
-    if self_weight:
-        return
-    if len(dests) < min(subnet.min_allowed_weights, count):
-        raise SimDispatchError(
-            "WeightVecLengthIsLow", f"{len(dests)} weights; subnet {netuid} needs {subnet.min_allowed_weights}"
-        )
-    total = sum(values)
-    # The SDK clips to the limit before u16 rounding; allow that rounding slack.
-    if total and len(values) > 1 and max(values) / total > subnet.max_weights_limit / U16_MAX + 1e-3:
-        raise SimDispatchError("MaxWeightExceeded", f"a weight exceeds MaxWeightsLimit {subnet.max_weights_limit}")
-
-
-def _check_range(name: str, value: int, low: int, high: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise SimChainError(f"{name} must be an integer in {low}..{high}, got {value!r}")

@@ -73,7 +73,9 @@ class SimSubstrate:
             ("SubtensorModule", "NetworksAdded"): lambda p: self.state.subnet(int(p[0])) is not None,
             ("SubtensorModule", "SubnetworkN"): lambda p: len(self.state.neurons(int(p[0]))),
             ("SubtensorModule", "Tempo"): lambda p: self._subnet_field(p, "tempo"),
-            ("SubtensorModule", "CommitRevealWeightsEnabled"): lambda p: self._subnet_field(p, "commit_reveal"),
+            ("SubtensorModule", "CommitRevealWeightsEnabled"): lambda p: self._subnet_field(
+                p, "commit_reveal"
+            ),
             ("SubtensorModule", "WeightsSetRateLimit"): lambda p: self._subnet_field(p, "weights_rate_limit"),
             ("SubtensorModule", "MinAllowedWeights"): lambda p: self._subnet_field(p, "min_allowed_weights"),
             ("SubtensorModule", "MaxWeightsLimit"): lambda p: self._subnet_field(p, "max_weights_limit"),
@@ -195,23 +197,39 @@ class SimSubstrate:
         try:
             self._dispatch(call, signer)
         except SimDispatchError as error:
-            log.info("sim chain rejected %s.%s signer=%s: %s", call.call_module, call.call_function, signer, error.name)
+            log.info(
+                "sim chain rejected %s.%s signer=%s: %s",
+                call.call_module,
+                call.call_function,
+                signer,
+                error.name,
+            )
             return ExtrinsicResult(
-                success=False, message=error.message, block_hash=_hash_of(block),
+                success=False,
+                message=error.message,
+                block_hash=_hash_of(block),
                 error=ChainError(error.message, error.name),
             )
-        log.debug("sim chain applied %s.%s signer=%s block=%d", call.call_module, call.call_function, signer, block)
+        log.debug(
+            "sim chain applied %s.%s signer=%s block=%d", call.call_module, call.call_function, signer, block
+        )
         return ExtrinsicResult(
-            success=True, message="Success", block_hash=_hash_of(block),
-            extrinsic_id=f"{block}-0001", fee=Balance.from_rao(0),
+            success=True,
+            message="Success",
+            block_hash=_hash_of(block),
+            extrinsic_id=f"{block}-0001",
+            fee=Balance.from_rao(0),
         )
 
     def _dispatch(self, call: SimCall, signer: str) -> None:
         args = call.call_args
         if (call.call_module, call.call_function) == ("SubtensorModule", "serve_axon"):
             axon = AxonUpdate(
-                ip=int(args["ip"]), port=int(args["port"]), ip_type=int(args["ip_type"]),
-                protocol=int(args["protocol"]), version=int(args["version"]),
+                ip=int(args["ip"]),
+                port=int(args["port"]),
+                ip_type=int(args["ip_type"]),
+                protocol=int(args["protocol"]),
+                version=int(args["version"]),
             )
             self.state.serve_axon(int(args["netuid"]), signer, axon)
         elif (call.call_module, call.call_function) in (
@@ -221,11 +239,16 @@ class SimSubstrate:
             if int(args.get("mecid", 0)) != 0:
                 raise SimDispatchError("MechanismDoesNotExist", "the simulated chain has only mechanism 0")
             self.state.set_weights(
-                int(args["netuid"]), signer, [int(d) for d in args["dests"]],
-                [int(w) for w in args["weights"]], int(args["version_key"]),
+                int(args["netuid"]),
+                signer,
+                [int(d) for d in args["dests"]],
+                [int(w) for w in args["weights"]],
+                int(args["version_key"]),
             )
         else:
-            raise SimUnsupported(f"simulated chain does not model call {call.call_module}.{call.call_function}")
+            raise SimUnsupported(
+                f"simulated chain does not model call {call.call_module}.{call.call_function}"
+            )
 
     # Helpers ----------------------------------------------------------------------
 
@@ -286,19 +309,28 @@ class SimSubstrate:
             "validator_permit": [n.validator_permit for n in neurons],
             "last_update": [n.last_update for n in neurons],
             "block_at_registration": [n.registered_at for n in neurons],
-            "pruning_score": zeros, "rank": zeros, "trust": zeros, "consensus": zeros,
-            "incentives": zeros, "dividends": zeros, "emission": zeros,
+            "pruning_score": zeros,
+            "rank": zeros,
+            "trust": zeros,
+            "consensus": zeros,
+            "incentives": zeros,
+            "dividends": zeros,
+            "emission": zeros,
             "alpha_stake": [n.stake_rao for n in neurons],
             "tao_stake": zeros,
             "total_stake": [n.stake_rao for n in neurons],
-            "tao_in": 0, "alpha_in": 0,
+            "tao_in": 0,
+            "alpha_in": 0,
         }
 
 
 def _axon_dict(neuron: Any) -> dict:
     return {
-        "ip": neuron.axon_ip, "port": neuron.axon_port, "ip_type": neuron.axon_ip_type,
-        "protocol": neuron.axon_protocol, "version": neuron.axon_version,
+        "ip": neuron.axon_ip,
+        "port": neuron.axon_port,
+        "ip_type": neuron.axon_ip_type,
+        "protocol": neuron.axon_protocol,
+        "version": neuron.axon_version,
     }
 
 
