@@ -54,7 +54,7 @@ def test_state_rejects_bad_configuration(tmp_path):
 def test_file_that_is_not_a_chain_is_refused(tmp_path):
     path = tmp_path / "junk.db"
     path.write_bytes(b"not sqlite at all" * 100)
-    with pytest.raises(Exception, match="not a database|not a simulated chain"):
+    with pytest.raises(SimChainError, match="is not a simulated chain"):
         SimChainState.open(path)
 
 

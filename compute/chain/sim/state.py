@@ -65,13 +65,14 @@ class SimChainState:
             raise SimChainError(
                 f"no simulated chain at {self.path} (create it with `python -m compute chain create`)"
             )
-        with self._connect() as conn:
-            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            if row is None or int(row[0]) != SCHEMA_VERSION:
-                raise SimChainError(
-                    f"{self.path} is not a simulated chain of schema version {SCHEMA_VERSION}"
-                )
-            meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        try:
+            with self._connect() as conn:
+                row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+                meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        except sqlite3.DatabaseError as error:
+            raise SimChainError(f"{self.path} is not a simulated chain: {error}") from error
+        if row is None or int(row[0]) != SCHEMA_VERSION:
+            raise SimChainError(f"{self.path} is not a simulated chain of schema version {SCHEMA_VERSION}")
         self.block_time = float(meta["block_time"])
         self.genesis_block = int(meta["genesis_block"])
         self.genesis_time = float(meta["genesis_time"])
