@@ -116,7 +116,7 @@ class GpuTable(BaseModel):
 
     def resolve_name(self, name: str | None) -> str | None:
         """Canonical model for a reported device name (key, display name or alias), else None."""
-        if not name:
+        if not name or not isinstance(name, str):
             return None
         norm = normalise_name(name)
         for key, model in self.models.items():
@@ -157,6 +157,22 @@ def load_gpu_table(path: str | os.PathLike[str] | None = None) -> GpuTable:
         raise GpuTableError(f"GPU table {source} is invalid: {problems}") from exc
     logger.debug("loaded GPU table path=%s models=%d", source, len(table.models))
     return table
+
+
+_CACHE: dict[tuple[str, int], GpuTable] = {}
+
+
+def _default_table() -> GpuTable:
+    """``load_gpu_table()`` cached per (path, modification time): edits are picked up, reloads are not repeated."""
+    source = Path(os.environ.get(TABLE_ENV_VAR) or DEFAULT_TABLE_PATH)
+    try:
+        key = (str(source), source.stat().st_mtime_ns)
+    except OSError:
+        return load_gpu_table(source)  # raises GpuTableError with the reason
+    if key not in _CACHE:
+        _CACHE.clear()
+        _CACHE[key] = load_gpu_table(source)
+    return _CACHE[key]
 
 
 @dataclass(frozen=True)
@@ -264,7 +280,10 @@ def identify(
     reported_name: str | None = None,
     table: GpuTable | None = None,
 ) -> Identification:
-    """Identify a GPU model from the validator's own throughput measurements. Never raises on bad input.
+    """Identify a GPU model from the validator's own throughput measurements.
+
+    Never raises on bad measurements (they give "unidentified" with a reason); without ``table`` the
+    default table is loaded (cached), which raises ``GpuTableError`` if that file is broken.
 
     1. Candidates: models within ×/÷(1 + throughput_tolerance) on every measured precision.
     2. Indistinguishable: candidates within ``tie_margin`` (RMS tolerance units) of the best fit.
@@ -272,7 +291,7 @@ def identify(
     4. If several remain within ``tie_margin`` of that score, a reported name matching one of them
        decides; otherwise the best score stands with lower confidence.
     """
-    table = table or load_gpu_table()
+    table = table or _default_table()
     problems = [
         r
         for r in (

@@ -165,6 +165,7 @@ def test_weight_of_models(model, tflops, expected: float) -> None:
         ("Tesla K80", None),
         ("", None),
         (None, None),
+        (42, None),
     ],
 )
 def test_reported_names_resolve_to_canonical_models(reported, expected) -> None:
@@ -215,6 +216,18 @@ def test_env_var_overrides_the_table_path(tmp_path: Path, monkeypatch: pytest.Mo
     table = load_gpu_table()
     assert list(table.models) == ["X1"]
     assert identify(100.0, 20.0, table=table).model == "X1"
+
+
+def test_identify_without_table_uses_the_default_table() -> None:
+    assert identify(670.0, 51.0, 79.6).model == "H100 SXM"
+
+
+def test_identify_without_table_reports_a_broken_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(TABLE_ENV_VAR, str(_write(tmp_path, "version: 1\nmodels: {}\n")))
+    with pytest.raises(GpuTableError, match="models"):
+        identify(670.0, 51.0)
 
 
 @pytest.mark.parametrize(
