@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import re
-import socket
 import threading
 import time
 from typing import Any
@@ -37,6 +35,7 @@ from compute.allocation.container_files import (
     lease_archive,
     sshd_config,
 )
+from compute.allocation.ports import pick_free_ports, ssh_banner
 from compute.allocation.records import Endpoint, LeaseRecord
 from compute.allocation.sshkeys import generate_host_key, validate_public_key
 
@@ -83,7 +82,7 @@ class DockerBackend:
         *,
         public_host: str | None = None,
         pids_limit: int = 4096,
-        sshd: SshdOptions = SshdOptions(),
+        sshd: SshdOptions | None = None,
         ready_timeout_s: float = 20.0,
     ) -> None:
         low, high = ssh_port_range
@@ -97,7 +96,7 @@ class DockerBackend:
         self.network = network
         self.name_prefix = name_prefix
         self.pids_limit = pids_limit
-        self.sshd = sshd
+        self.sshd = sshd or SshdOptions()
         self.ready_timeout_s = ready_timeout_s
         self._client_obj = docker_client
         self._client_lock = threading.Lock()
@@ -114,7 +113,9 @@ class DockerBackend:
             host_key.private_openssh, host_key.public_line, authorized_key, sshd_config(self.sshd)
         )
         async with self._start_lock:
-            container_id, ports = await asyncio.to_thread(self._create_and_start, lease, archive, host_key.public_line)
+            container_id, ports = await asyncio.to_thread(
+                self._create_and_start, lease, archive, host_key.public_line
+            )
         try:
             await self._wait_ready(container_id, ports[22])
         except BackendError:
@@ -162,7 +163,9 @@ class DockerBackend:
 
     # -- container parameters (pure) -----------------------------------------------------
 
-    def container_kwargs(self, lease: LeaseRecord, host_ports: list[int], host_key_line: str) -> dict[str, Any]:
+    def container_kwargs(
+        self, lease: LeaseRecord, host_ports: list[int], host_key_line: str
+    ) -> dict[str, Any]:
         """Arguments for ``containers.create``: limits, labels, port map, GPUs. No I/O."""
         ports = {"22/tcp": (self.host, host_ports[0])}
         for offset, host_port in enumerate(host_ports[1:]):
@@ -239,7 +242,9 @@ class DockerBackend:
                     raise DockerUnavailable(f"cannot reach the Docker engine: {exc}") from exc
             return self._client_obj
 
-    def _create_and_start(self, lease: LeaseRecord, archive: bytes, host_key_line: str) -> tuple[str, dict[int, int]]:
+    def _create_and_start(
+        self, lease: LeaseRecord, archive: bytes, host_key_line: str
+    ) -> tuple[str, dict[int, int]]:
         """Create the container, copy the files in, start it; retry on a lost port race."""
         for attempt in range(3):
             host_ports = self._pick_ports(1 + lease.extra_ports)
@@ -255,7 +260,9 @@ class DockerBackend:
                     continue
                 if isinstance(exc, StartFailed):
                     raise
-                raise StartFailed(f"lease {lease.lease_id}: container start failed: {exc.explanation or exc}") from exc
+                raise StartFailed(
+                    f"lease {lease.lease_id}: container start failed: {exc.explanation or exc}"
+                ) from exc
             ports = {22: host_ports[0]}
             ports.update({EXTRA_PORT_BASE + i: port for i, port in enumerate(host_ports[1:])})
             return container.id, ports
@@ -273,7 +280,9 @@ class DockerBackend:
             message = str(exc.explanation or exc)
             if "storage_opt" in kwargs and ("storage-opt" in message or "quota" in message):
                 self._disk_quota = False
-                log.warning("disk limits are advisory: the storage driver refused --storage-opt size (%s)", message)
+                log.warning(
+                    "disk limits are advisory: the storage driver refused --storage-opt size (%s)", message
+                )
                 return self._create({k: v for k, v in kwargs.items() if k != "storage_opt"})
             if exc.status_code == 409:
                 raise StartFailed(f"container {kwargs['name']} already exists") from exc
@@ -285,7 +294,9 @@ class DockerBackend:
         info = client.info()
         driver = info.get("Driver", "")
         status = dict(tuple(pair) for pair in info.get("DriverStatus") or [] if len(pair) == 2)
-        supported = driver in _QUOTA_DRIVERS or (driver == "overlay2" and status.get("Backing Filesystem") == "xfs")
+        supported = driver in _QUOTA_DRIVERS or (
+            driver == "overlay2" and status.get("Backing Filesystem") == "xfs"
+        )
         if not supported:
             log.warning(
                 "disk limits are advisory: storage driver %s on %s cannot enforce a container size",
@@ -295,17 +306,10 @@ class DockerBackend:
         return supported
 
     def _pick_ports(self, count: int) -> list[int]:
-        used = self._published_host_ports()
-        low, high = self.port_range
-        candidates = [port for port in range(low, high + 1) if port not in used]
-        random.shuffle(candidates)
-        chosen: list[int] = []
-        for port in candidates:
-            if _port_is_free(self.host, port):
-                chosen.append(port)
-                if len(chosen) == count:
-                    return chosen
-        raise NoFreePort(f"no {count} free host ports in {low}-{high}")
+        ports = pick_free_ports(self.host, self.port_range, self._published_host_ports(), count)
+        if ports is None:
+            raise NoFreePort(f"no {count} free host ports in {self.port_range[0]}-{self.port_range[1]}")
+        return ports
 
     def _published_host_ports(self) -> set[int]:
         used: set[int] = set()
@@ -386,7 +390,7 @@ class DockerBackend:
         deadline = time.monotonic() + self.ready_timeout_s
         next_check = 0.0
         while time.monotonic() < deadline:
-            if await _ssh_banner(target, port):
+            if await ssh_banner(target, port):
                 return
             if time.monotonic() >= next_check:
                 status, logs = await asyncio.to_thread(self._status_and_logs, container_id)
@@ -406,28 +410,3 @@ def shm_mb(lease: LeaseRecord) -> int:
 def _port_conflict(exc: APIError) -> bool:
     message = str(exc.explanation or exc).lower()
     return "port is already allocated" in message or "address already in use" in message
-
-
-def _port_is_free(host: str, port: int) -> bool:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
-async def _ssh_banner(host: str, port: int) -> bool:
-    """True when something on host:port speaks SSH (sends an ``SSH-`` identification line)."""
-    try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 2.0)
-    except (OSError, asyncio.TimeoutError):
-        return False
-    try:
-        line = await asyncio.wait_for(reader.readline(), 2.0)
-        return line.startswith(b"SSH-")
-    except (OSError, asyncio.TimeoutError, ValueError):
-        return False
-    finally:
-        writer.close()

@@ -65,8 +65,8 @@ ED25519 = public_line(client_key())
         "ssh-ed25519 AAAA; rm -rf /",
         "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5$(reboot)",
         ED25519 + "\nssh-ed25519 " + ED25519.split()[1],
-        ED25519 + "\rcommand=\"sh\"",
-        "command=\"/bin/sh\" " + ED25519,
+        ED25519 + '\rcommand="sh"',
+        'command="/bin/sh" ' + ED25519,
         ED25519 + " comment with `backticks`\x00",
         "ssh-ed25519 " + "A" * 9000,
         "ssh-dss AAAAB3NzaC1kc3MAAACBAOxyz0123456789",
@@ -101,7 +101,9 @@ def test_generated_host_key_is_fresh_ed25519_and_matches_its_private_half() -> N
 
 def test_container_gets_every_limit_and_no_caller_string_in_its_command() -> None:
     backend = DockerBackend(docker_client=object(), name_prefix="t")  # never touched here
-    lease = make_lease(ED25519, cpu_count=3, memory_mb=8192, extra_ports=2, ssh_public_key="ssh-ed25519 x; id")
+    lease = make_lease(
+        ED25519, cpu_count=3, memory_mb=8192, extra_ports=2, ssh_public_key="ssh-ed25519 x; id"
+    )
     kwargs = backend.container_kwargs(lease, [40001, 40002, 40003], "ssh-ed25519 HOSTKEY")
     assert kwargs["nano_cpus"] == 3_000_000_000
     assert kwargs["mem_limit"] == kwargs["memswap_limit"] == "8192m"
@@ -113,7 +115,9 @@ def test_container_gets_every_limit_and_no_caller_string_in_its_command() -> Non
         "8001/tcp": ("127.0.0.1", 40003),
     }
     assert kwargs["name"] == f"t-{lease.lease_id}"
-    assert kwargs["labels"]["compute.managed"] == "1" and kwargs["labels"]["compute.lease_id"] == lease.lease_id
+    assert (
+        kwargs["labels"]["compute.managed"] == "1" and kwargs["labels"]["compute.lease_id"] == lease.lease_id
+    )
     assert kwargs["command"] == ["/bin/sh", "-c", "mkdir -p /run/sshd && exec /usr/sbin/sshd -D -e"]
     assert "privileged" not in kwargs and "no-new-privileges:true" in kwargs["security_opt"]
     assert "device_requests" not in kwargs and kwargs["environment"] == {"NVIDIA_VISIBLE_DEVICES": "void"}
@@ -131,7 +135,9 @@ def test_gpu_lease_requests_exactly_its_gpus_by_uuid() -> None:
 @pytest.mark.parametrize(
     ("asked", "memory", "expected"), [(0, 256, 64), (0, 8192, 1024), (512, 8192, 512), (9000, 4096, 4096)]
 )
-def test_shared_memory_defaults_small_and_never_exceeds_lease_memory(asked: int, memory: int, expected: int) -> None:
+def test_shared_memory_defaults_small_and_never_exceeds_lease_memory(
+    asked: int, memory: int, expected: int
+) -> None:
     assert shm_mb(make_lease(ED25519, shm_mb=asked, memory_mb=memory)) == expected
 
 
@@ -175,7 +181,9 @@ def test_sshd_config_is_key_only() -> None:
 
 def test_archives_hold_secrets_with_private_modes() -> None:
     host = generate_host_key()
-    with tarfile.open(fileobj=io.BytesIO(lease_archive(host.private_openssh, host.public_line, ED25519, "x"))) as tar:
+    with tarfile.open(
+        fileobj=io.BytesIO(lease_archive(host.private_openssh, host.public_line, ED25519, "x"))
+    ) as tar:
         modes = {member.name: (member.mode, member.uid) for member in tar.getmembers()}
         assert tar.extractfile("root/.ssh/authorized_keys").read() == (ED25519 + "\n").encode()
     assert modes == {
@@ -276,8 +284,14 @@ async def test_wrong_pinned_host_key_and_passwords_are_refused(backend: DockerBa
         await ssh_run(impostor, key, "true")
     with pytest.raises(asyncssh.PermissionDenied):
         await asyncssh.connect(
-            endpoint.host, endpoint.ssh_port, username="root", password="root", client_keys=None, agent_path=None,
-            known_hosts=_pinned(endpoint), connect_timeout=10,
+            endpoint.host,
+            endpoint.ssh_port,
+            username="root",
+            password="root",
+            client_keys=None,
+            agent_path=None,
+            known_hosts=_pinned(endpoint),
+            connect_timeout=10,
         )
 
 
