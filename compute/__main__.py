@@ -38,7 +38,9 @@ def resolve(name: str):
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as error:
         if error.name and (module_name == error.name or module_name.startswith(error.name + ".")):
-            raise LookupError(f"command {name!r} is not available: module {module_name} does not exist yet") from error
+            raise LookupError(
+                f"command {name!r} is not available: module {module_name} does not exist yet"
+            ) from error
         raise
     func = getattr(module, func_name, None)
     if not callable(func):
