@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
+import os
 import tarfile
 import time
 import uuid
@@ -218,6 +219,8 @@ def _docker_skip_reason() -> str | None:
 @pytest.fixture(scope="module")
 def docker_ready() -> None:
     reason = _docker_skip_reason()
+    if reason and os.environ.get("COMPUTE_REQUIRE_DOCKER") == "1":
+        pytest.fail(f"COMPUTE_REQUIRE_DOCKER=1 but {reason}")
     if reason:
         pytest.skip(reason)
 

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Prepare Docker for CI and tests (idempotent):
+#   1. install docker.io and debootstrap via apt when missing;
+#   2. start dockerd in the background when no engine answers, and wait for it (bounded);
+#   3. build the CPU test image compute-base:cpu (skipped when it already exists).
+# Env: DOCKER_WAIT_S (default 60): how long to wait for the engine.
+#      DOCKERD_LOG (default /tmp/dockerd-ci.log): where a dockerd started here logs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+WAIT_S="${DOCKER_WAIT_S:-60}"
+DOCKERD_LOG="${DOCKERD_LOG:-/tmp/dockerd-ci.log}"
+
+missing=()
+if ! command -v docker >/dev/null 2>&1 || ! command -v dockerd >/dev/null 2>&1; then
+    missing+=(docker.io)
+fi
+if ! command -v debootstrap >/dev/null 2>&1; then
+    missing+=(debootstrap)
+fi
+if ((${#missing[@]})); then
+    echo "ci_docker: installing ${missing[*]}"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+if ! docker info >/dev/null 2>&1; then
+    if pgrep -x dockerd >/dev/null 2>&1; then
+        echo "ci_docker: dockerd is running but not answering yet; waiting"
+    else
+        echo "ci_docker: starting dockerd (log: $DOCKERD_LOG)"
+        $SUDO sh -c "nohup dockerd >'$DOCKERD_LOG' 2>&1 &"
+    fi
+    deadline=$((SECONDS + WAIT_S))
+    until docker info >/dev/null 2>&1; do
+        if ((SECONDS >= deadline)); then
+            echo "ci_docker: Docker engine did not answer within ${WAIT_S}s; last log lines:" >&2
+            tail -n 20 "$DOCKERD_LOG" >&2 2>/dev/null || true
+            exit 1
+        fi
+        sleep 1
+    done
+fi
+echo "ci_docker: Docker engine $(docker version --format '{{.Server.Version}}') is up"
+
+$SUDO bash scripts/build_base_image.sh
