@@ -1,0 +1,91 @@
+"""`python -m compute localnet`: the whole subnet on this machine, in one command.
+
+Starts a simulated chain, creates wallets, registers a validator and N miners, runs the miners
+(embedded SSH backend by default, Docker with ``--backend docker``) and the validator as separate
+processes, lets the validator run R Proof-of-GPU rounds on this CPU, prints the scoreboard and the
+weights written on the simulated chain, and stops everything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+
+from .network import LocalNet, LocalnetError, Options
+from .report import collect_summary, render_summary
+
+__all__ = ["LocalNet", "LocalnetError", "Options", "main"]
+
+log = logging.getLogger("compute.localnet")
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m compute localnet", description=__doc__)
+    parser.add_argument("--miners", type=int, default=3, help="number of miners (default 3)")
+    parser.add_argument("--rounds", type=int, default=1, help="validator rounds to run (default 1)")
+    parser.add_argument("--backend", choices=["embedded", "docker"], default="embedded",
+                        help="miners' rental backend (default embedded)")
+    parser.add_argument("--workdir", type=Path, default=Path(".localnet"),
+                        help="where chain, wallets, state and logs go (default .localnet)")
+    parser.add_argument("--block-time", type=float, default=1.0, help="simulated block time, s")
+    parser.add_argument("--pog-m", type=int, default=256, help="PoG output rows per challenge")
+    parser.add_argument("--pog-n", type=int, default=4096, help="PoG inner dimension")
+    parser.add_argument("--pog-p", type=int, default=256, help="PoG output columns")
+    parser.add_argument("--timeout", type=float, default=170.0, help="give up after this many s")
+    parser.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
+    parser.add_argument("--logging.debug", dest="debug", action="store_true",
+                        help="debug logs from every process")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if not 1 <= args.miners <= 64:
+        print("--miners must be between 1 and 64", file=sys.stderr)
+        return 2
+    if args.rounds < 1:
+        print("--rounds must be at least 1", file=sys.stderr)
+        return 2
+    console = Console(stderr=True)
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
+    options = Options(miners=args.miners, rounds=args.rounds, backend=args.backend,
+                      workdir=args.workdir, block_time=args.block_time, pog_m=args.pog_m,
+                      pog_n=args.pog_n, pog_p=args.pog_p, timeout_s=args.timeout, debug=args.debug)
+
+    def show(name: str, line: str) -> None:
+        console.print(f"[dim]\\[{name}][/dim] {line}", highlight=False, markup=False)
+
+    net = LocalNet(options, REPO_ROOT, on_line=show)
+    started = time.monotonic()
+    try:
+        net.create()
+        miners = net.start_miners()
+        net.wait_for_miners(miners)
+        validator = net.run_validator()
+        remaining = options.timeout_s - (time.monotonic() - started)
+        code = net.wait_for(validator, timeout_s=max(5.0, remaining))
+        if code != 0:
+            raise LocalnetError(f"validator exited with code {code}; log {validator.log_path}")
+        summary = collect_summary(net)
+    except LocalnetError as exc:
+        console.print(f"[red]localnet failed:[/red] {exc}")
+        return 1
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted; stopping[/yellow]")
+        return 130
+    finally:
+        net.stop()
+    summary["elapsed_s"] = round(time.monotonic() - started, 1)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        render_summary(summary, Console())
+    return 0

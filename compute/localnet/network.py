@@ -1,0 +1,186 @@
+"""The local demo network: a simulated chain, wallets, N miner processes and one validator.
+
+Everything lives in one work directory (chain database, wallets, miner and validator state, logs),
+so a run is reproducible and leaves nothing elsewhere. This module does not score anything itself:
+it only wires the real neurons together and reads back what they wrote.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import bittensor as bt
+
+from compute.chain import connect
+from compute.chain.sim import SimChainState
+
+from .processes import Child, ProcessGroup
+
+log = logging.getLogger(__name__)
+
+NETUID = 27
+VALIDATOR_STAKE_TAO = 10_000.0
+MINER_STAKE_TAO = 10.0
+
+
+class LocalnetError(Exception):
+    """The demo could not be brought up; the message says which step and where its log is."""
+
+
+@dataclass(frozen=True)
+class Options:
+    miners: int = 3
+    rounds: int = 1
+    backend: str = "embedded"
+    workdir: Path = Path(".localnet")
+    block_time: float = 1.0
+    pog_m: int = 256
+    pog_n: int = 4096
+    pog_p: int = 256
+    timeout_s: float = 170.0
+    debug: bool = False
+
+
+@dataclass(frozen=True)
+class Participant:
+    name: str
+    wallet: bt.Wallet
+    uid: int
+
+
+def create_wallet(root: Path, name: str) -> bt.Wallet:
+    """An unencrypted demo wallet (never use these keys with real funds)."""
+    wallet = bt.Wallet(name=name, hotkey="default", path=str(root))
+    wallet.create_new_coldkey(use_password=False, suppress=True, overwrite=True)
+    wallet.create_new_hotkey(suppress=True, overwrite=True)
+    return wallet
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class LocalNet:
+    def __init__(self, options: Options, repo_root: Path, on_line=None) -> None:
+        self.options = options
+        self.repo_root = repo_root
+        self.workdir = options.workdir.resolve()
+        self.chain_path = self.workdir / "chain.db"
+        self.wallet_root = self.workdir / "wallets"
+        self.on_line = on_line
+        self.processes = ProcessGroup(self.workdir / "logs", repo_root)
+        self.validator: Participant | None = None
+        self.miners: list[Participant] = []
+
+    # ------------------------------------------------------------------ setup
+    def create(self) -> None:
+        (self.workdir / "logs").mkdir(parents=True, exist_ok=True)
+        if self.chain_path.exists():
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{self.chain_path}{suffix}").unlink(missing_ok=True)
+        state = SimChainState.create(
+            self.chain_path, netuid=NETUID, block_time=self.options.block_time, weights_rate_limit=1
+        )
+        vwallet = create_wallet(self.wallet_root, "validator")
+        uid = state.register(
+            vwallet.hotkey.ss58_address,
+            vwallet.coldkeypub.ss58_address,
+            VALIDATOR_STAKE_TAO,
+            validator_permit=True,
+        )
+        self.validator = Participant("validator", vwallet, uid)
+        for index in range(self.options.miners):
+            name = f"miner{index + 1}"
+            wallet = create_wallet(self.wallet_root, name)
+            uid = state.register(
+                wallet.hotkey.ss58_address, wallet.coldkeypub.ss58_address, MINER_STAKE_TAO
+            )
+            self.miners.append(Participant(name, wallet, uid))
+        log.info(
+            "simulated chain %s: netuid %d, validator uid %d, %d miners",
+            self.chain_path, NETUID, self.validator.uid, len(self.miners),
+        )
+
+    def _common_args(self, participant: Participant) -> list[str]:
+        args = [
+            "--netuid", str(NETUID),
+            "--subtensor.network", f"sim:{self.chain_path}",
+            "--wallet.name", participant.name,
+            "--wallet.hotkey", "default",
+            "--wallet.path", str(self.wallet_root),
+        ]
+        return args + (["--logging.debug"] if self.options.debug else [])
+
+    # ------------------------------------------------------------------ run
+    def start_miners(self) -> list[Child]:
+        children = []
+        for index, miner in enumerate(self.miners):
+            port = free_port()
+            low = 42000 + index * 50
+            args = ["-m", "neurons.miner", *self._common_args(miner),
+                    "--axon.ip", "127.0.0.1", "--axon.port", str(port),
+                    "--axon.external_ip", "127.0.0.1",
+                    "--miner.backend", self.options.backend,
+                    "--miner.ssh_host", "127.0.0.1",
+                    "--miner.ssh_port_range", f"{low}-{low + 49}",
+                    "--miner.data_dir", str(self.workdir / miner.name)]
+            children.append(self.processes.start(miner.name, args))
+            log.info("%s uid=%d hotkey=%s starting on 127.0.0.1:%d",
+                     miner.name, miner.uid, miner.wallet.hotkey.ss58_address[:10], port)
+        return children
+
+    def wait_for_miners(self, children: list[Child], timeout_s: float = 60.0) -> None:
+        """Wait until every miner has published its endpoint on the chain."""
+        chain = connect(f"sim:{self.chain_path}", NETUID)
+        try:
+            deadline = time.monotonic() + timeout_s
+            wanted = {m.wallet.hotkey.ss58_address for m in self.miners}
+            while True:
+                for child in children:
+                    if not child.alive:
+                        raise LocalnetError(
+                            f"{child.name} exited with code {child.proc.returncode}; "
+                            f"log {child.log_path}:\n{child.tail()}"
+                        )
+                serving = {n.hotkey for n in chain.metagraph().neurons if n.axon and n.hotkey in wanted}
+                if serving == wanted:
+                    log.info("all %d miners serve their endpoints on chain", len(wanted))
+                    return
+                if time.monotonic() > deadline:
+                    missing = sorted(wanted - serving)
+                    raise LocalnetError(f"miners not serving after {timeout_s:.0f}s: {missing}")
+                time.sleep(0.5)
+        finally:
+            chain.close()
+
+    def run_validator(self) -> Child:
+        assert self.validator is not None
+        args = ["-m", "neurons.validator", *self._common_args(self.validator),
+                "--validator.rounds", str(self.options.rounds),
+                "--validator.round_blocks", "1",
+                "--validator.weights_blocks", "1",
+                "--validator.pog_m", str(self.options.pog_m),
+                "--validator.pog_n", str(self.options.pog_n),
+                "--validator.pog_p", str(self.options.pog_p),
+                "--validator.data_dir", str(self.workdir / "validator"),
+                "--wandb.off"]
+        child = self.processes.start("validator", args, on_line=self.on_line)
+        log.info("validator uid=%d running %d round(s)", self.validator.uid, self.options.rounds)
+        return child
+
+    def wait_for(self, child: Child, timeout_s: float) -> int:
+        try:
+            return child.proc.wait(timeout=timeout_s)
+        except Exception as exc:  # TimeoutExpired
+            raise LocalnetError(
+                f"{child.name} did not finish within {timeout_s:.0f}s; log {child.log_path}"
+            ) from exc
+
+    def stop(self) -> None:
+        self.processes.stop_all()

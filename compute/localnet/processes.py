@@ -1,0 +1,104 @@
+"""Child processes of the local demo: start, stream, stop — and never leave one behind."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Child:
+    name: str
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    _pump: threading.Thread | None = field(default=None, repr=False)
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+class ProcessGroup:
+    """Owns the demo's processes; ``stop_all`` is safe to call twice and from signal handlers."""
+
+    def __init__(self, log_dir: Path, cwd: Path) -> None:
+        self.log_dir = log_dir
+        self.cwd = cwd
+        self.children: list[Child] = []
+
+    def start(
+        self, name: str, args: list[str], on_line: Callable[[str, str], None] | None = None
+    ) -> Child:
+        """Start ``python -m args...``; its output goes to ``log_dir/name.log`` (and ``on_line``)."""
+        log_path = self.log_dir / f"{name}.log"
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        sink = open(log_path, "wb")  # noqa: SIM115 - handed to the child / pump thread
+        proc = subprocess.Popen(
+            [sys.executable, *args],
+            cwd=self.cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE if on_line else sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        child = Child(name, proc, log_path)
+        if on_line is not None:
+            child._pump = threading.Thread(
+                target=_pump, args=(proc.stdout, sink, name, on_line), daemon=True
+            )
+            child._pump.start()
+        else:
+            sink.close()
+        self.children.append(child)
+        log.debug("started %s pid=%d log=%s", name, proc.pid, log_path)
+        return child
+
+    def stop_all(self, grace_s: float = 10.0) -> None:
+        """SIGTERM every child's process group, then SIGKILL whatever outlives ``grace_s``."""
+        for child in self.children:
+            if child.alive:
+                _signal_group(child.proc, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        for child in self.children:
+            try:
+                child.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log.warning("%s ignored SIGTERM; killing it", child.name)
+                _signal_group(child.proc, signal.SIGKILL)
+                child.proc.wait(timeout=5)
+        for child in self.children:
+            if child._pump is not None:
+                child._pump.join(timeout=2)
+
+
+def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _pump(stream: IO[bytes], sink: IO[bytes], name: str, on_line: Callable[[str, str], None]) -> None:
+    with sink:
+        for raw in iter(stream.readline, b""):
+            sink.write(raw)
+            sink.flush()
+            on_line(name, raw.decode(errors="replace").rstrip())
