@@ -25,8 +25,8 @@ import logging
 import math
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from compute.allocation.backend import Backend, BackendError
 from compute.allocation.records import LeaseRecord

@@ -13,10 +13,11 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterator, Literal
-from contextlib import contextmanager
+from typing import Literal
 
 from compute.allocation.records import Endpoint, LeaseRecord
 

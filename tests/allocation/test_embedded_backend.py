@@ -10,11 +10,11 @@ from pathlib import Path
 
 import asyncssh
 import pytest
+from allockit import RenterKey, new_renter_key, ssh_run
 
 from compute.allocation.backend import BackendError
 from compute.allocation.embedded import EmbeddedBackend
 from compute.allocation.records import LeaseRecord
-from conftest import RenterKey, new_renter_key, ssh_run
 
 PORTS = (41000 + os.getpid() % 500, 41000 + os.getpid() % 500 + 40)
 

@@ -1,0 +1,52 @@
+"""Leases on a miner: durable store, lifecycle manager and swappable rental backends.
+
+``BACKENDS`` maps a backend name to its factory; ``docker`` is imported lazily (it pulls the
+Docker SDK), ``embedded`` is the in-process asyncssh backend for development and tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from compute.allocation.backend import BACKEND_API_VERSION, Backend, BackendError
+from compute.allocation.embedded import EmbeddedBackend
+from compute.allocation.manager import AllocationManager, Availability, ManagerLimits
+from compute.allocation.records import Endpoint, LeaseRecord
+from compute.allocation.store import GpuConflict, LeaseStore, StoredLease, StoreError
+
+
+def _docker_backend(*args: Any, **kwargs: Any) -> Backend:
+    from compute.allocation.docker_backend import DockerBackend
+
+    return DockerBackend(*args, **kwargs)
+
+
+BACKENDS: dict[str, Callable[..., Backend]] = {"docker": _docker_backend, "embedded": EmbeddedBackend}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "DockerBackend":
+        from compute.allocation.docker_backend import DockerBackend
+
+        return DockerBackend
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [
+    "BACKENDS",
+    "BACKEND_API_VERSION",
+    "AllocationManager",
+    "Availability",
+    "Backend",
+    "BackendError",
+    "DockerBackend",
+    "EmbeddedBackend",
+    "Endpoint",
+    "GpuConflict",
+    "LeaseRecord",
+    "LeaseStore",
+    "ManagerLimits",
+    "StoreError",
+    "StoredLease",
+]

@@ -1,0 +1,144 @@
+"""The miner's API: every ``compute.protocol`` request bound to the allocation manager and specs.
+
+``build_miner_app`` registers one handler per route on a :class:`compute.transport.SignedServer`
+(authentication, access policy, rate limits and error bodies are the transport's job) and
+returns the FastAPI app. Handlers log one line per event with the caller's hotkey and the
+lease id; they never log keys.
+
+What it deliberately does not do: decide anything about leases (``AllocationManager`` does),
+or run periodic work (``neurons/miner.py`` runs the loops).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from bittensor.http_auth import Caller
+from fastapi import FastAPI
+
+from compute import __version__
+from compute.allocation import AllocationManager
+from compute.protocol import (
+    AllocateRequest,
+    AvailabilityResponse,
+    CheckAvailabilityRequest,
+    DeallocateRequest,
+    DeallocateResponse,
+    ErrorCode,
+    ExchangeKeyRequest,
+    ExtendLeaseRequest,
+    HealthRequest,
+    HealthResponse,
+    LeaseResponse,
+    LeaseStatusRequest,
+    ListLeasesRequest,
+    ListLeasesResponse,
+    MachineSpecs,
+    RequestFailed,
+    RestartLeaseRequest,
+    SpecsRequest,
+    SpecsResponse,
+    route_for,
+)
+from compute.transport import AccessPolicy, ServerLimits, SignedServer
+
+logger = logging.getLogger(__name__)
+SPECS_TIMEOUT_S = 30.0
+
+
+def build_miner_app(
+    keypair: object,
+    policy: AccessPolicy | None,
+    manager: AllocationManager,
+    specs_provider: Callable[[], MachineSpecs],
+    limits: ServerLimits | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> FastAPI:
+    """The miner's signed FastAPI app; ``specs_provider`` may block (it runs in a thread)."""
+    server = SignedServer(keypair, policy, limits)
+    started = clock()
+
+    def route(request_type: type) -> Callable:
+        path, response_type = route_for(request_type.model_construct())
+        return server.route(path, request_type, response_type)
+
+    @route(HealthRequest)
+    async def health(req: HealthRequest, caller: Caller) -> HealthResponse:
+        return HealthResponse(
+            version=__version__, hotkey=server.hotkey, backend=manager.backend.name,
+            uptime_s=max(0.0, clock() - started), active_leases=await manager.active_count(),
+            free_gpus=len(await asyncio.to_thread(manager.free_gpus)),
+        )
+
+    @route(SpecsRequest)
+    async def specs(req: SpecsRequest, caller: Caller) -> SpecsResponse:
+        try:
+            machine = await asyncio.wait_for(asyncio.to_thread(specs_provider), SPECS_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            raise RequestFailed(ErrorCode.BUSY, "specs collection is taking too long; retry", 503) from None
+        return SpecsResponse(specs=machine)
+
+    @route(CheckAvailabilityRequest)
+    async def availability(req: CheckAvailabilityRequest, caller: Caller) -> AvailabilityResponse:
+        result = await asyncio.to_thread(manager.check, req.requirements)
+        return AvailabilityResponse(
+            available=result.available, reason=result.reason[:2000], free_gpus=result.free_gpus,
+            max_duration_s=result.max_duration_s,
+        )
+
+    @route(AllocateRequest)
+    async def allocate(req: AllocateRequest, caller: Caller) -> LeaseResponse:
+        hotkey = caller.hotkey_ss58
+        try:
+            lease = await manager.allocate(hotkey, req)
+        except RequestFailed as exc:
+            logger.info("allocate refused hotkey=%s code=%s reason=%s", hotkey, exc.code, exc.reason)
+            raise
+        return LeaseResponse(lease=lease)
+
+    @route(LeaseStatusRequest)
+    async def status(req: LeaseStatusRequest, caller: Caller) -> LeaseResponse:
+        return LeaseResponse(lease=await _logged("status", caller, req.lease_id, manager.status(
+            caller.hotkey_ss58, req.lease_id)))
+
+    @route(ExtendLeaseRequest)
+    async def extend(req: ExtendLeaseRequest, caller: Caller) -> LeaseResponse:
+        return LeaseResponse(lease=await _logged("extend", caller, req.lease_id, manager.extend(
+            caller.hotkey_ss58, req.lease_id, req.duration_s)))
+
+    @route(ExchangeKeyRequest)
+    async def exchange_key(req: ExchangeKeyRequest, caller: Caller) -> LeaseResponse:
+        return LeaseResponse(lease=await _logged("exchange_key", caller, req.lease_id, manager.exchange_key(
+            caller.hotkey_ss58, req.lease_id, req.ssh_public_key)))
+
+    @route(RestartLeaseRequest)
+    async def restart(req: RestartLeaseRequest, caller: Caller) -> LeaseResponse:
+        return LeaseResponse(lease=await _logged("restart", caller, req.lease_id, manager.restart(
+            caller.hotkey_ss58, req.lease_id)))
+
+    @route(DeallocateRequest)
+    async def deallocate(req: DeallocateRequest, caller: Caller) -> DeallocateResponse:
+        await _logged("deallocate", caller, req.lease_id, manager.deallocate(caller.hotkey_ss58, req.lease_id))
+        return DeallocateResponse(lease_id=req.lease_id)
+
+    @route(ListLeasesRequest)
+    async def list_leases(req: ListLeasesRequest, caller: Caller) -> ListLeasesResponse:
+        return ListLeasesResponse(leases=(await manager.list(caller.hotkey_ss58))[:1024])
+
+    return server.app
+
+
+async def _logged(action: str, caller: Caller, lease_id: str, call):  # noqa: ANN001, ANN202
+    """Await a manager call, logging a refusal with the caller and lease (success is logged inside)."""
+    try:
+        return await call
+    except RequestFailed as exc:
+        logger.info("%s refused hotkey=%s lease=%s code=%s reason=%s",
+                    action, caller.hotkey_ss58, lease_id, exc.code, exc.reason)
+        raise
+
+
+__all__ = ["build_miner_app"]

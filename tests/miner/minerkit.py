@@ -1,0 +1,53 @@
+"""Helpers for miner tests: renter keys, pinned SSH, a static metagraph, the miner fixture value."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from dataclasses import dataclass
+
+import asyncssh
+
+from compute.allocation import AllocationManager, EmbeddedBackend
+from compute.chain import MetagraphSnapshot, NeuronInfo
+from compute.protocol import GpuSpec
+
+H100 = GpuSpec(index=0, name="NVIDIA H100 80GB HBM3", memory_bytes=80 * 10**9, uuid="GPU-0")
+_PORT_BLOCKS = itertools.count()
+
+
+@dataclass(frozen=True)
+class RenterKey:
+    private: asyncssh.SSHKey
+    public_line: str
+
+
+def new_renter_key() -> RenterKey:
+    key = asyncssh.generate_private_key("ssh-ed25519")
+    return RenterKey(key, key.export_public_key("openssh").decode().strip())
+
+
+async def ssh_run(ssh, key: RenterKey, command: str) -> asyncssh.SSHCompletedProcess:
+    """Run ``command`` on a lease's ``SshAccess`` with its host key pinned."""
+    pinned = ([asyncssh.import_public_key(ssh.host_key)], [], [])
+    async with asyncssh.connect(ssh.host, ssh.port, username=ssh.username, client_keys=[key.private],
+                                known_hosts=pinned, agent_path=None, config=None, connect_timeout=10) as conn:
+        return await conn.run(command, timeout=20)
+
+
+def port_block() -> tuple[int, int]:
+    base = 42000 + (os.getpid() % 40) * 100 + (next(_PORT_BLOCKS) % 10) * 10
+    return base, base + 9
+
+
+@dataclass
+class Miner:
+    endpoint: str
+    hotkey: str
+    manager: AllocationManager
+    backend: EmbeddedBackend
+
+
+def snapshot(*neurons: tuple[str, str, float, bool]) -> MetagraphSnapshot:
+    return MetagraphSnapshot(27, 100, tuple(
+        NeuronInfo(uid, hk, ck, stake, permit, None, True, 0) for uid, (hk, ck, stake, permit) in enumerate(neurons)))
