@@ -151,8 +151,8 @@ def product_cpu(spec: ChallengeSpec, gpu: int, threads: int, use_torch: bool) ->
     if use_torch:
         import torch
 
-        acc_t = torch.from_numpy(acc)
-    tmp = None if use_torch else np.empty_like(acc)
+        acc_t, tmp_t = torch.from_numpy(acc), torch.empty((m, p), dtype=torch.float32)
+    tmp = np.empty_like(acc)
     chunks = _chunks(spec.n, spec.chunk)
     with ThreadPoolExecutor(max_workers=pieces) as pool:
         pending = submit(pool, *chunks[0])
@@ -162,8 +162,9 @@ def product_cpu(spec: ChallengeSpec, gpu: int, threads: int, use_torch: bool) ->
                 future.result()
             if k + 1 < len(chunks):
                 pending = submit(pool, *chunks[k + 1])
-            if use_torch:
-                acc_t.addmm_(torch.from_numpy(a), torch.from_numpy(b))
+            if use_torch:  # slab product apart, then one fp32 add: keeps the long sum short
+                torch.mm(torch.from_numpy(a), torch.from_numpy(b), out=tmp_t)
+                acc_t += tmp_t
             else:
                 np.matmul(a, b, out=tmp)
                 acc += tmp

@@ -1,0 +1,148 @@
+"""Soundness of a PoG round against the public API: honest provers pass, cheaters are caught."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from compute.pog import (
+    B64Array,
+    Commitment,
+    GpuOpening,
+    Opening,
+    Prover,
+    RowProof,
+    choose_openings,
+    new_challenge,
+    tolerance,
+    verify,
+)
+from compute.pog.generator import MATRIX_A, MATRIX_B, PRECISION_BITS, matrix_block_np, subkey
+from compute.pog.merkle import MerkleTree, hash_rows
+
+
+def _exact(challenge, gpu: int = 0) -> np.ndarray:
+    bits = PRECISION_BITS[challenge.precision]
+    key = subkey(bytes.fromhex(challenge.key), gpu)
+    a = matrix_block_np(key, MATRIX_A, bits, (0, challenge.m), (0, challenge.n)).astype(np.float64)
+    b = matrix_block_np(key, MATRIX_B, bits, (0, challenge.n), (0, challenge.p)).astype(np.float64)
+    return a, b
+
+
+class MatrixProver:
+    """A prover that commits to whatever matrices it is given (honest or not)."""
+
+    def __init__(self, challenge, outputs: list[np.ndarray]) -> None:
+        self.challenge_id = challenge.challenge_id
+        cid = bytes.fromhex(challenge.challenge_id)
+        self.outputs = [np.asarray(c, dtype=np.float32) for c in outputs]
+        self.trees = [MerkleTree(hash_rows(cid, g, c)) for g, c in enumerate(self.outputs)]
+
+    def commitment(self) -> Commitment:
+        return Commitment(challenge_id=self.challenge_id, roots=[t.root.hex() for t in self.trees])
+
+    def open(self, request) -> Opening:
+        per_gpu = [
+            GpuOpening(
+                rows=[
+                    RowProof(index=i, row=B64Array.from_numpy(c[i]), path=[n.hex() for n in tree.path(i)])
+                    for i in rows
+                ]
+            )
+            for c, tree, rows in zip(self.outputs, self.trees, request.rows)
+        ]
+        return Opening(challenge_id=self.challenge_id, per_gpu=per_gpu)
+
+
+def _round(challenge, prover, seed: int | None = None):
+    commitment = prover.commit(challenge) if isinstance(prover, Prover) else prover.commitment()
+    request = choose_openings(challenge, rng=None if seed is None else np.random.default_rng(seed))
+    return commitment, request, prover.open(request)
+
+
+def _round_bits(m: int, f_rows: int, k: int = 8) -> float:
+    return math.comb(f_rows, k) / math.comb(m, k)
+
+
+@pytest.mark.parametrize(
+    ("precision", "m", "n", "p", "gpus"),
+    [
+        ("fp16", 64, 5000, 48, 1),
+        ("fp16", 1, 300, 1, 1),
+        ("fp16", 33, 4097, 70, 2),
+        ("fp32", 64, 5000, 48, 1),
+        ("fp32", 9, 8192, 130, 3),
+        ("bf16", 40, 3000, 40, 2),
+    ],
+)
+def test_honest_prover_passes_every_time(precision: str, m: int, n: int, p: int, gpus: int) -> None:
+    prover = Prover("cpu")
+    for _ in range(3):
+        challenge = new_challenge(precision, m, n, p, gpus, chunk=1024)
+        verdict = verify(challenge, *_round(challenge, prover))
+        assert verdict.ok, verdict.reasons
+        assert all(g.max_err <= g.tol / 3 for g in verdict.per_gpu)
+
+
+@pytest.mark.parametrize("precision", ["fp16", "fp32"])
+def test_honest_error_leaves_wide_margin_at_large_n(precision: str) -> None:
+    challenge = new_challenge(precision, 8, 1 << 16, 8, 1, rng=np.random.default_rng(1))
+    a, b = _exact(challenge)
+    prover = Prover("cpu")
+    prover.commit(challenge)
+    honest = np.abs(prover.output(0) - a @ b).max()
+    sequential = np.zeros((8, 8), np.float32)  # the worst honest order: one running fp32 sum
+    for t0 in range(0, challenge.n, 4096):
+        block = np.einsum("it,tj->tij", a[:, t0 : t0 + 4096], b[t0 : t0 + 4096]).astype(np.float32)
+        for term in block:
+            sequential += term
+    worst = np.abs(sequential - a @ b).max()
+    tol = tolerance(precision, challenge.n)
+    assert honest * 10 < tol and worst * 2 < tol
+
+
+def test_half_computed_product_is_caught() -> None:
+    challenge = new_challenge("fp16", 64, 256, 16, 1, rng=np.random.default_rng(2))
+    a, b = _exact(challenge)
+    honest = a @ b
+    computed = np.random.default_rng(3).permutation(64)[:32]
+    forged = np.random.default_rng(4).uniform(-5, 5, honest.shape)
+    forged[computed] = honest[computed]
+    cheater = MatrixProver(challenge, [forged])
+    rounds = 1000
+    passed = sum(verify(challenge, *_round(challenge, cheater, seed)).ok for seed in range(rounds))
+    assert _round_bits(64, 32) < 2**-8
+    assert passed / rounds <= 2**-8
+
+
+def _rounded(x: np.ndarray, bits: int) -> np.ndarray:
+    mant, exp = np.frexp(x)
+    return np.ldexp(np.round(mant * 2.0**bits) / 2.0**bits, exp)
+
+
+def _e4m3(x: np.ndarray) -> np.ndarray:
+    mant, exp = np.frexp(np.clip(x, -448, 448))
+    exp = np.maximum(exp, -5)  # subnormals below 2**-6
+    return np.ldexp(np.round(np.ldexp(np.clip(x, -448, 448), -exp) * 16) / 16, exp)
+
+
+@pytest.mark.parametrize(
+    ("precision", "shortcut"),
+    [
+        ("fp16", lambda x: _rounded(x, 8)),  # bf16 inputs
+        ("fp32", lambda x: _rounded(x, 11)),  # TF32 inputs
+        ("fp16", _e4m3),
+        ("fp32", _e4m3),
+        ("bf16", _e4m3),
+    ],
+)
+def test_cheaper_input_formats_are_rejected(precision: str, shortcut) -> None:
+    for seed in range(3):
+        challenge = new_challenge(precision, 32, 4096, 32, 1, rng=np.random.default_rng(10 + seed))
+        a, b = _exact(challenge)
+        cheater = MatrixProver(challenge, [shortcut(a) @ shortcut(b)])
+        verdict = verify(challenge, *_round(challenge, cheater, seed))
+        assert not verdict.ok
+        assert "sampled entries off" in verdict.reasons[0]
