@@ -113,7 +113,7 @@ async def cmd_allocate(op: Operator, args: argparse.Namespace) -> Result:
     target = None
     if args.uid is not None or args.hotkey is not None:
         target = await op.find_miner(uid=args.uid, hotkey=args.hotkey)
-    allocation = await op.allocate(wanted_from(args, available_only=True), duration, key, target)
+    allocation = await op.allocate(wanted_from(args), duration, key, target)
     result = _lease_result(op, allocation.entry, "Lease allocated")
     result.payload.update(
         machine=machine_json(allocation.machine),

@@ -103,10 +103,15 @@ class Machine:
 
     @property
     def state(self) -> str:
+        """offline, rented (nothing left), partly rented, or free."""
         if not self.online:
             return "offline"
-        if not self.available:
+        if self.available is False:
             return "rented"
+        if self.gpu_count and self.free_gpus is not None:
+            if self.free_gpus == 0:
+                return "rented"
+            return "free" if self.free_gpus >= self.gpu_count else "partly rented"
         return "free" if not self.active_leases else "partly rented"
 
 
@@ -124,7 +129,7 @@ def model_matches(wanted: str, actual: str | None) -> bool:
 
 def matches(machine: Machine, wanted: Wanted) -> bool:
     """Does ``machine`` satisfy every constraint in ``wanted``?"""
-    if wanted.available_only and not (machine.online and machine.available):
+    if wanted.available_only and machine.state not in ("free", "partly rented"):
         return False
     if wanted.gpu_model and not model_matches(wanted.gpu_model, machine.gpu_model):
         return False

@@ -294,7 +294,7 @@ class Operator:
             results = await asyncio.gather(
                 *(self.status(e.lease_id) for e in active), return_exceptions=True
             )
-            for entry, result in zip(active, results):
+            for entry, result in zip(active, results, strict=True):
                 if isinstance(result, Refused):
                     problems[entry.lease_id] = result.message
                 elif isinstance(result, BaseException):

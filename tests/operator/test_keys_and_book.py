@@ -1,0 +1,137 @@
+"""Renter keys, pinned host keys, the ssh command and the lease book (no network)."""
+
+from __future__ import annotations
+
+import shlex
+import sqlite3
+import stat
+from pathlib import Path
+
+import asyncssh
+import pytest
+from operator_helpers import HOST_LINE
+from operator_helpers import book_entry as _entry
+
+from compute.operator import (
+    BookError,
+    KeyFileError,
+    LeaseBook,
+    generate_keypair,
+    known_hosts_line,
+    load_public_key,
+    ssh_command,
+    write_known_hosts,
+)
+from compute.operator.errors import Refused
+from compute.operator.keys import remove_generated_key
+from compute.protocol import SshAccess
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_generated_private_key_is_0600_in_a_0700_directory(tmp_path):
+    key = generate_keypair(tmp_path / "keys")
+    assert key.generated and key.private_path is not None
+    assert _mode(key.private_path) == 0o600
+    assert _mode(tmp_path / "keys") == 0o700
+    loaded = asyncssh.read_private_key(str(key.private_path))
+    assert loaded.export_public_key("openssh").decode().split()[:2] == key.public_line.split()[:2]
+
+
+def test_removing_a_generated_key_deletes_both_halves(tmp_path):
+    key = generate_keypair(tmp_path / "keys")
+    remove_generated_key(key.private_path)
+    assert list((tmp_path / "keys").iterdir()) == []
+
+
+def test_renter_public_key_is_read_with_its_private_half_beside_it(tmp_path):
+    private = asyncssh.generate_private_key("ssh-ed25519")
+    (tmp_path / "id").write_bytes(private.export_private_key())
+    (tmp_path / "id.pub").write_bytes(private.export_public_key())
+    key = load_public_key(tmp_path / "id.pub")
+    assert key.private_path == tmp_path / "id" and not key.generated
+    assert key.public_line.startswith("ssh-ed25519 ")
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("not a key", "not an OpenSSH public key"),
+        ("ssh-ed25519 AAAA\nssh-ed25519 BBBB", "exactly one"),
+        ("", "exactly one"),
+    ],
+)
+def test_bad_public_key_files_are_usage_errors(tmp_path, content, message):
+    path = tmp_path / "bad.pub"
+    path.write_text(content)
+    with pytest.raises(KeyFileError, match=message):
+        load_public_key(path)
+
+
+def test_private_key_passed_as_public_key_is_refused_without_echoing_it(tmp_path):
+    path = tmp_path / "id"
+    path.write_bytes(asyncssh.generate_private_key("ssh-ed25519").export_private_key())
+    with pytest.raises(KeyFileError, match="is a private key") as info:
+        load_public_key(path)
+    assert "BEGIN" not in str(info.value)
+
+
+def test_missing_public_key_file_is_a_usage_error(tmp_path):
+    with pytest.raises(KeyFileError, match="cannot read"):
+        load_public_key(tmp_path / "nope.pub")
+
+
+def test_known_hosts_line_uses_bracket_syntax_for_non_default_ports():
+    body = HOST_LINE.split()[1]
+    assert known_hosts_line("10.0.0.5", 40022, HOST_LINE) == f"[10.0.0.5]:40022 ssh-ed25519 {body}"
+    assert known_hosts_line("10.0.0.5", 22, HOST_LINE + " comment") == f"10.0.0.5 ssh-ed25519 {body}"
+
+
+@pytest.mark.parametrize("host, key", [("1.2.3.4", "ssh-ed25519 garbage"), ("a b", HOST_LINE), ("h,x", HOST_LINE)])
+def test_invalid_host_or_host_key_from_a_miner_is_refused(host, key):
+    with pytest.raises(Refused):
+        known_hosts_line(host, 40022, key)
+
+
+def test_ssh_command_pins_the_host_key_and_quotes_every_part(tmp_path):
+    access = SshAccess(host="127.0.0.1", port=40100, username="lease", host_key=HOST_LINE)
+    hosts = write_known_hosts(tmp_path / "dir with space", "a" * 32, access)
+    command = ssh_command(access, hosts, tmp_path / "k ey")
+    parts = shlex.split(command)
+    assert parts == [
+        "ssh", "-i", str(tmp_path / "k ey"), "-o", "IdentitiesOnly=yes", "-p", "40100",
+        "-o", f"UserKnownHostsFile={hosts}", "-o", "StrictHostKeyChecking=yes", "lease@127.0.0.1",
+    ]
+    assert hosts.read_text() == known_hosts_line("127.0.0.1", 40100, HOST_LINE) + "\n"
+
+
+def test_book_round_trips_entries_and_lists_only_the_owners_active_leases(tmp_path):
+    book = LeaseBook(tmp_path / "leases.db")
+    mine, old, theirs = _entry("a" * 32, created=2.0), _entry("b" * 32, state="released"), _entry("c" * 32, "5Other")
+    for entry in (mine, old, theirs):
+        book.save(entry)
+    assert book.get("a" * 32) == mine
+    assert book.entries("5Owner") == [mine]
+    assert book.entries("5Owner", include_ended=True) == [mine, old]
+    assert _mode(tmp_path / "leases.db") == 0o600
+    assert book.get("d" * 32) is None
+
+
+def test_book_stores_key_paths_but_no_private_key_material(tmp_path):
+    key = generate_keypair(tmp_path / "keys")
+    book = LeaseBook(tmp_path / "leases.db")
+    book.save(_entry("a" * 32).with_changes(private_key_path=str(key.private_path)))
+    secret = key.private_path.read_bytes()
+    raw = b"".join(path.read_bytes() for path in tmp_path.glob("leases.db*"))
+    assert str(key.private_path).encode() in raw
+    assert b"PRIVATE KEY" not in raw and secret[40:80] not in raw
+
+
+def test_book_with_a_future_schema_is_refused(tmp_path):
+    LeaseBook(tmp_path / "leases.db")
+    with sqlite3.connect(tmp_path / "leases.db") as conn:
+        conn.execute("UPDATE meta SET value='99' WHERE key='schema_version'")
+    with pytest.raises(BookError, match="schema 99"):
+        LeaseBook(tmp_path / "leases.db")
