@@ -1,0 +1,61 @@
+"""Validator: Proof-of-GPU rounds over SSH inside validation leases, scoring, weight setting."""
+
+from __future__ import annotations
+
+from compute.validator.loop import (
+    BlockLoop,
+    LoopRunner,
+    RoundLoop,
+    WeightsLoop,
+    chain_block_source,
+    score_updates,
+    select_targets,
+)
+from compute.validator.pog_session import (
+    BOOTSTRAP,
+    PogSession,
+    PogSessionError,
+    SshFailed,
+    WorkerFailed,
+    WorkerProtocolError,
+    WorkerTimeout,
+    bootstrap_command,
+)
+from compute.validator.round import MinerTarget, RoundParams, challenge_size, check_miner, rented_sample
+from compute.validator.settings import ValidatorSettings, add_validator_args, parse_validator, validator_from_args
+from compute.validator.table import print_round_table, round_table
+from compute.validator.wandb_log import WandbLogger
+from compute.validator.weights import WeightSetter, WeightsError, weights_from_scores
+
+__all__ = [
+    "BOOTSTRAP",
+    "BlockLoop",
+    "LoopRunner",
+    "MinerTarget",
+    "PogSession",
+    "PogSessionError",
+    "RoundLoop",
+    "RoundParams",
+    "SshFailed",
+    "ValidatorSettings",
+    "WandbLogger",
+    "WeightSetter",
+    "WeightsError",
+    "WeightsLoop",
+    "WorkerFailed",
+    "WorkerProtocolError",
+    "WorkerTimeout",
+    "add_validator_args",
+    "bootstrap_command",
+    "challenge_size",
+    "chain_block_source",
+    "check_miner",
+    "parse_validator",
+    "print_round_table",
+    "rented_sample",
+    "round_table",
+    "score_updates",
+    "select_targets",
+    "validator_from_args",
+    "weights_from_scores",
+]

@@ -1,0 +1,213 @@
+"""The validator's periodic work as named loop objects driven by chain blocks, plus a watchdog.
+
+``BlockLoop`` subclasses (``RoundLoop``, ``WeightsLoop``) declare ``name``, ``interval_blocks``,
+``step_timeout`` and ``run_step(block)``. ``LoopRunner`` polls the block height (in a thread,
+under a timeout), runs each loop when due, one step at a time (so rounds never overlap), catches
+and logs every error per iteration, and a watchdog logs any loop whose step has not finished in
+time. ``RoundLoop`` tests every queryable miner with bounded concurrency, persists each result as
+it arrives, then closes the round in one store transaction (EMA for tested miners, decay for the
+rest); a restart resumes an open round. This module holds no scoring math and no PoG protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from abc import ABC, abstractmethod
+from dataclasses import replace
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+
+from compute.chain import Chain, MetagraphSnapshot, NeuronInfo
+from compute.pog import GpuTable
+from compute.scoring import ScoringConfig, decay_score, update_score
+from compute.store import PogResult, ScoreRecord, ScoreUpdate, ValidatorStore
+from compute.transport import MinerClient
+from compute.validator.round import MinerTarget, RoundParams, check_miner
+from compute.validator.table import print_round_table, round_table
+from compute.validator.wandb_log import WandbLogger
+from compute.validator.weights import WeightSetter, WeightsError, weights_from_scores
+
+log = logging.getLogger(__name__)
+
+
+class BlockLoop(ABC):
+    """Periodic work run every ``interval_blocks`` blocks."""
+
+    name: str = "loop"
+    interval_blocks: int = 1
+    step_timeout: float = 600.0
+
+    @abstractmethod
+    async def run_step(self, block: int) -> None: ...
+
+
+class LoopRunner:
+    """Runs block loops until ``stop`` is set; one task per loop plus a watchdog."""
+
+    def __init__(self, block: Callable[[], Awaitable[int]], loops: Iterable[BlockLoop], poll_s: float = 2.0,
+                 watchdog_s: float = 30.0) -> None:
+        self._block = block
+        self.loops = list(loops)
+        self.poll_s = poll_s
+        self.watchdog_s = watchdog_s
+        self.stop = asyncio.Event()
+        self._busy_since: dict[str, float | None] = {loop.name: None for loop in self.loops}
+
+    async def run(self) -> None:
+        tasks = [asyncio.create_task(self._drive(loop), name=loop.name) for loop in self.loops]
+        tasks.append(asyncio.create_task(self._watchdog(), name="watchdog"))
+        try:
+            await self.stop.wait()
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _drive(self, loop: BlockLoop) -> None:
+        next_block: int | None = None
+        while not self.stop.is_set():
+            try:
+                block = await self._block()
+                if next_block is None or block >= next_block:
+                    next_block = block + loop.interval_blocks
+                    self._busy_since[loop.name] = time.monotonic()
+                    await asyncio.wait_for(loop.run_step(block), loop.step_timeout)
+            except asyncio.CancelledError:
+                raise
+            except asyncio.TimeoutError:
+                log.error("loop=%s step exceeded %.0fs and was cancelled", loop.name, loop.step_timeout)
+            except Exception:  # the loop boundary: log and go on with the next iteration
+                log.exception("loop=%s step failed", loop.name)
+            finally:
+                self._busy_since[loop.name] = None
+            await self._sleep(self.poll_s)
+
+    async def _sleep(self, seconds: float) -> None:
+        try:
+            await asyncio.wait_for(self.stop.wait(), seconds)
+        except asyncio.TimeoutError:
+            pass
+
+    async def _watchdog(self) -> None:
+        while not self.stop.is_set():
+            await self._sleep(self.watchdog_s)
+            now = time.monotonic()
+            for loop in self.loops:
+                since = self._busy_since.get(loop.name)
+                if since is not None and now - since > min(loop.step_timeout, self.watchdog_s * 10):
+                    log.warning("watchdog: loop=%s busy for %.0fs", loop.name, now - since)
+
+
+def chain_block_source(chain: Chain, timeout: float = 30.0) -> Callable[[], Awaitable[int]]:
+    async def block() -> int:
+        return await asyncio.wait_for(asyncio.to_thread(chain.block), timeout)
+
+    return block
+
+
+def select_targets(metagraph: MetagraphSnapshot, own_hotkey: str, allow_same_ip: bool) -> list[MinerTarget]:
+    """Queryable miners: axon set, not this validator, one uid per IP unless allowed (lowest uid wins)."""
+    targets: list[MinerTarget] = []
+    seen_ips: set[str] = set()
+    for neuron in sorted(metagraph.neurons, key=lambda n: n.uid):
+        if neuron.hotkey == own_hotkey or not neuron.axon:
+            continue
+        ip = neuron.axon.rsplit(":", 1)[0]
+        if not allow_same_ip and ip in seen_ips:
+            log.info("uid=%d skipped: another uid already tested at ip=%s", neuron.uid, ip)
+            continue
+        seen_ips.add(ip)
+        targets.append(MinerTarget(neuron.uid, neuron.hotkey, neuron.axon))
+    return targets
+
+
+def score_updates(
+    results: Iterable[PogResult], scores: Mapping[int, ScoreRecord], miners: Iterable[NeuronInfo],
+    config: ScoringConfig, own_hotkey: str | None = None,
+) -> list[ScoreUpdate]:
+    """EMA for every tested miner, decay for every registered miner not tested this round."""
+    updates: dict[int, ScoreUpdate] = {}
+    for result in results:
+        prev = scores.get(result.uid)
+        prev_score = prev.score if prev is not None and prev.hotkey == result.hotkey else None
+        updates[result.uid] = ScoreUpdate(result.uid, result.hotkey, update_score(prev_score, result.sample, config))
+    for neuron in miners:
+        if neuron.uid in updates or neuron.hotkey == own_hotkey:
+            continue
+        prev = scores.get(neuron.uid)
+        if prev is not None and prev.hotkey == neuron.hotkey:
+            updates[neuron.uid] = ScoreUpdate(neuron.uid, neuron.hotkey, decay_score(prev.score, config))
+    return sorted(updates.values(), key=lambda u: u.uid)
+
+
+class RoundLoop(BlockLoop):
+    name = "pog_round"
+
+    def __init__(self, chain: Chain, store: ValidatorStore, client: MinerClient, own_hotkey: str,
+                 params: RoundParams, table: GpuTable, scoring: ScoringConfig, *, interval_blocks: int,
+                 concurrency: int, allow_same_ip: bool, step_timeout: float, wandb: WandbLogger | None = None,
+                 rounds_limit: int = 0, on_limit: Callable[[], Awaitable[None]] | None = None,
+                 show_table: bool = True) -> None:
+        self.chain, self.store, self.client, self.own_hotkey = chain, store, client, own_hotkey
+        self.params, self.table, self.scoring = params, table, scoring
+        self.interval_blocks, self.step_timeout = interval_blocks, step_timeout
+        self.concurrency, self.allow_same_ip = concurrency, allow_same_ip
+        self.wandb, self.rounds_limit, self.on_limit, self.show_table = wandb, rounds_limit, on_limit, show_table
+        self.rounds_done = 0
+
+    async def run_step(self, block: int) -> None:
+        metagraph = await asyncio.wait_for(asyncio.to_thread(self.chain.metagraph), 60)
+        self.store.sync_miners((n.uid, n.hotkey) for n in metagraph.neurons if n.hotkey != self.own_hotkey)
+        record = self.store.begin_round(block)
+        params = replace(self.params, round_id=record.round_id, block=record.block)
+        done = self.store.tested_uids(record.round_id)
+        targets = [t for t in select_targets(metagraph, self.own_hotkey, self.allow_same_ip) if t.uid not in done]
+        log.info("round=%d block=%d testing %d miners (%d already done)", record.round_id, block, len(targets),
+                 len(done))
+        deadline = time.monotonic() + self.step_timeout * 0.9
+        gate = asyncio.Semaphore(self.concurrency)
+
+        async def one(target: MinerTarget) -> None:
+            async with gate:
+                previous = self.store.last_verified(target.uid, target.hotkey)
+                result = await check_miner(self.client, target, params, self.table, self.scoring, previous, deadline)
+                self.store.record_result(result)
+
+        await asyncio.gather(*(one(t) for t in targets))
+        results = self.store.results(record.round_id)
+        updates = score_updates(results, self.store.scores(), metagraph.neurons, self.scoring, self.own_hotkey)
+        self.store.finish_round(record.round_id, updates)
+        self._report(record.round_id, results, metagraph)
+        self.rounds_done += 1
+        if self.rounds_limit and self.rounds_done >= self.rounds_limit and self.on_limit is not None:
+            await self.on_limit()
+
+    def _report(self, round_id: int, results: list[PogResult], metagraph: MetagraphSnapshot) -> None:
+        scores = self.store.scores()
+        weights = weights_from_scores(scores, metagraph, self.own_hotkey)
+        plain = {uid: rec.score for uid, rec in scores.items()}
+        if self.show_table:
+            print_round_table(round_table(round_id, results, plain, weights))
+        if self.wandb is not None:
+            self.wandb.log_round(round_id, results, plain, weights)
+
+
+class WeightsLoop(BlockLoop):
+    name = "set_weights"
+
+    def __init__(self, chain: Chain, store: ValidatorStore, setter: WeightSetter, own_hotkey: str, *,
+                 interval_blocks: int, step_timeout: float = 600.0) -> None:
+        self.chain, self.store, self.setter, self.own_hotkey = chain, store, setter, own_hotkey
+        self.interval_blocks, self.step_timeout = interval_blocks, step_timeout
+
+    async def run_step(self, block: int) -> None:
+        if self.store.rounds_finished() == 0:
+            log.info("no finished round yet; weights not set")
+            return
+        metagraph = await asyncio.wait_for(asyncio.to_thread(self.chain.metagraph), 60)
+        weights = weights_from_scores(self.store.scores(), metagraph, self.own_hotkey)
+        try:
+            await self.setter.set(weights, block)
+        except WeightsError as exc:
+            log.error("weights not set: %s", exc)

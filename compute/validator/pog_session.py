@@ -1,0 +1,266 @@
+"""Drive the PoG worker inside a miner's lease: one SSH exec session, JSON lines on stdin/stdout.
+
+The session runs a FIXED bootstrap (``python3 -u -c BOOTSTRAP --device D``; nothing the miner
+said is interpolated) that reads a length line and exactly that many bytes of worker source from
+stdin, echoes their sha256 (transport integrity only: the proof is the mathematics), and execs the
+source as ``__main__``. The validator then speaks the worker protocol (info -> commit -> open)
+with a bounded line reader and a timeout on every read, and times ``commit`` on its own monotonic
+clock: from right before the challenge line is written until the commitment line has arrived.
+
+The host key is pinned to the one the lease reported; nothing is ever auto-accepted. This module
+does not verify proofs or score anything: it returns parsed wire models and timings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import shlex
+import time
+from dataclasses import dataclass
+
+import asyncssh
+from pydantic import ValidationError
+
+from compute.pog import Challenge, Commitment, Opening, OpeningRequest, worker_script
+
+log = logging.getLogger(__name__)
+
+BOOTSTRAP = (
+    "import hashlib,sys\n"
+    "i=sys.stdin.buffer\n"
+    "n=int(i.readline(32))\n"
+    "s=i.read(n)\n"
+    "sys.stdout.write(hashlib.sha256(s).hexdigest()+chr(10))\n"
+    "sys.stdout.flush()\n"
+    "del i,n\n"
+    "exec(compile(s,\"pog_worker\",\"exec\"),globals())\n"
+)
+DEVICES = ("auto", "cpu", "cuda")
+SMALL_LINE = 1 << 16
+_STDERR_TAIL = 2000
+
+
+class PogSessionError(Exception):
+    """Root of the session's errors; ``str(error)`` is the reason recorded for the miner."""
+
+
+class SshFailed(PogSessionError):
+    """Could not connect, authenticate, pin the host key, or start the command."""
+
+
+class WorkerProtocolError(PogSessionError):
+    """The far side broke the protocol: wrong digest, garbage, oversized or unexpected lines."""
+
+
+class WorkerFailed(PogSessionError):
+    """The worker answered ``{"ok": false}`` to a request."""
+
+
+class WorkerTimeout(PogSessionError):
+    """The worker stayed silent past the deadline."""
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    index: int
+    name: str
+    memory_bytes: int
+
+
+@dataclass(frozen=True)
+class TimedCommitment:
+    commitment: Commitment
+    elapsed_s: float  # the validator's clock: challenge written -> commitment line received
+
+
+def bootstrap_command(device: str = "auto") -> str:
+    """The exact command line run in the lease (fixed text; ``device`` is the validator's choice)."""
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
+    return f"python3 -u -c {shlex.quote(BOOTSTRAP)} --device {device}"
+
+
+def opening_line_limit(request: OpeningRequest, p: int) -> int:
+    """Largest honest ``open`` answer for ``request``: base64 rows plus 64-deep Merkle paths."""
+    rows = sum(len(r) for r in request.rows)
+    return SMALL_LINE + rows * (p * 4 * 4 // 3 + 8 + 64 * 70 + 128)
+
+
+class PogSession:
+    """One running worker; use ``async with await PogSession.open(...)`` or call ``close``."""
+
+    def __init__(self, conn: asyncssh.SSHClientConnection, process: asyncssh.SSHClientProcess) -> None:
+        self._conn = conn
+        self._process = process
+        self._buffer = bytearray()
+        self._stderr = bytearray()
+        self._stderr_task = asyncio.ensure_future(self._drain_stderr())
+
+    @classmethod
+    async def open(
+        cls,
+        host: str,
+        port: int,
+        username: str,
+        client_key: asyncssh.SSHKey,
+        host_key: str,
+        *,
+        timeout: float,
+        device: str = "auto",
+    ) -> PogSession:
+        """Connect with the per-round key, pin ``host_key``, start the worker, check the digest."""
+        try:
+            pinned = asyncssh.import_public_key(host_key.strip())
+        except (asyncssh.KeyImportError, ValueError) as exc:
+            raise SshFailed(f"lease host key does not parse: {exc}") from None
+        try:
+            conn = await asyncio.wait_for(
+                asyncssh.connect(
+                    host, port, username=username, client_keys=[client_key], known_hosts=([pinned], [], []),
+                    agent_path=None, config=(), connect_timeout=timeout,
+                ),
+                timeout,
+            )
+        except asyncio.TimeoutError:
+            raise SshFailed(f"ssh connect to {host}:{port} timed out after {timeout:.0f}s") from None
+        except (OSError, asyncssh.Error) as exc:
+            raise SshFailed(f"ssh connect to {host}:{port} failed: {exc}") from None
+        try:
+            process = await asyncio.wait_for(conn.create_process(bootstrap_command(device), encoding=None), timeout)
+        except (asyncio.TimeoutError, OSError, asyncssh.Error) as exc:
+            conn.close()
+            raise SshFailed(f"could not start the worker: {exc or 'timeout'}") from None
+        session = cls(conn, process)
+        try:
+            await session._upload(timeout)
+        except BaseException:
+            await session.close()
+            raise
+        return session
+
+    async def _upload(self, timeout: float) -> None:
+        source, digest = worker_script()
+        payload = source.encode("utf-8")
+        self._process.stdin.write(b"%d\n" % len(payload) + payload)
+        echoed = (await self._read_line(SMALL_LINE, timeout)).strip().decode("ascii", "replace")
+        if echoed != digest:
+            raise WorkerProtocolError(f"worker upload digest mismatch: got {echoed[:80]!r}")
+
+    async def _drain_stderr(self) -> None:
+        try:
+            while chunk := await self._process.stderr.read(4096):
+                self._stderr = (self._stderr + chunk)[-_STDERR_TAIL:]
+        except (asyncssh.Error, OSError):
+            pass
+
+    @property
+    def stderr_tail(self) -> str:
+        return self._stderr.decode("utf-8", "replace")
+
+    async def _read_line(self, limit: int, timeout: float) -> bytes:
+        try:
+            return await asyncio.wait_for(self._read_line_unbounded_time(limit), timeout)
+        except asyncio.TimeoutError:
+            raise WorkerTimeout(f"worker silent for {timeout:.1f}s") from None
+
+    async def _read_line_unbounded_time(self, limit: int) -> bytes:
+        while True:
+            end = self._buffer.find(b"\n")
+            if end >= 0:
+                line = bytes(self._buffer[: end + 1])
+                del self._buffer[: end + 1]
+                return line
+            if len(self._buffer) > limit:
+                raise WorkerProtocolError(f"worker line longer than {limit} bytes")
+            try:
+                chunk = await self._process.stdout.read(1 << 16)
+            except (asyncssh.Error, OSError) as exc:
+                raise WorkerProtocolError(f"worker channel failed: {exc}") from None
+            if not chunk:
+                tail = self.stderr_tail.strip().splitlines()[-1:] or ["no stderr"]
+                raise WorkerProtocolError(f"worker exited ({tail[0][:200]})")
+            self._buffer += chunk
+
+    async def _request(self, message: dict, op: str, limit: int, timeout: float) -> dict:
+        self._send(message)
+        return _parse_reply(await self._read_line(limit, timeout), op)
+
+    def _send(self, message: dict) -> None:
+        self._process.stdin.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+
+    async def info(self, timeout: float) -> list[DeviceInfo]:
+        reply = await self._request({"op": "info"}, "info", SMALL_LINE, timeout)
+        devices = reply.get("devices")
+        if not isinstance(devices, list) or not 1 <= len(devices) <= 64:
+            raise WorkerProtocolError("info: 'devices' must be a list of 1..64 entries")
+        try:
+            return [
+                DeviceInfo(int(d["index"]), str(d["name"])[:128], max(0, int(d["memory_bytes"]))) for d in devices
+            ]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise WorkerProtocolError(f"info: malformed device entry: {exc}") from None
+
+    async def commit(self, challenge: Challenge, timeout: float) -> TimedCommitment:
+        """Send the challenge and time the round trip to the commitment on the validator's clock."""
+        line = json.dumps({"op": "commit", "challenge": challenge.model_dump(mode="json")}).encode() + b"\n"
+        started = time.monotonic()
+        self._process.stdin.write(line)
+        raw = await self._read_line(SMALL_LINE, timeout)
+        elapsed = time.monotonic() - started
+        reply = _parse_reply(raw, "commit")
+        commitment = _model(Commitment, reply.get("commitment"), "commit")
+        if commitment.challenge_id != challenge.challenge_id:
+            raise WorkerProtocolError("commit: commitment is for another challenge")
+        if len(commitment.roots) != challenge.gpu_count:
+            raise WorkerProtocolError(f"commit: {len(commitment.roots)} roots for {challenge.gpu_count} GPUs")
+        return TimedCommitment(commitment, elapsed)
+
+    async def open_rows(self, request: OpeningRequest, p: int, timeout: float) -> Opening:
+        reply = await self._request(
+            {"op": "open", "request": request.model_dump(mode="json")}, "open", opening_line_limit(request, p), timeout
+        )
+        return _model(Opening, reply.get("opening"), "open")
+
+    async def close(self) -> None:
+        """Ask the worker to exit, then tear the connection down (never raises, never hangs)."""
+        try:
+            self._send({"op": "exit"})
+            self._process.stdin.write_eof()
+        except (asyncssh.Error, OSError):
+            pass
+        self._process.close()
+        self._conn.close()
+        self._stderr_task.cancel()
+        try:
+            await asyncio.wait_for(self._conn.wait_closed(), 5)
+        except (asyncio.TimeoutError, asyncssh.Error, OSError):
+            pass
+
+    async def __aenter__(self) -> PogSession:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+def _parse_reply(raw: bytes, op: str) -> dict:
+    try:
+        reply = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise WorkerProtocolError(f"{op}: worker sent a line that is not JSON: {raw[:60]!r}") from None
+    if not isinstance(reply, dict):
+        raise WorkerProtocolError(f"{op}: worker reply is not an object")
+    if reply.get("ok") is not True:
+        raise WorkerFailed(f"{op}: worker error: {str(reply.get('error'))[:300]}")
+    if reply.get("op") != op:
+        raise WorkerProtocolError(f"{op}: worker answered op {str(reply.get('op'))[:30]!r}")
+    return reply
+
+
+def _model(model, value: object, op: str):
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        raise WorkerProtocolError(f"{op}: invalid {model.__name__}: {exc.errors()[0]['msg']}") from None

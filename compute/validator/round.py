@@ -1,0 +1,335 @@
+"""Test one miner: validation lease -> SSH -> PoG (fp16, fp32) -> verify -> identify -> score.
+
+``check_miner`` never raises: every failure (unreachable miner, refused lease, SSH trouble, worker
+garbage or silence, failed verification, per-miner timeout) becomes a ``PogResult`` with
+``ok=False``, ``sample=0`` and the reasons. The lease is always released (``finally``), also on
+error and cancellation. Retries (with backoff, bounded by the caller's deadline) cover only a miner
+that could not be reached before a lease existed; a failed proof is final.
+
+Rented machines (the miner refuses a GPU validation lease for lack of capacity) get a CPU-only
+liveness lease instead: that proves the miner serves leases, NOT its GPUs, so their sample is the
+machine score of their last verified identification (with the rented bonus) while that is at most
+``rented_max_age`` rounds old, then decays by ``rented_decay`` per round; a machine never verified
+scores 0. Nothing here touches the store or the chain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+import asyncssh
+
+from compute.pog import Challenge, GpuTable, choose_openings, identify, new_challenge, verify
+from compute.protocol import (
+    AllocateRequest,
+    DeallocateRequest,
+    ErrorCode,
+    LeaseInfo,
+    MachineSpecs,
+    Requirements,
+    SpecsRequest,
+)
+from compute.scoring import ScoringConfig, machine_score
+from compute.store import PogResult
+from compute.transport import MinerClient, PeerUnreachable, Rejected, RequestTimeout, TransportError
+from compute.validator.pog_session import DeviceInfo, PogSession, PogSessionError
+
+log = logging.getLogger(__name__)
+
+MAX_GPUS_TESTED = 16
+PRECISIONS = ("fp16", "fp32")
+CHUNK = 4096
+MAX_N = 1 << 26
+_RETRY_BACKOFF_S = 2.0
+
+
+@dataclass(frozen=True)
+class MinerTarget:
+    uid: int
+    hotkey: str
+    endpoint: str  # "ip:port"
+
+
+@dataclass(frozen=True)
+class RoundParams:
+    """What a round needs from the settings (a plain value, so tests build it directly)."""
+
+    round_id: int
+    block: int
+    miner_timeout: float = 300.0
+    retries: int = 1
+    pog_m: int = 8192
+    pog_n: int = 0
+    pog_p: int = 8192
+    target_seconds: float = 3.0
+    rows_per_gpu: int = 8
+    cols_per_row: int = 4
+    lease_seconds: int = 600
+    lease_memory_gb: float = 2.0
+    device: str = "auto"
+    rented_max_age: int = 24
+    rented_decay: float = 0.95
+
+
+class _Failed(Exception):
+    """One failed test with its reason (internal)."""
+
+
+class _Unreachable(_Failed):
+    """The miner could not be reached before a lease existed (worth a retry)."""
+
+
+class _Rented(Exception):
+    """The miner has no free GPU for a validation lease."""
+
+
+@dataclass
+class _Measured:
+    tflops: dict[str, float]
+    timings: dict[str, float]
+    devices: list[DeviceInfo]
+    gpu_count: int
+
+
+async def check_miner(
+    client: MinerClient,
+    target: MinerTarget,
+    params: RoundParams,
+    table: GpuTable,
+    scoring: ScoringConfig,
+    previous: PogResult | None = None,
+    deadline: float | None = None,
+) -> PogResult:
+    """Test ``target`` within ``params.miner_timeout`` (and before ``deadline``, monotonic)."""
+    attempt = 0
+    while True:
+        budget = params.miner_timeout
+        if deadline is not None:
+            budget = min(budget, deadline - time.monotonic())
+        if budget <= 1:
+            return _failure(target, params, ("round deadline reached before the test",), {})
+        started = time.monotonic()
+        try:
+            return await asyncio.wait_for(_attempt(client, target, params, table, scoring, previous), budget)
+        except asyncio.TimeoutError:
+            return _failure(target, params, (f"miner test exceeded {budget:.0f}s",), {})
+        except _Unreachable as exc:
+            attempt += 1
+            if attempt > params.retries:
+                return _failure(target, params, (str(exc),), {})
+            wait = _RETRY_BACKOFF_S * 2 ** (attempt - 1)
+            log.info("uid=%d unreachable (%s), retry %d in %.0fs", target.uid, exc, attempt, wait)
+            await asyncio.sleep(wait)
+        except _Failed as exc:
+            return _failure(target, params, (str(exc),), {"total_s": time.monotonic() - started})
+        except Exception as exc:  # the per-miner boundary: one miner never breaks the round
+            log.exception("uid=%d test crashed", target.uid)
+            return _failure(target, params, (f"validator error: {type(exc).__name__}: {exc}",), {})
+
+
+async def _attempt(
+    client: MinerClient, target: MinerTarget, params: RoundParams, table: GpuTable, scoring: ScoringConfig,
+    previous: PogResult | None,
+) -> PogResult:
+    started = time.monotonic()
+    specs = await _specs(client, target)
+    claimed = specs.gpus[:MAX_GPUS_TESTED]
+    key = asyncssh.generate_private_key("ssh-ed25519")
+    try:
+        lease = await _allocate(client, target, params, key, len(claimed))
+    except _Rented:
+        lease = await _allocate(client, target, params, key, 0)
+        async with _released(client, target, lease):
+            await _liveness(lease, key, params)
+        return _rented_result(target, params, previous, scoring, table, time.monotonic() - started)
+    async with _released(client, target, lease):
+        measured = await _prove(lease, key, params, table, claimed, specs)
+    measured.timings["total_s"] = time.monotonic() - started
+    return _scored(target, params, measured, table, scoring)
+
+
+async def _specs(client: MinerClient, target: MinerTarget) -> MachineSpecs:
+    try:
+        return (await client.call(target.endpoint, target.hotkey, SpecsRequest())).specs
+    except (RequestTimeout, PeerUnreachable) as exc:
+        raise _Unreachable(f"specs: {exc}") from None
+    except TransportError as exc:
+        raise _Failed(f"specs: {exc}") from None
+
+
+async def _allocate(
+    client: MinerClient, target: MinerTarget, params: RoundParams, key: asyncssh.SSHKey, gpu_count: int
+) -> LeaseInfo:
+    request = AllocateRequest(
+        requirements=Requirements(gpu_count=gpu_count, cpu_count=1, memory_gb=params.lease_memory_gb, disk_gb=1.0),
+        duration_s=params.lease_seconds,
+        ssh_public_key=" ".join(key.export_public_key("openssh").decode().split()[:2]),
+        purpose="validation",
+    )
+    try:
+        lease = (await client.call(target.endpoint, target.hotkey, request)).lease
+    except Rejected as exc:
+        if exc.code == ErrorCode.NO_CAPACITY and gpu_count > 0:
+            raise _Rented() from None
+        raise _Failed(f"allocate refused: {exc}") from None
+    except (RequestTimeout, PeerUnreachable) as exc:
+        raise _Unreachable(f"allocate: {exc}") from None
+    except TransportError as exc:
+        raise _Failed(f"allocate: {exc}") from None
+    if lease.ssh is None:
+        await _deallocate(client, target, lease.lease_id)
+        raise _Failed("lease has no SSH access")
+    if len(lease.gpus) < gpu_count:
+        await _deallocate(client, target, lease.lease_id)
+        raise _Failed(f"lease has {len(lease.gpus)} GPUs, asked for {gpu_count}")
+    return lease
+
+
+class _released:
+    """Async context manager: deallocate the lease on the way out, whatever happened."""
+
+    def __init__(self, client: MinerClient, target: MinerTarget, lease: LeaseInfo) -> None:
+        self.args = (client, target, lease.lease_id)
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.shield(_deallocate(*self.args))
+
+
+async def _deallocate(client: MinerClient, target: MinerTarget, lease_id: str) -> None:
+    try:
+        await asyncio.wait_for(client.call(target.endpoint, target.hotkey, DeallocateRequest(lease_id=lease_id)), 15)
+    except (asyncio.TimeoutError, TransportError) as exc:
+        log.warning("uid=%d lease=%s release failed (it expires on its own): %s", target.uid, lease_id, exc)
+
+
+async def _session(lease: LeaseInfo, key: asyncssh.SSHKey, params: RoundParams) -> PogSession:
+    ssh = lease.ssh
+    try:
+        return await PogSession.open(
+            ssh.host, ssh.port, ssh.username, key, ssh.host_key, timeout=min(60.0, params.miner_timeout),
+            device=params.device,
+        )
+    except PogSessionError as exc:
+        raise _Failed(str(exc)) from None
+
+
+async def _liveness(lease: LeaseInfo, key: asyncssh.SSHKey, params: RoundParams) -> None:
+    session = await _session(lease, key, params)
+    async with session:
+        try:
+            await session.info(params.miner_timeout)
+        except PogSessionError as exc:
+            raise _Failed(f"rented liveness check: {exc}") from None
+
+
+def challenge_size(
+    params: RoundParams, precision: str, expected_tflops: float | None
+) -> tuple[int, int, int]:
+    """(m, n, p): fixed when ``pog_n`` is set, else n sized so compute takes ~target_seconds."""
+    m, p = params.pog_m, params.pog_p
+    if params.pog_n > 0:
+        return m, params.pog_n, p
+    flops = (expected_tflops or 1.0) * 1e12 * params.target_seconds
+    n = max(CHUNK, math.ceil(flops / (2 * m * p) / CHUNK) * CHUNK)
+    return m, min(n, MAX_N), p
+
+
+def _expected_tflops(table: GpuTable, specs: MachineSpecs, precision: str) -> float | None:
+    names = [table.resolve_name(gpu.name) for gpu in specs.gpus]
+    figures = [table.models[name].tflops(precision) for name in names if name in table.models]
+    if figures:
+        return min(figures)
+    if not specs.gpus:
+        return None
+    ordered = sorted(model.tflops(precision) for model in table.models.values())
+    return ordered[len(ordered) // 2]
+
+
+async def _prove(
+    lease: LeaseInfo, key: asyncssh.SSHKey, params: RoundParams, table: GpuTable, claimed: list, specs: MachineSpecs
+) -> _Measured:
+    session = await _session(lease, key, params)
+    async with session:
+        try:
+            devices = await session.info(params.miner_timeout)
+            gpu_count = max(1, len(claimed))
+            if claimed and len(devices) < gpu_count:
+                raise _Failed(f"worker sees {len(devices)} devices, miner claims {gpu_count} GPUs")
+            tflops, timings = {}, {}
+            for precision in PRECISIONS:
+                m, n, p = challenge_size(params, precision, _expected_tflops(table, specs, precision))
+                challenge = new_challenge(precision, m, n, p, gpu_count, chunk=min(CHUNK, n))
+                elapsed = await _one_precision(session, challenge, params)
+                tflops[precision] = 2.0 * m * n * p / elapsed / 1e12
+                timings[f"{precision}_s"] = elapsed
+        except PogSessionError as exc:
+            raise _Failed(str(exc)) from None
+    return _Measured(tflops, timings, devices, gpu_count if claimed else 0)
+
+
+async def _one_precision(session: PogSession, challenge: Challenge, params: RoundParams) -> float:
+    timed = await session.commit(challenge, params.miner_timeout)
+    request = choose_openings(challenge, params.rows_per_gpu, params.cols_per_row)  # after the commitment
+    opening = await session.open_rows(request, challenge.p, params.miner_timeout)
+    verdict = await asyncio.to_thread(verify, challenge, timed.commitment, request, opening)
+    if not verdict.ok:
+        raise _Failed(f"{challenge.precision} proof rejected: " + "; ".join(verdict.reasons[:3]))
+    return max(timed.elapsed_s, 1e-6)
+
+
+def _scored(target: MinerTarget, params: RoundParams, measured: _Measured, table: GpuTable,
+            scoring: ScoringConfig) -> PogResult:
+    f16, f32 = measured.tflops.get("fp16"), measured.tflops.get("fp32")
+    count = max(1, measured.gpu_count)
+    models, reasons = [], []
+    for device in measured.devices[:count]:
+        found = identify(f16, f32, device.memory_bytes / 2**30 or None, device.name, table)
+        models.append(found.label)
+        reasons.extend(found.reasons[:1])
+    pairs = [(None if name == "unidentified" else name, n) for name, n in Counter(models).items()]
+    sample = machine_score(pairs, table, rented=False, config=scoring, cpu_tflops_fp32=f32)
+    return PogResult(
+        round_id=params.round_id, uid=target.uid, hotkey=target.hotkey, ok=True, sample=sample,
+        reasons=tuple(dict.fromkeys(reasons)), models=tuple(models), tflops_fp16=f16, tflops_fp32=f32,
+        gpu_count=measured.gpu_count, timings=measured.timings, block=params.block, created=time.time(),
+    )
+
+
+def rented_sample(
+    previous: PogResult | None, round_id: int, params: RoundParams, table: GpuTable, scoring: ScoringConfig
+) -> float:
+    """Score of a rented, live machine from its last verified identification (0 if never verified)."""
+    if previous is None or not previous.ok or previous.rented:
+        return 0.0
+    pairs = [(None if name == "unidentified" else name, n) for name, n in Counter(previous.models).items()]
+    score = machine_score(pairs, table, rented=True, config=scoring, cpu_tflops_fp32=previous.tflops_fp32)
+    age = round_id - previous.round_id
+    return score * params.rented_decay ** max(0, age - params.rented_max_age)
+
+
+def _rented_result(target: MinerTarget, params: RoundParams, previous: PogResult | None, scoring: ScoringConfig,
+                   table: GpuTable, total_s: float) -> PogResult:
+    sample = rented_sample(previous, params.round_id, params, table, scoring)
+    reason = "rented: liveness only" if sample > 0 else "rented: never verified, no score"
+    return PogResult(
+        round_id=params.round_id, uid=target.uid, hotkey=target.hotkey, ok=True, sample=sample, rented=True,
+        reasons=(reason,), models=previous.models if previous else (), gpu_count=previous.gpu_count if previous else 0,
+        tflops_fp16=previous.tflops_fp16 if previous else None, tflops_fp32=previous.tflops_fp32 if previous else None,
+        timings={"total_s": total_s}, block=params.block, created=time.time(),
+    )
+
+
+def _failure(target: MinerTarget, params: RoundParams, reasons: tuple[str, ...], timings: dict) -> PogResult:
+    log.info("uid=%d hotkey=%s failed: %s", target.uid, target.hotkey[:8], "; ".join(reasons))
+    return PogResult(
+        round_id=params.round_id, uid=target.uid, hotkey=target.hotkey, ok=False, sample=0.0, reasons=reasons,
+        timings=timings, block=params.block, created=time.time(),
+    )

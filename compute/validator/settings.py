@@ -1,0 +1,130 @@
+"""Validator settings: ``--validator.*`` and ``--wandb.*`` flags over environment over ``.env``.
+
+Every flag ``--validator.x`` may also come from ``COMPUTE_VALIDATOR_X`` (``.env`` included);
+common flags (wallet, network, netuid, logging) come from ``compute.settings``. Built once in the
+entry point and passed down. This module parses and validates only; it opens nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from compute.settings import CommonSettings, SettingsError, add_common_args, common_from_args, load_dotenv
+
+
+class ValidatorSettings(BaseModel):
+    """Everything ``neurons/validator.py`` needs, resolved once."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    common: CommonSettings
+    round_blocks: int = Field(360, ge=1, le=100_000)
+    concurrency: int = Field(16, ge=1, le=1024)
+    miner_timeout: float = Field(300.0, gt=0, le=3600)
+    retries: int = Field(1, ge=0, le=5)
+    pog_m: int = Field(8192, ge=8, le=65536)
+    pog_n: int = Field(0, ge=0, le=1 << 26)  # 0 = sized from the GPU table and target_seconds
+    pog_p: int = Field(8192, ge=8, le=65536)
+    target_seconds: float = Field(3.0, gt=0, le=120)
+    rows_per_gpu: int = Field(8, ge=1, le=64)
+    cols_per_row: int = Field(4, ge=1, le=64)
+    ema_alpha: float = Field(0.3, gt=0, le=1)
+    missed_decay: float = Field(0.9, ge=0, le=1)
+    weights_blocks: int = Field(100, ge=1, le=100_000)
+    allow_same_ip: bool = False
+    rented_bonus: float = Field(0.1, ge=0, le=10)
+    rented_max_age: int = Field(24, ge=0, le=10_000)  # rounds a verification stays fresh while rented
+    rented_decay: float = Field(0.95, ge=0, le=1)  # per round past rented_max_age
+    lease_seconds: int = Field(600, ge=60, le=86_400)
+    device: str = Field("auto", pattern=r"^(auto|cpu|cuda)$")
+    data_dir: Path = Path("~/.compute/validator")
+    rounds: int = Field(0, ge=0)  # stop after this many rounds (0 = forever)
+    wandb_off: bool = False
+    wandb_project: str = Field("compute-subnet", min_length=1, max_length=128)
+
+    @field_validator("data_dir")
+    @classmethod
+    def _expand(cls, value: Path) -> Path:
+        return Path(os.path.expanduser(str(value)))
+
+    @property
+    def db_path(self) -> Path:
+        return self.data_dir / f"validator-{self.common.netuid}.db"
+
+
+# flag -> (field, type, help)
+_FLAGS: dict[str, tuple[str, type, str]] = {
+    "validator.round_blocks": ("round_blocks", int, "blocks between PoG rounds (default 360)"),
+    "validator.concurrency": ("concurrency", int, "miners tested at once (default 16)"),
+    "validator.miner_timeout": ("miner_timeout", float, "seconds allowed per miner test (default 300)"),
+    "validator.retries": ("retries", int, "retries of an unreachable miner within a round (default 1)"),
+    "validator.pog_m": ("pog_m", int, "rows of the PoG product per GPU (default 8192)"),
+    "validator.pog_n": ("pog_n", int, "inner size; 0 = sized from the GPU table (default 0)"),
+    "validator.pog_p": ("pog_p", int, "columns of the PoG product per GPU (default 8192)"),
+    "validator.target_seconds": ("target_seconds", float, "expected compute seconds per precision (default 3)"),
+    "validator.rows_per_gpu": ("rows_per_gpu", int, "rows opened per GPU (default 8)"),
+    "validator.cols_per_row": ("cols_per_row", int, "entries checked per opened row (default 4)"),
+    "validator.ema_alpha": ("ema_alpha", float, "weight of the newest round in the score EMA (default 0.3)"),
+    "validator.missed_decay": ("missed_decay", float, "score factor per round a miner was not tested (0.9)"),
+    "validator.weights_blocks": ("weights_blocks", int, "blocks between weight settings (default 100)"),
+    "validator.rented_bonus": ("rented_bonus", float, "score bonus of verified rented machines (default 0.1)"),
+    "validator.rented_max_age": ("rented_max_age", int, "rounds a verification stays fresh while rented (24)"),
+    "validator.rented_decay": ("rented_decay", float, "factor per round past rented_max_age (0.95)"),
+    "validator.lease_seconds": ("lease_seconds", int, "duration of the validation lease (default 600)"),
+    "validator.device": ("device", str, "worker device: auto|cpu|cuda (default auto)"),
+    "validator.data_dir": ("data_dir", str, "state directory (default ~/.compute/validator)"),
+    "validator.rounds": ("rounds", int, "stop after this many rounds; 0 = run forever (default 0)"),
+    "wandb.project": ("wandb_project", str, "wandb project (default compute-subnet)"),
+}
+_SWITCHES = {"validator.allow_same_ip": "allow_same_ip", "wandb.off": "wandb_off"}
+
+
+def add_validator_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add the validator flags (every default None, so environment and .env can fill them)."""
+    group = parser.add_argument_group("validator")
+    for flag, (_field, kind, text) in _FLAGS.items():
+        group.add_argument(f"--{flag}", type=kind, help=text)
+    group.add_argument("--validator.allow_same_ip", action="store_true", default=None,
+                       help="test several uids behind one IP (default: one uid per IP)")
+    group.add_argument("--wandb.off", action="store_true", default=None, help="disable wandb logging")
+    return parser
+
+
+def validator_from_args(ns: argparse.Namespace, env: Mapping[str, str] | None = None) -> ValidatorSettings:
+    """Build :class:`ValidatorSettings`; raises ``SettingsError`` naming the bad flag."""
+    if env is None:
+        env = {**load_dotenv(getattr(ns, "env_file", None) or ".env"), **os.environ}
+    values: dict[str, object] = {"common": common_from_args(ns, env)}
+    for flag, (field, _kind, _text) in _FLAGS.items():
+        value = _lookup(ns, env, flag)
+        if value is not None:
+            values[field] = value
+    for flag, field in _SWITCHES.items():
+        value = _lookup(ns, env, flag)
+        if value is not None:
+            values[field] = value if isinstance(value, bool) else str(value).strip().lower() in ("1", "true", "yes", "on")
+    try:
+        return ValidatorSettings(**values)
+    except ValidationError as exc:
+        names = {field: flag for flag, (field, _k, _t) in _FLAGS.items()} | {v: k for k, v in _SWITCHES.items()}
+        problems = "; ".join(f"--{names.get(str(e['loc'][0]), e['loc'][0])}: {e['msg']}" for e in exc.errors())
+        raise SettingsError(problems) from None
+
+
+def parse_validator(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> ValidatorSettings:
+    parser = argparse.ArgumentParser(prog="neurons/validator.py", description="Compute subnet validator")
+    add_validator_args(add_common_args(parser))
+    return validator_from_args(parser.parse_args(argv), env)
+
+
+def _lookup(ns: argparse.Namespace, env: Mapping[str, str], flag: str) -> object:
+    value = getattr(ns, flag, None)
+    if value is not None:
+        return value
+    name = "COMPUTE_" + flag.replace(".", "_").upper()
+    return env.get(name) or None

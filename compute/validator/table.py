@@ -1,0 +1,52 @@
+"""A rich console table of one round: uid, hotkey, GPUs, TFLOPS, verdict, score, weight.
+
+People-facing output only; it reads values and prints, nothing else.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+
+from rich.console import Console
+from rich.table import Table
+
+from compute.store import PogResult
+
+
+def _gpus(result: PogResult) -> str:
+    if not result.models:
+        return "-"
+    return ", ".join(f"{n}x {model}" for model, n in Counter(result.models).items())
+
+
+def _verdict(result: PogResult) -> str:
+    if result.rented:
+        return "[cyan]rented[/cyan]"
+    if result.ok:
+        return "[green]verified[/green]"
+    reason = result.reasons[0] if result.reasons else "failed"
+    return f"[red]{reason[:60]}[/red]"
+
+
+def _tflops(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
+def round_table(
+    round_id: int, results: Iterable[PogResult], scores: Mapping[int, float], weights: Mapping[int, float]
+) -> Table:
+    table = Table(title=f"Proof-of-GPU round {round_id}")
+    for column in ("uid", "hotkey", "GPUs", "TFLOPS fp16", "TFLOPS fp32", "verdict", "score", "weight"):
+        table.add_column(column, justify="right" if column in ("uid", "score", "weight") else "left")
+    for result in sorted(results, key=lambda r: r.uid):
+        table.add_row(
+            str(result.uid), result.hotkey[:10], _gpus(result), _tflops(result.tflops_fp16),
+            _tflops(result.tflops_fp32), _verdict(result), f"{scores.get(result.uid, 0.0):.4g}",
+            f"{weights.get(result.uid, 0.0):.4f}",
+        )
+    return table
+
+
+def print_round_table(table: Table, console: Console | None = None) -> None:
+    (console or Console()).print(table)

@@ -1,0 +1,69 @@
+"""Optional wandb logging of rounds: offline without WANDB_API_KEY, harmless when absent or failing.
+
+``WandbLogger`` imports wandb lazily; if it is not installed, cannot start, or any call raises,
+it logs one warning and turns itself off. The validator never depends on it: no state is read
+back from wandb and nothing is shared with other validators through it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from compute.store import PogResult
+
+log = logging.getLogger(__name__)
+
+
+class WandbLogger:
+    def __init__(self, enabled: bool, project: str, run_name: str, directory: Path,
+                 api_key: str | None = None, config: Mapping[str, object] | None = None) -> None:
+        self._run = None
+        if not enabled:
+            return
+        try:
+            import wandb
+
+            mode = "online" if api_key else "offline"
+            if api_key:
+                wandb.login(key=api_key, relogin=False)
+            directory.mkdir(parents=True, exist_ok=True)
+            self._run = wandb.init(project=project, name=run_name, mode=mode, dir=str(directory),
+                                   config=dict(config or {}), reinit=True)
+            log.info("wandb logging %s project=%s", mode, project)
+        except Exception as exc:  # optional dependency boundary
+            log.warning("wandb disabled: %s: %s", type(exc).__name__, exc)
+            self._run = None
+
+    @property
+    def active(self) -> bool:
+        return self._run is not None
+
+    def log_round(self, round_id: int, results: Iterable[PogResult], scores: Mapping[int, float],
+                  weights: Mapping[int, float]) -> None:
+        if self._run is None:
+            return
+        rows = list(results)
+        data: dict[str, object] = {"round": round_id, "miners_tested": len(rows),
+                                   "miners_verified": sum(r.ok and not r.rented for r in rows)}
+        for r in rows:
+            data[f"uid/{r.uid}/score"] = scores.get(r.uid, 0.0)
+            data[f"uid/{r.uid}/weight"] = weights.get(r.uid, 0.0)
+            data[f"uid/{r.uid}/ok"] = int(r.ok)
+            if r.tflops_fp16 is not None:
+                data[f"uid/{r.uid}/tflops_fp16"] = r.tflops_fp16
+                data[f"uid/{r.uid}/tflops_fp32"] = r.tflops_fp32
+        try:
+            self._run.log(data)
+        except Exception as exc:  # optional dependency boundary
+            log.warning("wandb log failed, disabling: %s", exc)
+            self._run = None
+
+    def close(self) -> None:
+        if self._run is not None:
+            try:
+                self._run.finish()
+            except Exception as exc:  # optional dependency boundary
+                log.warning("wandb finish failed: %s", exc)
+            self._run = None

@@ -1,0 +1,84 @@
+"""A cheating PoG worker, run in a lease in place of python3 by tests/validator (test code only).
+
+Speaks the bootstrap honestly (length line, source bytes, sha256 echo), loads the genuine worker
+source without running its main, patches one thing according to MODE, and serves:
+
+partial   computes only the first quarter of C's rows (the rest are zeros)
+bf16      rounds C to bfloat16 (a lower-precision shortcut)
+replay    answers with the product of a stale, precomputed key (correct tree, wrong numbers)
+forged    commits random roots at once and computes only after the clock stopped
+garbage   answers every request with a line that is not JSON
+silent    answers info, then never answers again
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import secrets
+import sys
+import time
+
+import numpy as np
+
+sys.modules["torch"] = None  # keep the cheater fast: no torch import (numpy GEMM)
+
+
+def main(mode: str) -> None:
+    stdin = sys.stdin.buffer
+    size = int(stdin.readline(32))
+    source = stdin.read(size)
+    sys.stdout.write(hashlib.sha256(source).hexdigest() + "\n")
+    sys.stdout.flush()
+    ns: dict = {"__name__": "pog_worker_lib"}
+    exec(compile(source, "pog_worker", "exec"), ns)
+    if mode in ("garbage", "silent"):
+        return _broken(stdin, mode)
+    original = ns["product_cpu"]
+    if mode == "partial":
+        def product(spec, gpu, threads, use_torch):
+            quarter = original(dataclasses.replace(spec, m=max(1, spec.m // 4)), gpu, threads, use_torch)
+            out = np.zeros((spec.m, spec.p), dtype=np.float32)
+            out[: quarter.shape[0]] = quarter
+            return out
+    elif mode == "bf16":
+        def product(spec, gpu, threads, use_torch):
+            bits = original(spec, gpu, threads, use_torch).view(np.uint32)
+            return ((bits + np.uint32(0x8000)) & np.uint32(0xFFFF0000)).view(np.float32)
+    elif mode == "replay":
+        def product(spec, gpu, threads, use_torch):
+            return original(dataclasses.replace(spec, key="00" * 16), gpu, threads, use_torch)
+    elif mode == "forged":
+        engine_cls = ns["ProverEngine"]
+        honest_commit = engine_cls.commit
+
+        def commit(self, challenge):
+            self._pending = challenge
+            return {"challenge_id": challenge["challenge_id"],
+                    "roots": [secrets.token_hex(32) for _ in range(int(challenge["gpu_count"]))]}
+
+        def open_(self, request, _open=engine_cls.open):
+            honest_commit(self, self._pending)  # the work starts only now, after the clock stopped
+            return _open(self, request)
+
+        engine_cls.commit, engine_cls.open = commit, open_
+        product = original
+    else:
+        raise SystemExit(f"unknown mode {mode}")
+    ns["product_cpu"] = product
+    ns["serve"](stdin, sys.stdout, "cpu")
+
+
+def _broken(stdin, mode: str) -> None:
+    while line := stdin.readline():
+        if mode == "garbage":
+            sys.stdout.write("ceci n'est pas du JSON\n")
+        elif b'"info"' in line:
+            sys.stdout.write('{"ok":true,"op":"info","devices":[{"index":0,"name":"cpu","memory_bytes":1,"uuid":""}]}\n')
+        else:
+            time.sleep(3600)
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,59 @@
+"""Fixtures for validator tests: real miners on 127.0.0.1 (some cheating), the validator's client,
+a simulated chain. Helpers live in validator_helpers.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from compute.allocation import AllocationManager, EmbeddedBackend, LeaseStore, ManagerLimits
+from compute.chain import SimChainState
+from compute.miner import build_miner_app
+from compute.protocol import GpuSpec, MachineSpecs
+from compute.transport import KeyWallet, MinerClient, ServerLimits, serve_in_thread
+from validator_helpers import CheatingBackend, Miner, cheat_bin, port_block
+
+
+@pytest.fixture
+def start_miner(tmp_path: Path, make_wallet):
+    running = []
+
+    def start(name: str, cheat: str | None = None, gpus: tuple[GpuSpec, ...] = (), policy=None) -> Miner:
+        wallet = make_wallet(name)
+        data = tmp_path / name
+        kwargs = dict(bind_host="127.0.0.1", port_range=port_block())
+        backend = (CheatingBackend(data, bin_dir=cheat_bin(tmp_path, cheat), **kwargs) if cheat
+                   else EmbeddedBackend(data, **kwargs))
+        manager = AllocationManager(LeaseStore(data / "leases.db"), backend, list(gpus),
+                                    ManagerLimits(max_cpu=2, max_memory_gb=4, max_disk_gb=10))
+        specs = MachineSpecs(cpu_model="test cpu", cpu_cores=2, cpu_freq_mhz=0, ram_bytes=8 << 30,
+                             disk_total_bytes=1 << 40, disk_free_bytes=1 << 39, gpus=list(gpus),
+                             backend="embedded", miner_version="0.1.0")
+        keypair = KeyWallet.from_wallet(wallet)
+        app = build_miner_app(keypair, policy, manager, lambda: specs, ServerLimits(rate_per_s=100, burst=100))
+        server = serve_in_thread(app, "127.0.0.1", 0)
+        running.append(server)
+        return Miner(name, f"127.0.0.1:{server.port}", keypair.ss58, wallet, manager, backend)
+
+    yield start
+    for server in running:
+        server.stop()
+
+
+@pytest.fixture
+async def validator_client(make_wallet):
+    wallet = make_wallet("validator")
+    client = MinerClient(KeyWallet.from_wallet(wallet), timeout=30)
+    client.wallet_obj = wallet
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+def sim_chain(tmp_path: Path):
+    """A fresh simulated chain file; returns (path, state)."""
+    path = tmp_path / "chain.db"
+    state = SimChainState.create(path, netuid=27, block_time=0.2, weights_rate_limit=5)
+    return path, state
+

@@ -1,0 +1,81 @@
+"""Helpers for validator tests: real miners (signed app + embedded backend) on 127.0.0.1, some of
+which run a cheating worker, a simulated chain, and the validator's client.
+
+A cheating miner is an ordinary miner whose lease environment puts a directory first on PATH in
+which ``python3`` is a wrapper that runs ``cheaters/cheat_worker.py MODE`` (the backend subclass
+below only prepends to the PATH the embedded backend builds).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import stat
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from compute.allocation import AllocationManager, EmbeddedBackend
+from compute.chain import SimChainState, connect
+from compute.protocol import GpuSpec
+from compute.validator import RoundParams
+
+CHEAT_WORKER = Path(__file__).with_name("cheaters") / "cheat_worker.py"
+_PORTS = itertools.count()
+FAKE_GPU = GpuSpec(index=0, name="NVIDIA H100 80GB HBM3", memory_bytes=80 * 10**9, uuid="GPU-0")
+
+
+class CheatingBackend(EmbeddedBackend):
+    """The embedded backend with a directory prepended to the lease's PATH (test code only)."""
+
+    def __init__(self, *args, bin_dir: Path, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.bin_dir = bin_dir
+
+    def _environment(self, state):  # noqa: ANN001, ANN202
+        env = super()._environment(state)
+        env["PATH"] = f"{self.bin_dir}:{env['PATH']}"
+        return env
+
+
+def cheat_bin(root: Path, mode: str) -> Path:
+    directory = root / f"cheat-{mode}"
+    directory.mkdir(parents=True, exist_ok=True)
+    wrapper = directory / "python3"
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -u "{CHEAT_WORKER}" {mode}\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return directory
+
+
+def port_block() -> tuple[int, int]:
+    base = 44000 + (os.getpid() % 50) * 60 + (next(_PORTS) % 12) * 5
+    return base, base + 4
+
+
+@dataclass
+class Miner:
+    name: str
+    endpoint: str
+    hotkey: str
+    wallet: object
+    manager: AllocationManager
+    backend: EmbeddedBackend
+
+
+def small_params(**overrides) -> RoundParams:
+    values = dict(round_id=1, block=1, miner_timeout=60.0, retries=0, pog_m=64, pog_n=4096, pog_p=64,
+                  lease_seconds=120, lease_memory_gb=2.0, device="cpu")
+    values.update(overrides)
+    return RoundParams(**values)
+
+
+
+def register_and_serve(chain_path: Path, state: SimChainState, miner: Miner) -> int:
+    uid = state.register(miner.hotkey, miner.wallet.coldkeypub.ss58_address, 10.0, False)
+    host, port = miner.endpoint.rsplit(":", 1)
+    chain = connect(f"sim:{chain_path}", 27)
+    try:
+        chain.serve(miner.wallet, host, int(port))
+    finally:
+        chain.close()
+    return uid
