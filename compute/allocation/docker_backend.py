@@ -274,6 +274,8 @@ class DockerBackend:
             self._disk_quota = self._probe_disk_quota(client)
             if not self._disk_quota:
                 kwargs = {k: v for k, v in kwargs.items() if k != "storage_opt"}
+        disk = "enforced" if "storage_opt" in kwargs else "advisory"
+        kwargs = {**kwargs, "labels": {**kwargs["labels"], "compute.disk_limit": disk}}
         try:
             return client.containers.create(**kwargs)
         except APIError as exc:

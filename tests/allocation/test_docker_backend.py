@@ -258,7 +258,8 @@ CGROUP_PROBE = (
     "else echo $(cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us) $(cat /sys/fs/cgroup/cpu/cpu.cfs_period_us); fi; "
     "cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes; "
     "cat /sys/fs/cgroup/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids/pids.max; "
-    "df -m /dev/shm | tail -1"
+    "df -m /dev/shm | tail -1; "
+    "cat /sys/fs/cgroup/memory.swap.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.memsw.limit_in_bytes"
 )
 
 
@@ -275,7 +276,11 @@ async def test_renter_reaches_lease_with_pinned_host_key_and_limits_apply(backen
     assert int(lines[2]) == 256 * 1024 * 1024
     assert lines[3] == "4096"
     assert lines[4].split()[1] == "64"  # /dev/shm MiB: 1/8 of 256 MiB, floor 64
+    assert lines[5] in ("0", str(256 * 1024 * 1024))  # no swap beyond memory (cgroup v2 / v1)
     assert await backend.running() == {lease.lease_id}
+    labels = backend._client().containers.get(f"{backend.name_prefix}-{lease.lease_id}").labels
+    expected_disk = "enforced" if backend.disk_limit_enforced else "advisory"
+    assert (labels["compute.owner"], labels["compute.disk_limit"]) == (lease.owner_hotkey, expected_disk)
 
 
 @pytest.mark.docker
