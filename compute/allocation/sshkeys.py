@@ -32,7 +32,9 @@ ALLOWED_KEY_TYPES = frozenset(
         "ecdsa-sha2-nistp521",
     }
 )
-_KEY_LINE = re.compile(r"(?P<type>[a-z0-9-]{1,32}) (?P<body>[A-Za-z0-9+/]{16,}={0,2})(?: [\x20-\x7e]{1,256})?")
+_KEY_LINE = re.compile(
+    r"(?P<type>[a-z0-9-]{1,32}) (?P<body>[A-Za-z0-9+/]{16,}={0,2})(?: [\x20-\x7e]{1,256})?"
+)
 
 
 class InvalidPublicKey(BackendError):
