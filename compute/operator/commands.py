@@ -97,7 +97,7 @@ def _lease_result(op: Operator, entry: BookEntry, title: str) -> Result:
     now = time.time()
     command = op.ssh_command(entry)
     return Result(
-        {"lease": lease_json(entry, command, now)},
+        {"lease": lease_json(entry, command, now), "ssh_command": command},
         lambda console: show_lease(console, entry, command, now, title),
     )
 
@@ -116,9 +116,7 @@ async def cmd_allocate(op: Operator, args: argparse.Namespace) -> Result:
     allocation = await op.allocate(wanted_from(args), duration, key, target)
     result = _lease_result(op, allocation.entry, "Lease allocated")
     result.payload.update(
-        machine=machine_json(allocation.machine),
-        ssh_command=result.payload["lease"]["ssh_command"],
-        skipped=list(allocation.skipped),
+        machine=machine_json(allocation.machine), skipped=list(allocation.skipped)
     )
     return result
 

@@ -176,7 +176,8 @@ class Operator:
     ) -> BookEntry:
         """Save what the miner said about a lease into the book (and its pinned host key)."""
         access = _public_access(info.ssh, miner.endpoint)
-        known_hosts = write_known_hosts(self.hosts_dir, info.lease_id, access) if access else None
+        pin = access is not None and info.state == "active" and info.owner_hotkey == self.hotkey
+        known_hosts = write_known_hosts(self.hosts_dir, info.lease_id, access) if pin else None
         if machine is not None:
             verified, summary = machine.verified, _gpu_text(machine.gpu_count, machine.gpu_model)
         elif previous is not None:

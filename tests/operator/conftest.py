@@ -1,0 +1,119 @@
+"""A real local subnet for the operator tests: sim chain, a serving miner, two operators.
+
+The miner is the real miner app (``compute.miner.build_miner_app``) over a real
+``AllocationManager`` and rental backend (embedded asyncssh, or Docker for the ``docker``
+variant), served by uvicorn on 127.0.0.1 and published on a simulated chain. Only the GPU is
+pretended: the miner rents out one GPU record named like an H100 (there is no GPU here).
+A second registered miner serves an axon on a closed port, so discovery meets an offline miner.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+import socket
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from compute import __version__
+from compute.allocation import AllocationManager, EmbeddedBackend, LeaseStore
+from compute.chain import SimChainState, connect
+from compute.miner import build_miner_app
+from compute.operator import main
+from compute.protocol import GpuSpec, MachineSpecs
+from compute.transport import AccessPolicy, serve_in_thread
+
+NETUID = 27
+GPU_NAME = "NVIDIA H100 80GB HBM3"
+FAKE_GPU = GpuSpec(index=0, name=GPU_NAME, memory_bytes=80 * 1024**3, uuid="GPU-00000000-test")
+
+
+def static_specs(backend: str) -> Callable[[], MachineSpecs]:
+    specs = MachineSpecs(
+        cpu_model="test cpu", cpu_cores=4, cpu_freq_mhz=2000.0, ram_bytes=16 * 1024**3,
+        disk_total_bytes=200 * 10**9, disk_free_bytes=100 * 10**9, gpus=[FAKE_GPU],
+        backend=backend, miner_version=__version__,
+    )
+    return lambda: specs
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class Subnet:
+    chain_path: Path
+    wallets_dir: Path
+    root: Path
+    miner_hotkey: str
+    miner_uid: int
+    offline_uid: int
+    operators: dict[str, str]  # wallet name -> hotkey
+
+    def flags(self, operator: str) -> list[str]:
+        return [
+            "--subtensor.network", f"sim:{self.chain_path}", "--netuid", str(NETUID),
+            "--wallet.name", operator, "--wallet.path", str(self.wallets_dir),
+            "--register.data_dir", str(self.root / f"register-{operator}"), "--register.timeout", "20",
+        ]
+
+    def cli(self, operator: str, *args: str) -> tuple[int, Any]:
+        """Run ``register.py ARGS --json`` in-process as ``operator``; (exit code, parsed JSON)."""
+        out, err = io.StringIO(), io.StringIO()
+        code = main([*self.flags(operator), *args, "--json"], stdout=out, stderr=err)
+        return code, json.loads(out.getvalue())
+
+
+def _make_backend(kind: str, root: Path):
+    base = random.randrange(200, 590) * 100
+    if kind == "embedded":
+        return EmbeddedBackend(root / "miner", ssh_host="127.0.0.1", bind_host="127.0.0.1",
+                               port_range=(base, base + 99))
+    from compute.allocation import DockerBackend
+
+    return DockerBackend(image="compute-base:cpu", host="127.0.0.1", ssh_port_range=(base, base + 99),
+                         name_prefix=f"test-operator-{base}")
+
+
+def start_subnet(root: Path, make_wallet, backend_kind: str) -> tuple[Subnet, Callable[[], None]]:
+    chain_path = root / "chain.db"
+    state = SimChainState.create(chain_path, netuid=NETUID, block_time=1.0)
+    operators = {}
+    for name in ("operator_a", "operator_b"):
+        wallet = make_wallet(name)
+        state.register(wallet.hotkey.ss58_address, wallet.coldkeypub.ss58_address, 1000.0, True)
+        operators[name] = wallet.hotkey.ss58_address
+    miner, offline = make_wallet("miner"), make_wallet("offline_miner")
+    miner_uid = state.register(miner.hotkey.ss58_address, miner.coldkeypub.ss58_address, 0.0)
+    offline_uid = state.register(offline.hotkey.ss58_address, offline.coldkeypub.ss58_address, 0.0)
+    chain = connect(f"sim:{chain_path}", NETUID)
+    backend = _make_backend(backend_kind, root)
+    manager = AllocationManager(LeaseStore(root / "miner" / "leases.db"), backend, gpus=[FAKE_GPU])
+    policy = AccessPolicy(chain.metagraph, min_stake=100.0, require_permit=True, refresh_s=60.0)
+    app = build_miner_app(miner.hotkey, policy, manager, static_specs(backend.name))
+    server = serve_in_thread(app, "127.0.0.1", 0)
+    chain.serve(miner, "127.0.0.1", server.port)
+    chain.serve(offline, "127.0.0.1", free_port())  # nothing listens there
+    subnet = Subnet(chain_path, root / "wallets", root, miner.hotkey.ss58_address, miner_uid, offline_uid,
+                    operators)
+
+    def stop() -> None:
+        server.stop()
+        chain.close()
+
+    return subnet, stop
+
+
+@pytest.fixture
+def subnet(tmp_path: Path, make_wallet) -> Iterator[Subnet]:
+    net, stop = start_subnet(tmp_path, make_wallet, "embedded")
+    yield net
+    stop()
