@@ -51,3 +51,11 @@ class Miner:
 def snapshot(*neurons: tuple[str, str, float, bool]) -> MetagraphSnapshot:
     return MetagraphSnapshot(27, 100, tuple(
         NeuronInfo(uid, hk, ck, stake, permit, None, True, 0) for uid, (hk, ck, stake, permit) in enumerate(neurons)))
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

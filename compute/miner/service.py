@@ -1,0 +1,114 @@
+"""Building blocks ``neurons/miner.py`` wires together: startup checks, backend choice, loops.
+
+- :class:`StartupError`: a refusal to start with a sentence the operator can act on.
+- :func:`check_port_free`, :func:`check_registered`, :func:`build_backend` (refuses the
+  embedded backend on the mainnet subnet unless forced; checks that Docker answers).
+- :class:`PeriodicLoop`: a named loop with an interval, a timeout per step, its try/except
+  inside each iteration and a stall warning (expiry, endpoint republishing).
+
+What it deliberately does not do: parse flags (``compute.settings``) or serve HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from compute.allocation import BACKENDS, Backend
+from compute.chain import Chain, ChainError
+from compute.settings import MinerSettings
+
+logger = logging.getLogger(__name__)
+
+
+class StartupError(Exception):
+    """The miner cannot start; the message says what to change."""
+
+
+def check_port_free(host: str, port: int) -> None:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise StartupError(
+                f"cannot bind the miner API to {host}:{port} ({exc.strerror}); another process uses it "
+                "or the address is not local: pick another --axon.port / --axon.ip"
+            ) from None
+
+
+def check_registered(chain: Chain, hotkey: str, settings: MinerSettings) -> None:
+    try:
+        registered = chain.is_registered(hotkey)
+    except ChainError as exc:
+        raise StartupError(
+            f"cannot reach the chain {settings.common.chain_target!r}: {exc} "
+            "(check --subtensor.network / --subtensor.chain_endpoint and your connection)"
+        ) from None
+    if not registered:
+        raise StartupError(
+            f"hotkey {hotkey} is not registered on netuid {settings.common.netuid}; register with "
+            f"`btcli subnets register --netuid {settings.common.netuid} --wallet.name "
+            f"{settings.common.wallet_name} --wallet.hotkey {settings.common.wallet_hotkey}`"
+        )
+
+
+def build_backend(settings: MinerSettings, gpu_uuids: list[str] | None, ssh_host: str) -> Backend:
+    """The configured rental backend, after the checks that make it usable."""
+    low, high = settings.ssh_port_range
+    if settings.backend == "embedded":
+        if settings.common.is_mainnet and not settings.force_embedded:
+            raise StartupError(
+                "the embedded backend runs renters' commands as the miner's own user with best-effort "
+                f"limits; it is refused on netuid {settings.common.netuid} on finney. Use --miner.backend "
+                "docker, or pass --miner.force_embedded if you really mean it"
+            )
+        return BACKENDS["embedded"](
+            settings.data_dir, ssh_host=ssh_host, bind_host=settings.axon_ip, port_range=(low, high)
+        )
+    from compute.specs import collect_docker
+
+    docker = collect_docker(timeout_s=5.0)
+    if not docker.available:
+        raise StartupError(
+            f"Docker is not reachable ({docker.error}); start the engine, add this user to the 'docker' "
+            "group, or use --miner.backend embedded on a test network"
+        )
+    return BACKENDS["docker"](
+        image=settings.base_image, host=settings.axon_ip, ssh_port_range=(low, high),
+        gpu_uuids=gpu_uuids, public_host=ssh_host,
+    )
+
+
+@dataclass
+class PeriodicLoop:
+    """Run ``step`` every ``interval_s`` until ``stop`` is set; a failing step is logged, not fatal."""
+
+    name: str
+    interval_s: float
+    step: Callable[[], Awaitable[object]]
+    timeout_s: float = 120.0
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            started = time.monotonic()
+            try:
+                await asyncio.wait_for(self.step(), self.timeout_s)
+            except asyncio.TimeoutError:
+                logger.warning("loop=%s stalled: step took longer than %.0fs", self.name, self.timeout_s)
+            except Exception:
+                logger.exception("loop=%s step failed", self.name)
+            took = time.monotonic() - started
+            if took > self.interval_s:
+                logger.warning("loop=%s step took %.1fs (interval %.1fs)", self.name, took, self.interval_s)
+            try:
+                await asyncio.wait_for(stop.wait(), max(0.0, self.interval_s - took))
+            except asyncio.TimeoutError:
+                pass
+
+
+__all__ = ["PeriodicLoop", "StartupError", "build_backend", "check_port_free", "check_registered"]

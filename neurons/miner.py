@@ -1,0 +1,115 @@
+"""Compute subnet miner: settings -> wallet -> chain -> backend -> reconcile -> serve -> loops.
+
+Wiring only; see docs/miner.md. SIGTERM/SIGINT stop the API and exit 0, leaving leases
+running: on the next start ``reconcile`` adopts them (or brings their SSH back).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from compute.allocation import AllocationManager, LeaseStore, ManagerLimits  # noqa: E402
+from compute.chain import ChainError, connect  # noqa: E402
+from compute.logs import configure_logging  # noqa: E402
+from compute.miner import build_miner_app, gpu_specs, specs_provider  # noqa: E402
+from compute.miner.service import (  # noqa: E402
+    PeriodicLoop,
+    StartupError,
+    build_backend,
+    check_port_free,
+    check_registered,
+)
+from compute.settings import MinerSettings, SettingsError, parse_miner  # noqa: E402
+from compute.specs import SpecsCache  # noqa: E402
+from compute.transport import AccessPolicy, KeyWallet, WalletError, load_wallet, serve  # noqa: E402
+
+logger = logging.getLogger("neurons.miner")
+EXPIRY_INTERVAL_S = 5.0
+REPUBLISH_INTERVAL_S = 600.0
+METAGRAPH_REFRESH_S = 120.0
+
+
+async def run(settings: MinerSettings) -> int:
+    common = settings.common
+    wallet = load_wallet(common.wallet_name, common.wallet_hotkey, str(common.wallet_path))
+    keypair = KeyWallet.from_wallet(wallet)
+    check_port_free(settings.axon_ip, settings.axon_port)
+    try:
+        chain = connect(common.chain_target, common.netuid)
+    except ChainError as exc:
+        raise StartupError(f"bad chain settings: {exc}") from None
+    await asyncio.to_thread(check_registered, chain, keypair.ss58, settings)
+    public_ip = settings.public_ip
+
+    specs_cache = SpecsCache(ttl_s=300.0)
+    host = await asyncio.to_thread(specs_cache.get)
+    gpus = gpu_specs(host, settings.gpus)
+    uuids = [g.uuid for g in gpus] if all(g.uuid for g in gpus) else None
+    backend = build_backend(settings, uuids, settings.ssh_host or public_ip)
+    limits = ManagerLimits(
+        max_cpu=settings.max_cpu, max_memory_gb=settings.max_memory_gb, max_disk_gb=settings.max_disk_gb,
+        max_lease_s=settings.max_lease_s,
+    )
+    manager = AllocationManager(LeaseStore(settings.data_dir / "leases.db"), backend, gpus, limits)
+    report = await manager.reconcile()
+    logger.info("miner hotkey=%s backend=%s gpus=%d leases=%s", keypair.ss58, backend.name, len(gpus),
+                {k: len(v) for k, v in report.items()})
+
+    policy = AccessPolicy(
+        chain.metagraph, min_stake=settings.min_stake, require_permit=not settings.allow_non_validators,
+        allow_hotkeys=settings.whitelist_hotkeys, deny_hotkeys=settings.blacklist_hotkeys,
+        allow_coldkeys=settings.whitelist_coldkeys, deny_coldkeys=settings.blacklist_coldkeys,
+        refresh_s=METAGRAPH_REFRESH_S,
+    )
+    app = build_miner_app(keypair, policy, manager, specs_provider(specs_cache.get, backend.name, gpus))
+
+    async def publish() -> None:
+        await asyncio.to_thread(chain.serve, wallet, public_ip, settings.axon_port)
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    loops = [
+        PeriodicLoop("expiry", EXPIRY_INTERVAL_S, manager.expire_due),
+        PeriodicLoop("republish", REPUBLISH_INTERVAL_S, publish),
+    ]
+    tasks = [asyncio.create_task(item.run(stop), name=item.name) for item in loops]
+    logger.info("serving on %s:%d (published as %s:%d)", settings.axon_ip, settings.axon_port,
+                public_ip, settings.axon_port)
+    try:
+        await serve(app, settings.axon_ip, settings.axon_port, stop)
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if hasattr(backend, "close"):
+            await backend.close()  # stop listening; leases stay in the store and are adopted on restart
+        manager.store.close()
+        chain.close()
+    logger.info("miner stopped; leases left running")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        settings = parse_miner(argv)
+    except SettingsError as exc:
+        print(f"miner: bad settings: {exc}", file=sys.stderr)
+        return 2
+    common = settings.common
+    configure_logging(common.debug, common.trace, common.logging_dir, name="miner")
+    try:
+        return asyncio.run(run(settings))
+    except (StartupError, WalletError, SettingsError) as exc:
+        logger.error("%s", exc)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""neurons/miner.py as a real process on a simulated chain: crash, restart, clean shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from minerkit import free_port, new_renter_key, port_block, ssh_run
+
+from compute.chain import SimChainState
+from compute.protocol import AllocateRequest, HealthRequest, LeaseStatusRequest, Requirements
+from compute.transport import MinerClient, PeerUnreachable, Rejected
+
+ROOT = Path(__file__).resolve().parents[2]
+NETUID = 5
+
+
+def start_miner(args: list[str], log: Path) -> subprocess.Popen:
+    out = open(log, "ab")
+    return subprocess.Popen([sys.executable, str(ROOT / "neurons" / "miner.py"), *args], stdout=out,
+                            stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+async def wait_healthy(client: MinerClient, endpoint: str, hotkey: str, proc: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + 40
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"miner exited {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            await client.call(endpoint, hotkey, HealthRequest(), timeout=2)
+            return
+        except (PeerUnreachable, Rejected):
+            await asyncio.sleep(0.3)
+    pytest.fail(f"miner did not become healthy:\n{log.read_text()[-3000:]}")
+
+
+@pytest.fixture
+def sim_network(tmp_path: Path, wallets) -> str:
+    state = SimChainState.create(tmp_path / "chain.db", netuid=NETUID, block_time=1.0)
+    for name, permit in (("miner", False), ("validator", True)):
+        wallet = wallets[name]
+        state.register(wallet.hotkey.ss58_address, wallet.coldkeypub.ss58_address, 5000.0, permit)
+    return f"sim:{tmp_path / 'chain.db'}"
+
+
+@pytest.mark.slow
+async def test_lease_survives_miner_kill_and_restart(tmp_path: Path, wallets, sim_network):
+    port, (low, high) = free_port(), port_block()
+    args = ["--subtensor.network", sim_network, "--netuid", str(NETUID), "--wallet.path", str(tmp_path / "wallets"),
+            "--wallet.name", "miner", "--axon.ip", "127.0.0.1", "--axon.port", str(port),
+            "--miner.backend", "embedded", "--miner.data_dir", str(tmp_path / "data"),
+            "--miner.ssh_port_range", f"{low}-{high}", "--env_file", str(tmp_path / "none.env")]
+    log, endpoint, hotkey = tmp_path / "miner.log", f"127.0.0.1:{port}", wallets["miner"].hotkey.ss58_address
+    key = new_renter_key()
+    async with MinerClient(wallets["validator"], timeout=30) as client:
+        proc = start_miner(args, log)
+        try:
+            await wait_healthy(client, endpoint, hotkey, proc, log)
+            request = AllocateRequest(requirements=Requirements(gpu_count=0), duration_s=600,
+                                      ssh_public_key=key.public_line)
+            lease = (await client.call(endpoint, hotkey, request)).lease
+            assert (await ssh_run(lease.ssh, key, "echo before")).stdout == "before\n"
+            proc.kill()
+            proc.wait(10)
+            proc = start_miner(args, log)
+            await wait_healthy(client, endpoint, hotkey, proc, log)
+            after = (await client.call(endpoint, hotkey, LeaseStatusRequest(lease_id=lease.lease_id))).lease
+            assert (after.state, after.owner_hotkey, after.ssh) == ("active", client.hotkey, lease.ssh)
+            assert (await ssh_run(after.ssh, key, "echo after")).stdout == "after\n"
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(15) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+
+
+def test_miner_refuses_unregistered_hotkey_with_clear_error(tmp_path: Path, wallets, sim_network):
+    args = ["--subtensor.network", sim_network, "--netuid", str(NETUID), "--wallet.path", str(tmp_path / "wallets"),
+            "--wallet.name", "stranger", "--axon.ip", "127.0.0.1", "--axon.port", str(free_port()),
+            "--miner.backend", "embedded", "--miner.data_dir", str(tmp_path / "data"),
+            "--env_file", str(tmp_path / "none.env")]
+    done = subprocess.run([sys.executable, str(ROOT / "neurons" / "miner.py"), *args], capture_output=True,
+                          text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 1
+    assert f"is not registered on netuid {NETUID}; register with `btcli subnets register" in done.stderr
+
+
+def test_miner_refuses_missing_wallet_and_bad_flags(tmp_path: Path):
+    base = [sys.executable, str(ROOT / "neurons" / "miner.py"), "--env_file", str(tmp_path / "none.env")]
+    missing = subprocess.run([*base, "--wallet.path", str(tmp_path / "nowhere"), "--subtensor.network", "sim:/x"],
+                             capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert missing.returncode == 1 and "cannot be loaded" in missing.stderr
+    bad = subprocess.run([*base, "--miner.ssh_port_range", "9-8"], capture_output=True, text=True, timeout=60,
+                         cwd=ROOT)
+    assert bad.returncode == 2 and "--miner.ssh_port_range" in bad.stderr
