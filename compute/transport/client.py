@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import httpx
@@ -28,6 +30,10 @@ from .auth import HEADER_RESPONSE_HOTKEY, HEADER_RESPONSE_SIGNATURE, KeyWallet, 
 logger = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=BaseModel)
+
+# Idle connections are dropped before the server's keep-alive timeout (15 s in server.py), so the
+# client never reuses a connection the server is closing at that very moment.
+KEEPALIVE_S = 4.0
 
 
 class TransportError(Exception):
@@ -65,6 +71,12 @@ class InvalidResponse(TransportError):
     """A signed response whose body does not match the expected model (or is too large)."""
 
 
+@dataclass
+class _Peer:
+    http: httpx.AsyncClient
+    slots: asyncio.Semaphore
+
+
 def _base_url(endpoint: str) -> str:
     endpoint = endpoint.strip().rstrip("/")
     if endpoint.startswith(("http://", "https://")):
@@ -88,6 +100,7 @@ class MinerClient:
         timeout: float = 30.0,
         max_concurrency: int = 64,
         *,
+        per_peer_concurrency: int = 8,
         max_response_bytes: int = 16 << 20,
         transport: httpx.AsyncBaseTransport | None = None,
         insecure_no_auth: bool = False,
@@ -97,9 +110,11 @@ class MinerClient:
         self.timeout = timeout
         self.max_response_bytes = max_response_bytes
         self.insecure_no_auth = insecure_no_auth
+        self.per_peer_concurrency = max(1, min(per_peer_concurrency, max_concurrency))
         self._sem = asyncio.Semaphore(max_concurrency)
-        limits = httpx.Limits(max_connections=max_concurrency, max_keepalive_connections=max_concurrency)
-        self._http = httpx.AsyncClient(limits=limits, timeout=timeout, transport=transport, trust_env=False)
+        self._transport = transport
+        self._ssl = ssl.create_default_context()  # built once: each AsyncClient would load CA files again
+        self._peers: dict[str, _Peer] = {}
 
     async def __aenter__(self) -> MinerClient:
         return self
@@ -108,7 +123,21 @@ class MinerClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        peers, self._peers = list(self._peers.values()), {}
+        for peer in peers:
+            await peer.http.aclose()
+
+    def _peer(self, base_url: str) -> _Peer:
+        """One small connection pool per miner: httpx's pool slows down sharply as it grows."""
+        peer = self._peers.get(base_url)
+        if peer is None:
+            n = self.per_peer_concurrency
+            http = httpx.AsyncClient(
+                limits=httpx.Limits(max_connections=n, max_keepalive_connections=n, keepalive_expiry=KEEPALIVE_S),
+                timeout=self.timeout, transport=self._transport, trust_env=False, verify=self._ssl,
+            )
+            peer = self._peers[base_url] = _Peer(http, asyncio.Semaphore(n))
+        return peer
 
     async def call(self, endpoint: str, hotkey: str, request: BaseModel, *, timeout: float | None = None) -> Any:
         """Send a ``compute.protocol`` request; path and response model come from ``route_for``."""
@@ -129,7 +158,9 @@ class MinerClient:
         raw = body.model_dump_json().encode()
         limit = self.timeout if timeout is None else timeout
         where = f"{endpoint}{path} (hotkey {hotkey})"
-        async with self._sem:
+        base = _base_url(endpoint)
+        peer = self._peer(base)
+        async with self._sem, peer.slots:
             headers = {"Content-Type": "application/json"}
             if not self.insecure_no_auth:
                 headers.update(
@@ -137,7 +168,7 @@ class MinerClient:
                 )
             try:
                 status, resp_headers, content = await asyncio.wait_for(
-                    self._send(_base_url(endpoint) + path, raw, headers, limit), limit
+                    self._send(peer.http, base + path, raw, headers, limit), limit
                 )
             except (asyncio.TimeoutError, httpx.TimeoutException):
                 raise RequestTimeout(f"{where}: no answer within {limit:g}s") from None
@@ -161,9 +192,9 @@ class MinerClient:
         raise Rejected(status, code, reason, _retry_after(resp_headers.get("retry-after")))
 
     async def _send(
-        self, url: str, raw: bytes, headers: dict[str, str], timeout: float
+        self, http: httpx.AsyncClient, url: str, raw: bytes, headers: dict[str, str], timeout: float
     ) -> tuple[int, httpx.Headers, bytes]:
-        async with self._http.stream("POST", url, content=raw, headers=headers, timeout=timeout) as resp:
+        async with http.stream("POST", url, content=raw, headers=headers, timeout=timeout) as resp:
             declared = resp.headers.get("content-length")
             if declared is not None and declared.isdigit() and int(declared) > self.max_response_bytes:
                 raise InvalidResponse(f"{url}: response of {declared} bytes exceeds {self.max_response_bytes}")

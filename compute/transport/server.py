@@ -315,8 +315,12 @@ class RunningServer:
     _server: uvicorn.Server
     _thread: threading.Thread
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def request_stop(self) -> None:
+        """Ask uvicorn to shut down without waiting (stop many servers in parallel)."""
         self._server.should_exit = True
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.request_stop()
         self._thread.join(timeout)
         if self._thread.is_alive():
             logger.warning("server %s did not stop within %.1fs", self.url, timeout)
@@ -325,7 +329,7 @@ class RunningServer:
 def _config(app: Any, host: str, port: int) -> uvicorn.Config:
     return uvicorn.Config(
         app, host=host, port=port, log_level="warning", access_log=False, lifespan="on",
-        server_header=False, timeout_graceful_shutdown=5,
+        server_header=False, timeout_graceful_shutdown=5, timeout_keep_alive=15,
     )
 
 

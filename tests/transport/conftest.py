@@ -28,4 +28,6 @@ def start() -> Iterator[Callable[[SignedServer], str]]:
 
     yield _start
     for handle in running:
+        handle.request_stop()
+    for handle in running:
         handle.stop()

@@ -1,0 +1,135 @@
+"""Who gets in: chain-backed policy decisions, over HTTP and in isolation."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from transport_helpers import EchoRequest, EchoResponse, build_server, neuron, snapshot
+
+from compute.transport import AccessPolicy, Forbidden, MinerClient, PolicyUnavailable, Rejected
+
+
+@pytest.fixture
+def cast(keys):
+    names = ["miner", "validator", "minnow", "no-permit", "denied-hot", "denied-cold", "stranger"]
+    return {name: keys(name) for name in names}
+
+
+def chain_of(cast):
+    return snapshot(
+        neuron(0, cast["miner"], 0.0, permit=False),
+        neuron(1, cast["validator"], 5000.0),
+        neuron(2, cast["minnow"], 10.0),
+        neuron(3, cast["no-permit"], 5000.0, permit=False),
+        neuron(4, cast["denied-hot"], 5000.0),
+        neuron(5, cast["denied-cold"], 5000.0),
+    )
+
+
+async def test_each_refused_caller_gets_403_with_its_reason(cast, start):
+    policy = AccessPolicy(
+        lambda: chain_of(cast), min_stake=1000.0, require_permit=True,
+        deny_hotkeys=[cast["denied-hot"].ss58],
+        deny_coldkeys=[cast["denied-cold"].coldkeypub.ss58_address],
+    )
+    miner = cast["miner"]
+    endpoint = start(build_server(miner, policy))
+    expected = {
+        "stranger": f"hotkey {cast['stranger'].ss58} is not registered on subnet 27",
+        "minnow": "stake 10.0000 TAO is below the threshold 1000 TAO",
+        "no-permit": f"hotkey {cast['no-permit'].ss58} has no validator permit",
+        "denied-hot": f"hotkey {cast['denied-hot'].ss58} is denied by this miner",
+        "denied-cold": f"coldkey {cast['denied-cold'].coldkeypub.ss58_address} of hotkey "
+                       f"{cast['denied-cold'].ss58} is denied by this miner",
+    }
+    for name, reason in expected.items():
+        async with MinerClient(cast[name]) as client:
+            with pytest.raises(Rejected) as exc:
+                await client.request(endpoint, miner.ss58, "/echo", EchoRequest(text="x"), EchoResponse)
+        assert (exc.value.status, exc.value.code, exc.value.reason) == (403, "forbidden", reason), name
+    async with MinerClient(cast["validator"]) as client:
+        ok = await client.request(endpoint, miner.ss58, "/echo", EchoRequest(text="x"), EchoResponse)
+    assert ok.caller == cast["validator"].ss58
+
+
+def test_allow_lists_restrict_and_deny_wins(cast):
+    validator, other = cast["validator"], cast["no-permit"]
+    policy = AccessPolicy(lambda: chain_of(cast), require_permit=False,
+                          allow_hotkeys=[validator.ss58, other.ss58], deny_hotkeys=[other.ss58])
+    policy.load()
+    policy.check(validator.ss58)
+    with pytest.raises(Forbidden, match="denied"):
+        policy.check(other.ss58)
+    with pytest.raises(Forbidden, match="not on this miner's allow list"):
+        policy.check(cast["minnow"].ss58)
+    cold = AccessPolicy(lambda: chain_of(cast), require_permit=False,
+                        allow_coldkeys=[validator.coldkeypub.ss58_address])
+    cold.load()
+    cold.check(validator.ss58)
+    with pytest.raises(Forbidden, match="coldkey .* is not on this miner's allow list"):
+        cold.check(cast["minnow"].ss58)
+
+
+def test_priority_is_stake_and_unknown_is_zero(cast):
+    policy = AccessPolicy(lambda: chain_of(cast))
+    policy.load()
+    assert policy.priority(cast["validator"].ss58) == 5000.0
+    assert policy.priority(cast["minnow"].ss58) == 10.0
+    assert policy.priority(cast["stranger"].ss58) == 0.0
+
+
+async def test_failed_refresh_keeps_last_good_snapshot(cast):
+    calls = {"n": 0}
+
+    def provider():
+        calls["n"] += 1
+        if calls["n"] > 1:
+            raise ConnectionError("chain endpoint down")
+        return chain_of(cast)
+
+    policy = AccessPolicy(provider, min_stake=1000.0)
+    with pytest.raises(PolicyUnavailable):
+        policy.check(cast["validator"].ss58)
+    assert await policy.refresh() is True
+    assert await policy.refresh() is False
+    assert policy.failures == 1
+    policy.check(cast["validator"].ss58)  # still admitted from the last good snapshot
+
+
+async def test_refresh_runs_off_the_event_loop(cast):
+    """A slow chain read must not stall other coroutines."""
+    import time
+
+    def slow_provider():
+        time.sleep(0.5)
+        return chain_of(cast)
+
+    policy = AccessPolicy(slow_provider)
+    ticks = 0
+
+    async def ticker():
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.02)
+            ticks += 1
+
+    task = asyncio.create_task(ticker())
+    await policy.refresh()
+    task.cancel()
+    assert ticks >= 10 and policy.loaded
+
+
+async def test_background_loop_picks_up_new_registrations(cast):
+    state = {"snap": snapshot(neuron(1, cast["validator"], 5000.0))}
+    policy = AccessPolicy(lambda: state["snap"], refresh_s=0.05)
+    stop = asyncio.Event()
+    task = asyncio.create_task(policy.run(stop))
+    await asyncio.sleep(0.1)
+    with pytest.raises(Forbidden):
+        policy.check(cast["minnow"].ss58)
+    state["snap"] = snapshot(neuron(1, cast["validator"], 5000.0), neuron(2, cast["minnow"], 5000.0))
+    await asyncio.sleep(0.3)
+    policy.check(cast["minnow"].ss58)
+    stop.set()
+    await asyncio.wait_for(task, 2)
