@@ -33,10 +33,10 @@ GPU_NAME = "NVIDIA H100 80GB HBM3"
 FAKE_GPU = GpuSpec(index=0, name=GPU_NAME, memory_bytes=80 * 1024**3, uuid="GPU-00000000-test")
 
 
-def static_specs(backend: str) -> Callable[[], MachineSpecs]:
+def static_specs(backend: str, gpus: list[GpuSpec]) -> Callable[[], MachineSpecs]:
     specs = MachineSpecs(
         cpu_model="test cpu", cpu_cores=4, cpu_freq_mhz=2000.0, ram_bytes=16 * 1024**3,
-        disk_total_bytes=200 * 10**9, disk_free_bytes=100 * 10**9, gpus=[FAKE_GPU],
+        disk_total_bytes=200 * 10**9, disk_free_bytes=100 * 10**9, gpus=gpus,
         backend=backend, miner_version=__version__,
     )
     return lambda: specs
@@ -83,7 +83,9 @@ def _make_backend(kind: str, root: Path):
                          name_prefix=f"test-operator-{base}")
 
 
-def start_subnet(root: Path, make_wallet, backend_kind: str) -> tuple[Subnet, Callable[[], None]]:
+def start_subnet(
+    root: Path, make_wallet, backend_kind: str, gpus: list[GpuSpec]
+) -> tuple[Subnet, Callable[[], None]]:
     chain_path = root / "chain.db"
     state = SimChainState.create(chain_path, netuid=NETUID, block_time=1.0)
     operators = {}
@@ -96,9 +98,9 @@ def start_subnet(root: Path, make_wallet, backend_kind: str) -> tuple[Subnet, Ca
     offline_uid = state.register(offline.hotkey.ss58_address, offline.coldkeypub.ss58_address, 0.0)
     chain = connect(f"sim:{chain_path}", NETUID)
     backend = _make_backend(backend_kind, root)
-    manager = AllocationManager(LeaseStore(root / "miner" / "leases.db"), backend, gpus=[FAKE_GPU])
+    manager = AllocationManager(LeaseStore(root / "miner" / "leases.db"), backend, gpus=gpus)
     policy = AccessPolicy(chain.metagraph, min_stake=100.0, require_permit=True, refresh_s=60.0)
-    app = build_miner_app(miner.hotkey, policy, manager, static_specs(backend.name))
+    app = build_miner_app(miner.hotkey, policy, manager, static_specs(backend.name, gpus))
     server = serve_in_thread(app, "127.0.0.1", 0)
     chain.serve(miner, "127.0.0.1", server.port)
     chain.serve(offline, "127.0.0.1", free_port())  # nothing listens there
@@ -108,12 +110,38 @@ def start_subnet(root: Path, make_wallet, backend_kind: str) -> tuple[Subnet, Ca
     def stop() -> None:
         server.stop()
         chain.close()
+        if backend_kind == "docker":
+            client = backend._client()
+            for container in client.containers.list(all=True, filters={"name": backend.name_prefix}):
+                container.remove(force=True)
 
     return subnet, stop
 
 
 @pytest.fixture
 def subnet(tmp_path: Path, make_wallet) -> Iterator[Subnet]:
-    net, stop = start_subnet(tmp_path, make_wallet, "embedded")
+    net, stop = start_subnet(tmp_path, make_wallet, "embedded", [FAKE_GPU])
+    yield net
+    stop()
+
+
+def docker_skip_reason() -> str | None:
+    try:
+        import docker
+
+        client = docker.from_env()
+        client.ping()
+        client.images.get("compute-base:cpu")
+    except Exception as exc:  # no engine, no image, no SDK: all mean "cannot run here"
+        return f"Docker engine or compute-base:cpu image unavailable ({exc}); see scripts/build_base_image.sh"
+    return None
+
+
+@pytest.fixture
+def docker_subnet(tmp_path: Path, make_wallet) -> Iterator[Subnet]:
+    reason = docker_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    net, stop = start_subnet(tmp_path, make_wallet, "docker", [])  # no GPU to hand a container here
     yield net
     stop()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import shlex
 import shutil
 import stat
@@ -13,26 +14,29 @@ import asyncssh
 from compute.operator import EXIT_OK, EXIT_REFUSED
 
 
-def ssh(command_line: str, remote: str) -> subprocess.CompletedProcess:
-    """Run the printed ssh command (real ``ssh`` binary when installed, else asyncssh) plus ``remote``."""
+def ssh(command_line: str, remote: str, binary: bool = True) -> subprocess.CompletedProcess:
+    """Run the printed ssh command plus ``remote``: the real ``ssh`` binary, or asyncssh reading
+    the same key and known_hosts files when ``binary`` is False or no ssh is installed."""
     parts = shlex.split(command_line)
-    if shutil.which("ssh"):
+    if binary and shutil.which("ssh"):
         argv = [parts[0], "-F", "/dev/null", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", *parts[1:], remote]
         return subprocess.run(argv, capture_output=True, text=True, timeout=60)
     return _asyncssh_run(parts, remote)
 
 
 def _asyncssh_run(parts: list[str], remote: str) -> subprocess.CompletedProcess:
-    import asyncio
-
-    options = dict(zip(parts[1:-1:2], parts[2:-1:2]))
-    known = next(v.split("=", 1)[1] for k, v in options.items() if v.startswith("UserKnownHostsFile="))
+    pairs = list(zip(parts[1:-1:2], parts[2:-1:2], strict=True))
+    key = next(value for flag, value in pairs if flag == "-i")
+    port = int(next(value for flag, value in pairs if flag == "-p"))
+    options = dict(value.split("=", 1) for flag, value in pairs if flag == "-o")
+    assert options["StrictHostKeyChecking"] == "yes"
     user, host = parts[-1].split("@")
 
     async def go() -> subprocess.CompletedProcess:
         try:
-            async with asyncssh.connect(host, int(options["-p"]), username=user, client_keys=[options["-i"]],
-                                        known_hosts=known, agent_path=None, config=None) as conn:
+            async with asyncssh.connect(host, port, username=user, client_keys=[key],
+                                        known_hosts=options["UserKnownHostsFile"], agent_path=None,
+                                        config=None, connect_timeout=10) as conn:
                 done = await conn.run(remote, timeout=30)
                 return subprocess.CompletedProcess(parts, done.exit_status or 0, done.stdout, done.stderr)
         except (asyncssh.Error, OSError) as exc:
@@ -56,13 +60,18 @@ def machine_state(subnet, operator: str, *filters: str) -> str:
     return next(m["state"] for m in body["machines"] if m["hotkey"] == subnet.miner_hotkey)
 
 
-def full_rental_flow(subnet, tmp_path: Path) -> None:
-    """allocate -> ssh -> list -> extend -> exchange key -> second operator refused -> deallocate."""
-    assert machine_state(subnet, "operator_a", "--gpu-count", "1") == "free"
+def full_rental_flow(subnet, tmp_path: Path, gpu: bool = True) -> None:
+    """allocate -> ssh -> list -> extend -> exchange key -> second operator refused -> deallocate.
+
+    ``gpu``: the miner rents out one (pretend) H100 and the renter asks for it; without, a CPU lease.
+    """
+    wanted = ["--gpu-model", "H100", "--gpu-count", "1"] if gpu else ["--cpu", "1", "--ram", "0.5"]
+    filters = ["--gpu-count", "1"] if gpu else []
+    busy = "rented" if gpu else "partly rented"
+    assert machine_state(subnet, "operator_a", *filters) == "free"
     pub = renter_key(tmp_path / "renter")
 
-    code, body = subnet.cli("operator_a", "allocate", "--gpu-model", "H100", "--gpu-count", "1",
-                            "--hours", "1", "--ssh-key", str(pub))
+    code, body = subnet.cli("operator_a", "allocate", *wanted, "--hours", "1", "--ssh-key", str(pub))
     assert code == EXIT_OK, body
     lease = body["lease"]
     lease_id = lease["lease_id"]
@@ -74,7 +83,7 @@ def full_rental_flow(subnet, tmp_path: Path) -> None:
     code, body = subnet.cli("operator_a", "list")
     assert code == EXIT_OK and [e["lease_id"] for e in body["leases"]] == [lease_id]
     assert 3500 < body["leases"][0]["time_left_s"] <= 3600
-    assert machine_state(subnet, "operator_a", "--gpu-count", "1") == "rented"
+    assert machine_state(subnet, "operator_a", *filters) == busy
 
     code, body = subnet.cli("operator_a", "extend", lease_id, "--hours", "2")
     assert code == EXIT_OK and body["lease"]["expires_at"] == lease["expires_at"] + 7200
@@ -96,7 +105,7 @@ def full_rental_flow(subnet, tmp_path: Path) -> None:
     assert pub.exists(), "the renter's own key is never touched"
     code, body = subnet.cli("operator_a", "list")
     assert code == EXIT_OK and body["leases"] == []
-    assert machine_state(subnet, "operator_a", "--gpu-count", "1") == "free"
+    assert machine_state(subnet, "operator_a", *filters) == "free"
     code, body = subnet.cli("operator_a", "status", lease_id)
     assert code == EXIT_OK and body["lease"]["state"] == "released" and body["ssh_command"] is None
     code, body = subnet.cli("operator_a", "extend", lease_id, "--hours", "1")

@@ -40,7 +40,7 @@ def test_allocation_with_a_generated_key_then_restart_keeps_ssh_working(subnet):
     lease_id = body["lease"]["lease_id"]
     code, body = subnet.cli("operator_a", "restart", lease_id)
     assert code == EXIT_OK and body["lease"]["state"] == "active"
-    done = ssh(body["ssh_command"], "echo after-restart")
+    done = ssh(body["ssh_command"], "echo after-restart", binary=False)  # asyncssh reads our files too
     assert done.returncode == 0 and "after-restart" in done.stdout, done.stderr
     code, body = subnet.cli("operator_a", "list", "--refresh")
     assert code == EXIT_OK and body["problems"] == {} and len(body["leases"]) == 1
