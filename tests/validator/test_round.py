@@ -33,12 +33,21 @@ async def test_honest_cpu_miner_is_verified_and_scores_positive(start_miner, val
     assert await miner.backend.running() == set()  # the validation lease was released
 
 
-@pytest.mark.parametrize("mode", ["partial", "bf16", "replay", "forged", "garbage"])
+CAUGHT_BY = {
+    "partial": "fp16 proof rejected",
+    "bf16": "fp16 proof rejected",
+    "replay": "fp16 proof rejected",
+    "forged": "fp16 proof rejected",
+    "garbage": "not JSON",
+}
+
+
+@pytest.mark.parametrize("mode", sorted(CAUGHT_BY))
 async def test_cheating_worker_scores_zero(start_miner, validator_client, mode: str) -> None:
     miner = start_miner(f"cheat-{mode}", cheat=mode)
     result = await check_miner(validator_client, target(miner), small_params(), TABLE, SCORING)
     assert not result.ok and result.sample == 0.0
-    assert result.reasons, "a failure must say why"
+    assert CAUGHT_BY[mode] in result.reasons[0], result.reasons
     assert await miner.backend.running() == set()
 
 
@@ -66,18 +75,19 @@ async def test_fully_rented_machine_gets_liveness_check_and_keeps_verified_score
     key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
     await miner.manager.allocate(renter, AllocateRequest(requirements=Requirements(gpu_count=1), duration_s=600,
                                                         ssh_public_key=key))
-    previous = PogResult(3, 1, miner.hotkey, ok=True, sample=3.3, models=("H100",), gpu_count=1)
+    previous = PogResult(3, 1, miner.hotkey, ok=True, sample=3.3, models=("H100 SXM",), gpu_count=1)
     params = small_params(round_id=5)
     result = await check_miner(validator_client, target(miner), params, TABLE, SCORING, previous)
     assert result.ok and result.rented
-    assert result.sample == pytest.approx(TABLE.weight_of("H100") * (1 + SCORING.rented_bonus))
+    assert TABLE.weight_of("H100 SXM") > 1
+    assert result.sample == pytest.approx(TABLE.weight_of("H100 SXM") * (1 + SCORING.rented_bonus))
     never = await check_miner(validator_client, target(miner), params, TABLE, SCORING, None)
     assert never.rented and never.sample == 0.0
     assert len(await miner.backend.running()) == 1  # only the renter's lease is left
 
 
 def test_rented_sample_decays_once_the_verification_is_stale() -> None:
-    previous = PogResult(10, 1, "hk", ok=True, sample=3.3, models=("H100",), gpu_count=1)
+    previous = PogResult(10, 1, "hk", ok=True, sample=3.3, models=("H100 SXM",), gpu_count=1)
     params = small_params(rented_max_age=2, rented_decay=0.5)
     fresh = rented_sample(previous, 12, params, TABLE, SCORING)
     assert fresh > 0

@@ -18,6 +18,7 @@ import hashlib
 import secrets
 import sys
 import time
+import types
 
 import numpy as np
 
@@ -30,7 +31,9 @@ def main(mode: str) -> None:
     source = stdin.read(size)
     sys.stdout.write(hashlib.sha256(source).hexdigest() + "\n")
     sys.stdout.flush()
-    ns: dict = {"__name__": "pog_worker_lib"}
+    module = types.ModuleType("pog_worker_lib")
+    sys.modules[module.__name__] = module  # dataclasses look their module up
+    ns = module.__dict__
     exec(compile(source, "pog_worker", "exec"), ns)
     if mode in ("garbage", "silent"):
         return _broken(stdin, mode)
