@@ -1,0 +1,106 @@
+"""Compute subnet validator: settings -> wallet -> chain -> store -> client -> loops -> run.
+
+Wiring only; see docs/validator.md. SIGTERM/SIGINT stop the loops and exit 0; all state is in the
+store, so a restart (even after kill -9) resumes the open round without counting anything twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from compute import VERSION_KEY, __version__  # noqa: E402
+from compute.chain import ChainError, connect  # noqa: E402
+from compute.logs import configure_logging  # noqa: E402
+from compute.pog import load_gpu_table  # noqa: E402
+from compute.scoring import ScoringConfig  # noqa: E402
+from compute.settings import SettingsError  # noqa: E402
+from compute.store import ValidatorStore  # noqa: E402
+from compute.transport import KeyWallet, MinerClient, WalletError, load_wallet  # noqa: E402
+from compute.validator import (  # noqa: E402
+    LoopRunner,
+    RoundLoop,
+    RoundParams,
+    ValidatorSettings,
+    WandbLogger,
+    WeightSetter,
+    WeightsLoop,
+    chain_block_source,
+    parse_validator,
+)
+
+logger = logging.getLogger("neurons.validator")
+
+
+def round_params(s: ValidatorSettings) -> RoundParams:
+    return RoundParams(
+        round_id=0, block=0, miner_timeout=s.miner_timeout, retries=s.retries, pog_m=s.pog_m, pog_n=s.pog_n,
+        pog_p=s.pog_p, target_seconds=s.target_seconds, rows_per_gpu=s.rows_per_gpu, cols_per_row=s.cols_per_row,
+        lease_seconds=s.lease_seconds, device=s.device, rented_max_age=s.rented_max_age, rented_decay=s.rented_decay,
+    )
+
+
+async def run(s: ValidatorSettings) -> int:
+    common = s.common
+    wallet = load_wallet(common.wallet_name, common.wallet_hotkey, str(common.wallet_path))
+    keypair = KeyWallet.from_wallet(wallet)
+    chain = connect(common.chain_target, common.netuid)
+    if not await asyncio.wait_for(asyncio.to_thread(chain.is_registered, keypair.ss58), 60):
+        raise ChainError(f"hotkey {keypair.ss58} is not registered on netuid {common.netuid}")
+    store = ValidatorStore(s.db_path)
+    client = MinerClient(keypair, timeout=30.0, max_concurrency=max(64, s.concurrency * 4))
+    api_key = common.wandb_api_key.get_secret_value() if common.wandb_api_key else None
+    wandb = WandbLogger(not s.wandb_off, s.wandb_project, f"validator-{keypair.ss58[:8]}", s.data_dir / "wandb",
+                        api_key, {"version": __version__, "netuid": common.netuid})
+    scoring = ScoringConfig(rented_bonus=s.rented_bonus, ema_alpha=s.ema_alpha, missed_decay=s.missed_decay)
+    setter = WeightSetter(chain, wallet, store, VERSION_KEY)
+    weights_loop = WeightsLoop(chain, store, setter, keypair.ss58, interval_blocks=s.weights_blocks)
+    runner: LoopRunner | None = None
+
+    async def on_limit() -> None:
+        logger.info("%d rounds done: setting weights once more, then stopping", s.rounds)
+        await weights_loop.run_step(await asyncio.to_thread(chain.block))
+        runner.stop.set()
+
+    round_loop = RoundLoop(
+        chain, store, client, keypair.ss58, round_params(s), load_gpu_table(), scoring,
+        interval_blocks=s.round_blocks, concurrency=s.concurrency, allow_same_ip=s.allow_same_ip,
+        step_timeout=max(s.miner_timeout * 2, s.round_blocks * 12.0 * 0.9), wandb=wandb, rounds_limit=s.rounds, on_limit=on_limit,
+    )
+    runner = LoopRunner(chain_block_source(chain), [round_loop, weights_loop])
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, runner.stop.set)
+    logger.info("validator hotkey=%s netuid=%d network=%s store=%s", keypair.ss58, common.netuid,
+                common.chain_target, s.db_path)
+    try:
+        await runner.run()
+    finally:
+        wandb.close()
+        await client.aclose()
+        store.close()
+        await asyncio.to_thread(chain.close)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        settings = parse_validator(argv)
+    except SettingsError as exc:
+        print(f"validator: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(settings.common.debug, settings.common.trace, settings.common.logging_dir, "validator")
+    try:
+        return asyncio.run(run(settings))
+    except (WalletError, ChainError) as exc:
+        logger.error("validator cannot start: %s", exc)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

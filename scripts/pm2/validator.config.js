@@ -1,0 +1,25 @@
+// pm2 start scripts/pm2/validator.config.js   (edit the args: wallet, network, netuid)
+// The validator keeps all state in --validator.data_dir; pm2 restarts are safe (kill -9 included).
+module.exports = {
+  apps: [
+    {
+      name: "compute-validator",
+      script: "neurons/validator.py",
+      interpreter: "python3",
+      cwd: __dirname + "/../..",
+      args: [
+        "--netuid", "27",
+        "--subtensor.network", "finney",
+        "--wallet.name", "validator",
+        "--wallet.hotkey", "default",
+        "--validator.data_dir", "~/.compute/validator",
+        "--logging.logging_dir", "~/.compute/validator/logs",
+      ].join(" "),
+      autorestart: true,
+      max_restarts: 50,
+      restart_delay: 10000,
+      kill_timeout: 30000,
+      env: { PYTHONUNBUFFERED: "1" },
+    },
+  ],
+};
