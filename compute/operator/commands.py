@@ -158,9 +158,9 @@ async def cmd_exchange_key(op: Operator, args: argparse.Namespace) -> Result:
 
 async def cmd_deallocate(op: Operator, args: argparse.Namespace) -> Result:
     lease = resolve_lease_id(op.book, op.hotkey, args.lease)
-    entry = await op.deallocate(lease, await _miner_override(op, args))
+    await op.deallocate(lease, await _miner_override(op, args))
     return Result(
-        {"lease_id": lease, "state": entry.state},
+        {"lease_id": lease, "state": "released"},
         lambda console: console.print(f"Lease {lease} released."),
     )
 

@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from compute.operator.errors import OperatorError
+from compute.operator.errors import MinerIdentityError, MinerOffline, OperatorError
 from compute.operator.rpc import Client, MinerRef, call
 from compute.protocol import (
     AvailabilityResponse,
@@ -96,6 +96,7 @@ class Machine:
     max_duration_s: int | None
     backend: str | None
     version: str | None
+    refused_us: bool = False  # it answered, signed, but declined (e.g. our hotkey has no permit)
 
     @property
     def ref(self) -> MinerRef:
@@ -105,7 +106,7 @@ class Machine:
     def state(self) -> str:
         """offline, rented (nothing left), partly rented, or free."""
         if not self.online:
-            return "offline"
+            return "refused" if self.refused_us else "offline"
         if self.available is False:
             return "rented"
         if self.gpu_count and self.free_gpus is not None:
@@ -225,7 +226,10 @@ async def probe(
             answers.append(result)
     health, specs, availability = answers
     error = errors[0] if errors else None
-    return build_machine(miner, health, specs, availability, verified, error)  # type: ignore[arg-type]
+    machine = build_machine(miner, health, specs, availability, verified, error)  # type: ignore[arg-type]
+    refused = [r for r in results if isinstance(r, OperatorError)
+               and not isinstance(r, (MinerOffline, MinerIdentityError))]
+    return replace(machine, refused_us=bool(refused)) if refused and not machine.online else machine
 
 
 async def discover(

@@ -64,11 +64,14 @@ async def _questions(command: str, ask: Callable[[str], object]) -> list[str]:
     return argv
 
 
-async def run_menu(op: Operator, parser: argparse.ArgumentParser, out: Console, ask: Ask = input) -> int:
+async def run_menu(
+    op: Operator, parser: argparse.ArgumentParser, out: Console, ask: Ask | None = None
+) -> int:
     """Loop over the menu until the operator leaves; returns the exit code (always 0)."""
+    read = ask or input
 
     async def prompt(text: str) -> str:
-        return await asyncio.to_thread(ask, text)
+        return await asyncio.to_thread(read, text)
 
     by_key = {key: command for key, command, _ in _MENU} | {command: command for _, command, _ in _MENU}
     while True:

@@ -49,6 +49,7 @@ def machine_json(machine: Machine) -> dict[str, Any]:
         "max_duration_s": machine.max_duration_s,
         "backend": machine.backend,
         "version": machine.version,
+        "refused_us": machine.refused_us,
         "error": machine.error,
     }
 
@@ -89,7 +90,7 @@ def _gpu_cell(machine: Machine) -> str:
     return text if machine.verified else f"{text} [yellow](unverified)[/]"
 
 
-_STATE_STYLE = {"free": "green", "partly rented": "yellow", "rented": "red", "offline": "dim"}
+_STATE_STYLE = {"free": "green", "partly rented": "yellow", "rented": "red", "offline": "dim", "refused": "red"}
 
 
 def show_machines(console: Console, machines: list[Machine]) -> None:
@@ -112,6 +113,9 @@ def show_machines(console: Console, machines: list[Machine]) -> None:
             f"[{style}]{m.state}[/]" if style else m.state,
         )
     console.print(table)
+    refusals = [m for m in machines if m.refused_us]
+    if refusals:
+        console.print(f"[red]{len(refusals)} miner(s) refused this hotkey[/], e.g.: {escape(refusals[0].error or '')}")
 
 
 def show_leases(console: Console, entries: list[BookEntry], now: float, problems: dict[str, str]) -> None:

@@ -45,6 +45,7 @@ from compute.protocol import (
     ExtendLeaseRequest,
     LeaseInfo,
     LeaseStatusRequest,
+    Message,
     RestartLeaseRequest,
     SshAccess,
 )
@@ -137,9 +138,12 @@ class Operator:
                 raise MinerOffline(machine.error or f"miner {target.label()} did not answer")
             candidates = [machine]
         else:
-            candidates = rank(await self.resources(wanted), wanted)
+            machines = await self.resources(wanted)
+            candidates = rank(machines, wanted)
             if not candidates:
-                raise NoMatchingMachine(f"no available machine matches {_describe(wanted)}")
+                refusals = [m for m in machines if m.refused_us]
+                note = f"; {len(refusals)} miner(s) refused this hotkey: {refusals[0].error}" if refusals else ""
+                raise NoMatchingMachine(f"no available machine matches {_describe(wanted)}{note}")
         generated = key is None
         key = key or generate_keypair(self.keys_dir)
         request = AllocateRequest(
@@ -232,7 +236,9 @@ class Operator:
             )
         return entry, MinerRef(entry.miner_hotkey, entry.endpoint, entry.miner_uid)
 
-    async def _lease_call(self, lease_id: str, miner: MinerRef | None, request, key: RenterKey | None = None):
+    async def _lease_call(
+        self, lease_id: str, miner: MinerRef | None, request: Message, key: RenterKey | None = None
+    ) -> BookEntry:
         entry, ref = await self._target(lease_id, miner)
         try:
             response = await call(self.client, ref, request)
@@ -279,12 +285,13 @@ class Operator:
             remove_generated_key(Path(stale))
         return entry
 
-    async def deallocate(self, lease_id: str, miner: MinerRef | None = None) -> BookEntry:
+    async def deallocate(self, lease_id: str, miner: MinerRef | None = None) -> BookEntry | None:
+        """End the lease now; returns the updated book entry (None when it was not in the book)."""
         entry, ref = await self._target(lease_id, miner)
         await call(self.client, ref, DeallocateRequest(lease_id=lease_id))
         logger.info("deallocated lease=%s hotkey=%s", lease_id, ref.hotkey)
         if entry is None or entry.owner_hotkey != self.hotkey:
-            return entry or _bare_entry(lease_id, ref, self)
+            return None
         return self._ended(entry, "released")
 
     async def leases(self, refresh: bool = False, include_ended: bool = False) -> tuple[list[BookEntry], dict]:
@@ -330,10 +337,3 @@ def _describe(wanted: Wanted) -> str:
     parts = [f"{k}={v}" for k, v in vars(wanted).items() if v and k != "available_only"]
     return ", ".join(parts) or "any machine"
 
-
-def _bare_entry(lease_id: str, ref: MinerRef, op: Operator) -> BookEntry:
-    now = op.clock()
-    return BookEntry(
-        lease_id, "", op.network, op.netuid, ref.uid, ref.hotkey, ref.endpoint or "", "released", False,
-        "", {}, None, None, None, None, {}, None, None, "", False, now, now, now,
-    )

@@ -85,3 +85,14 @@ def test_subprocess_cli_prints_parsable_json(subnet, tmp_path):
     body = json.loads(done.stdout)
     assert body["ok"] and body["ssh_command"].startswith("ssh -i ")
     assert subnet.cli("operator_a", "deallocate", body["lease"]["lease_id"])[0] == EXIT_OK
+
+
+def test_a_hotkey_the_miner_refuses_sees_why(subnet, make_wallet):
+    make_wallet("stranger")  # a wallet, but not registered on the subnet: miners refuse it
+    code, body = subnet.cli("stranger", "resources")
+    assert code == EXIT_OK
+    states = {m["uid"]: (m["state"], m["refused_us"]) for m in body["machines"]}
+    assert states == {subnet.miner_uid: ("refused", True), subnet.offline_uid: ("offline", False)}
+    code, body = subnet.cli("stranger", "allocate")
+    assert code == EXIT_REFUSED and "1 miner(s) refused this hotkey" in body["error"]["message"]
+    assert "not registered" in body["error"]["message"]
