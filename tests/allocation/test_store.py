@@ -13,7 +13,7 @@ from compute.allocation import Endpoint, GpuConflict, LeaseRecord, LeaseStore, S
 def lease(lease_id: str, gpus: tuple[int, ...]) -> StoredLease:
     record = LeaseRecord(lease_id, "5" + "C" * 47, "rental", gpus, 2, 2048, 10, 512, 1, "ssh-ed25519 AAAAkey",
                          1.0, 100.0)
-    return StoredLease(record, "active", '{"gpu_count": %d}' % len(gpus))
+    return StoredLease(record, "active", f'{{"gpu_count": {len(gpus)}}}')
 
 
 def test_lease_survives_reopen_with_endpoint(tmp_path):

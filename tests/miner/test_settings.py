@@ -54,7 +54,7 @@ def test_bad_boolean_environment_value_is_reported():
 
 def test_public_network_requires_external_ip():
     with pytest.raises(SettingsError, match="--axon.external_ip is required"):
-        parse_miner([], env={}).public_ip
+        _ = parse_miner([], env={}).public_ip
 
 
 def test_malformed_dotenv_line_is_reported(tmp_path: Path):

@@ -1,0 +1,30 @@
+// pm2 start scripts/pm2/miner.config.js   (edit the args: wallet, external ip, backend)
+// Leases live in --miner.data_dir and in their containers: pm2 restarts (kill -9 included) are safe,
+// the miner adopts running leases on start. Secrets (WANDB_API_KEY) go in .env, not here.
+module.exports = {
+  apps: [
+    {
+      name: "compute-miner",
+      script: "neurons/miner.py",
+      interpreter: "python3",
+      cwd: __dirname + "/../..",
+      args: [
+        "--netuid", "27",
+        "--subtensor.network", "finney",
+        "--wallet.name", "miner",
+        "--wallet.hotkey", "default",
+        "--axon.port", "8091",
+        "--axon.external_ip", "203.0.113.10",
+        "--miner.backend", "docker",
+        "--miner.ssh_port_range", "40000-40999",
+        "--miner.data_dir", "~/.compute/miner",
+        "--logging.logging_dir", "~/.compute/miner/logs",
+      ].join(" "),
+      autorestart: true,
+      max_restarts: 50,
+      restart_delay: 10000,
+      kill_timeout: 30000,
+      env: { PYTHONUNBUFFERED: "1" },
+    },
+  ],
+};
