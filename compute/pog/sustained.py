@@ -1,0 +1,122 @@
+"""Sustained throughput (validator side): segment plan and throughput-series analysis.
+
+A sustained round is ``segments`` small GEMM challenges run back to back (prover:
+``depth_engine.SustainedRunner``, worker op ``sustained``); each segment's commitment arrives as its
+own line and the validator timestamps it. Segment k's duration is arrival[k] - arrival[k-1]
+(segment 0 measured from the moment the request was sent), so its throughput is
+``flops_per_segment / duration`` on the validator's clock. ``analyse_series`` compares the mean of
+the last segments with the mean of the first: a ratio below ``1 - tolerance`` is throttling and
+lowers the score by ``sustained_factor``. Every segment is a normal PoG challenge: the validator opens
+a few of them (``choose_segments``) and checks them with ``verify``.
+
+Pure functions over numbers and wire models; it does not run segments or talk to the worker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import secrets
+from dataclasses import dataclass
+
+import numpy as np
+
+from .challenge import new_challenge
+from .engine import MAX_N
+from .wire import Challenge, Precision
+
+DERIVE_TAG = b"compute-pog-sustained/1"
+
+
+class SustainedError(ValueError):
+    """A plan or series that cannot be analysed (too few segments, bad numbers)."""
+
+
+@dataclass(frozen=True)
+class SustainedPlan:
+    base: Challenge  # shapes and the secret from which segment challenges are derived
+    segments: int
+
+    @property
+    def flops_per_segment(self) -> float:
+        return 2.0 * self.base.m * self.base.n * self.base.p * self.base.gpu_count
+
+    def segment(self, index: int) -> Challenge:
+        """Segment ``index``'s challenge: id and key derived from the base secret."""
+        if not 0 <= index < self.segments:
+            raise SustainedError(f"segment {index} out of range 0..{self.segments - 1}")
+        digest = hashlib.blake2b(
+            DERIVE_TAG + bytes.fromhex(self.base.key) + bytes.fromhex(self.base.challenge_id) + index.to_bytes(4, "little"),
+            digest_size=32,
+        ).digest()
+        return self.base.model_copy(update={"challenge_id": digest[:16].hex(), "key": digest[16:].hex()})
+
+    def challenges(self) -> list[Challenge]:
+        return [self.segment(k) for k in range(self.segments)]
+
+
+def plan_sustained(
+    expected_tflops: float,
+    precision: Precision = "fp16",
+    gpu_count: int = 1,
+    duration_s: float = 60.0,
+    segment_s: float = 2.0,
+    m: int = 2048,
+    rng: np.random.Generator | None = None,
+) -> SustainedPlan:
+    """Segments of about ``segment_s`` each on a device of ``expected_tflops`` (per GPU), enough of
+    them to last ``duration_s``; output m x m per segment so the prover keeps little memory."""
+    if not (expected_tflops > 0 and duration_s > 0 and segment_s > 0):
+        raise SustainedError("expected_tflops, duration_s and segment_s must be positive")
+    n = int(expected_tflops * 1e12 * segment_s / (2 * m * m))
+    n = max(256, min(MAX_N, n - n % 256))
+    segments = max(4, min(1024, round(duration_s / segment_s)))
+    base = new_challenge(precision, m, n, m, gpu_count, rng=rng)
+    return SustainedPlan(base=base, segments=segments)
+
+
+@dataclass(frozen=True)
+class SustainedReport:
+    tflops: tuple[float, ...]  # per segment, validator clock
+    first_tflops: float
+    last_tflops: float
+    ratio: float  # last / first
+    throttled: bool
+    factor: float  # multiplier for the score, 1.0 when within tolerance
+
+
+def sustained_factor(ratio: float, tolerance: float = 0.1, floor: float = 0.0) -> float:
+    """1 when ``ratio >= 1 - tolerance``; else ``ratio / (1 - tolerance)``, never below ``floor``."""
+    if not math.isfinite(ratio) or ratio <= 0:
+        return floor
+    return max(floor, min(1.0, ratio / (1.0 - tolerance)))
+
+
+def analyse_series(
+    sent_at: float,
+    arrivals: list[float],
+    flops_per_segment: float,
+    window: float = 0.2,
+    tolerance: float = 0.1,
+) -> SustainedReport:
+    """Throughput per segment from arrival times, last-``window`` vs first-``window`` ratio."""
+    times = [float(sent_at), *map(float, arrivals)]
+    if len(arrivals) < 2 or any(not math.isfinite(t) for t in times):
+        raise SustainedError("need at least 2 finite segment arrivals")
+    durations = [b - a for a, b in zip(times, times[1:])]
+    if any(d <= 0 for d in durations):
+        raise SustainedError("segment arrivals must be strictly increasing after the request")
+    tflops = tuple(flops_per_segment / d / 1e12 for d in durations)
+    k = max(1, int(len(tflops) * window))
+    first = float(np.mean(tflops[:k]))
+    last = float(np.mean(tflops[-k:]))
+    ratio = last / first
+    factor = sustained_factor(ratio, tolerance)
+    return SustainedReport(tflops, first, last, ratio, factor < 1.0, factor)
+
+
+def choose_segments(plan: SustainedPlan, count: int = 3, rng: np.random.Generator | None = None) -> list[int]:
+    """Segments to open, always including the last one (throttling hides at the end)."""
+    rng = rng or np.random.default_rng(secrets.randbits(64))
+    others = rng.choice(plan.segments - 1, size=min(count - 1, plan.segments - 1), replace=False)
+    return sorted({plan.segments - 1, *(int(i) for i in others)})
