@@ -1,0 +1,227 @@
+"""Benchmark of the signed transport: the same app with btauth/1 + response signing on vs off.
+
+``python -m compute bench-transport [--json]`` (or ``python -m compute.transport.bench``) starts
+one server process holding two apps, identical except for ``insecure_disable_auth``, and measures
+from this process:
+
+- latency: sequential round trips, alternating signed/unsigned so background load hits both
+  alike; p50 and p95 in milliseconds;
+- throughput: ``--total`` requests at ``--concurrency`` in flight, requests/s (best of two
+  alternating rounds per mode).
+
+The signed path includes request signing, verification, the access-policy check against a static
+metagraph, rate limiting, admission and response signing/verification. The figures depend on the
+host and on whatever else runs on it; the load average is reported with them.
+
+What it deliberately does not do: test correctness (tests/transport does), or use real wallets
+on disk (dev keypairs derived from fixed URIs stand in; signing cost is the same).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing as mp
+import os
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MINER_URI = "//ComputeBenchMiner"
+VALIDATOR_URI = "//ComputeBenchValidator"
+
+
+class BenchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    lease_id: str = Field(max_length=64)
+    seconds: int = Field(ge=0, le=10**9)
+
+
+class BenchResponse(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    lease_id: str
+    expires_at: float
+    caller: str
+
+
+@dataclass(frozen=True)
+class ModeResult:
+    mode: str
+    p50_ms: float
+    p95_ms: float
+    requests_per_s: float
+    errors: int
+
+
+def _build_app(auth: bool) -> Any:
+    from bittensor.sp_core import Keypair
+
+    from compute.chain import MetagraphSnapshot, NeuronInfo
+
+    from .policy import AccessPolicy
+    from .server import ServerLimits, SignedServer
+
+    miner = Keypair.create_from_uri(MINER_URI)
+    validator = Keypair.create_from_uri(VALIDATOR_URI)
+    snap = MetagraphSnapshot(27, 1, (
+        NeuronInfo(0, miner.ss58_address, miner.ss58_address, 0.0, False, None, True, 0),
+        NeuronInfo(1, validator.ss58_address, validator.ss58_address, 10_000.0, True, None, True, 0),
+    ))
+    policy = AccessPolicy(lambda: snap, min_stake=1000.0, require_permit=True)
+    limits = ServerLimits(rate_per_s=1e6, burst=1e6, max_concurrency=256)
+    server = SignedServer(miner, policy, limits, insecure_disable_auth=not auth)
+
+    @server.route("/v1/bench", BenchRequest, BenchResponse)
+    async def handle(req: BenchRequest, caller: Any) -> BenchResponse:
+        return BenchResponse(lease_id=req.lease_id, expires_at=time.time() + req.seconds, caller=caller.hotkey_ss58)
+
+    return server.app
+
+
+def _server_main(conn: Any) -> None:
+    """Child process: run the signed and the unsigned app, report ports, wait for 'stop'."""
+    from .server import serve_in_thread
+
+    signed = serve_in_thread(_build_app(auth=True))
+    plain = serve_in_thread(_build_app(auth=False))
+    conn.send({"signed": signed.port, "plain": plain.port})
+    conn.recv()
+    signed.stop()
+    plain.stop()
+
+
+async def _latencies(clients: dict[str, Any], ports: dict[str, int], miner: str, n: int) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {mode: [] for mode in clients}
+    body = BenchRequest(lease_id="0" * 32, seconds=3600)
+    for i in range(n + 20):
+        for mode, client in clients.items():
+            started = time.perf_counter()
+            await client.request(f"127.0.0.1:{ports[mode]}", miner, "/v1/bench", body, BenchResponse)
+            if i >= 20:  # warm-up
+                out[mode].append((time.perf_counter() - started) * 1e3)
+    return out
+
+
+async def _throughput(client: Any, port: int, miner: str, total: int, concurrency: int) -> tuple[float, int]:
+    body = BenchRequest(lease_id="0" * 32, seconds=3600)
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one() -> bool:
+        async with sem:
+            try:
+                await client.request(f"127.0.0.1:{port}", miner, "/v1/bench", body, BenchResponse)
+                return True
+            except Exception:
+                return False
+
+    started = time.perf_counter()
+    ok = await asyncio.gather(*[one() for _ in range(total)])
+    elapsed = time.perf_counter() - started
+    return total / elapsed, ok.count(False)
+
+
+async def _measure(ports: dict[str, int], sequential: int, total: int, concurrency: int) -> list[ModeResult]:
+    from bittensor.sp_core import Keypair
+
+    from .auth import KeyWallet
+    from .client import MinerClient
+
+    miner = Keypair.create_from_uri(MINER_URI).ss58_address
+    wallet = KeyWallet(Keypair.create_from_uri(VALIDATOR_URI))
+    clients = {
+        "signed": MinerClient(wallet, max_concurrency=concurrency, per_peer_concurrency=concurrency),
+        "plain": MinerClient(wallet, max_concurrency=concurrency, per_peer_concurrency=concurrency,
+                             insecure_no_auth=True),
+    }
+    try:
+        lat = await _latencies(clients, ports, miner, sequential)
+        rps: dict[str, list[float]] = {m: [] for m in clients}
+        errors = dict.fromkeys(clients, 0)
+        for _ in range(2):
+            for mode, client in clients.items():
+                rate, failed = await _throughput(client, ports[mode], miner, total, concurrency)
+                rps[mode].append(rate)
+                errors[mode] += failed
+    finally:
+        for client in clients.values():
+            await client.aclose()
+    return [
+        ModeResult(
+            mode=mode,
+            p50_ms=round(statistics.median(lat[mode]), 3),
+            p95_ms=round(statistics.quantiles(lat[mode], n=20)[18], 3),
+            requests_per_s=round(max(rps[mode]), 1),
+            errors=errors[mode],
+        )
+        for mode in ("plain", "signed")
+    ]
+
+
+def run(sequential: int = 300, total: int = 2000, concurrency: int = 16) -> dict[str, Any]:
+    """Run the benchmark and return the figures as a dict (what ``--json`` prints)."""
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=_server_main, args=(child,), daemon=True)
+    proc.start()
+    try:
+        if not parent.poll(60):
+            raise RuntimeError("benchmark server did not start within 60 s")
+        ports = parent.recv()
+        results = asyncio.run(_measure(ports, sequential, total, concurrency))
+    finally:
+        parent.send("stop")
+        proc.join(15)
+        if proc.is_alive():
+            proc.kill()
+    plain, signed = results
+    return {
+        "results": [asdict(r) for r in results],
+        "p50_ratio": round(signed.p50_ms / plain.p50_ms, 3),
+        "targets": {"p50_ratio_max": 1.5, "signed_rps_min": 500},
+        "sequential": sequential, "total": total, "concurrency": concurrency,
+        "cpus": os.cpu_count(), "loadavg_1m": round(os.getloadavg()[0], 2),
+    }
+
+
+def _print_table(report: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"compute.transport: signed vs unsigned (concurrency {report['concurrency']})")
+    for column in ("mode", "p50 ms", "p95 ms", "requests/s", "errors"):
+        table.add_column(column, justify="right" if column != "mode" else "left")
+    for r in report["results"]:
+        table.add_row(r["mode"], f"{r['p50_ms']:.2f}", f"{r['p95_ms']:.2f}", f"{r['requests_per_s']:.0f}", str(r["errors"]))
+    console = Console()
+    console.print(table)
+    console.print(
+        f"signed/plain p50 = {report['p50_ratio']:.2f} (target <= 1.5); "
+        f"cpus={report['cpus']} load(1m)={report['loadavg_1m']}"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m compute bench-transport", description=__doc__.split("\n")[0])
+    parser.add_argument("--sequential", type=int, default=300, help="round trips per mode for latency")
+    parser.add_argument("--total", type=int, default=2000, help="requests per throughput round")
+    parser.add_argument("--concurrency", type=int, default=16, help="requests in flight during throughput rounds")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args(argv)
+    if min(args.sequential, args.total, args.concurrency) < 1:
+        parser.error("--sequential, --total and --concurrency must be >= 1")
+    report = run(args.sequential, args.total, args.concurrency)
+    if args.json:
+        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+    else:
+        _print_table(report)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
