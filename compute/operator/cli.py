@@ -124,6 +124,9 @@ def _metagraph_source(settings: CommonSettings):
 
 async def _run(args: argparse.Namespace, settings: CommonSettings, parser: argparse.ArgumentParser,
                out: Console) -> int:
+    timeout = getattr(args, "register.timeout", None) or DEFAULT_TIMEOUT_S
+    if not 0 < timeout <= 600:
+        raise UsageError(f"--register.timeout must be between 0 and 600 seconds, got {timeout:g}")
     try:
         wallet = load_wallet(settings.wallet_name, settings.wallet_hotkey, str(settings.wallet_path))
         hotkey = wallet.hotkey.ss58_address
@@ -136,7 +139,6 @@ async def _run(args: argparse.Namespace, settings: CommonSettings, parser: argpa
         raise UsageError(str(exc)) from exc
     pog_source = getattr(args, "register.pog_db", None) or getattr(args, "validator.data_dir", None)
     verified = load_verified(pog_source) if pog_source else {}
-    timeout = getattr(args, "register.timeout", None) or DEFAULT_TIMEOUT_S
     async with MinerClient(wallet, timeout=timeout, max_concurrency=32) as client:
         op = Operator(
             hotkey=hotkey, client=client, metagraph=_metagraph_source(settings), book=book,

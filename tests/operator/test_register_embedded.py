@@ -65,6 +65,8 @@ def test_usage_errors_exit_2(subnet, tmp_path):
     assert code == EXIT_USAGE and body["error"]["code"] == "bad_key_file"
     code, body = subnet.cli("operator_a", "allocate", "--duration", "10s")
     assert code == EXIT_USAGE
+    code, body = subnet.cli("operator_a", "--register.timeout", "-1", "list")
+    assert code == EXIT_USAGE and "--register.timeout" in body["error"]["message"]
     code, body = subnet.cli("nobody", "list")
     assert code == EXIT_USAGE and "cannot be loaded" in body["error"]["message"]
 
