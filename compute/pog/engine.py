@@ -10,7 +10,7 @@ Numerics by device:
 - cuda: inputs generated on the device in the challenge dtype; fp16/bf16 slabs multiplied with
   ``torch.addmm(..., out_dtype=torch.float32)`` (fp32 partial products, never rounded to 16 bits);
   fp32 with TF32 and reduced-precision reductions disabled.
-- cpu: inputs generated with numpy in threads (overlapped with the GEMM) directly as float32; the
+- cpu: inputs generated with numpy in threads (between GEMMs) directly as float32; the
   values are exact in every challenge precision, so an fp32 GEMM is an honest answer for all three.
 It does not hash anything but C, choose openings, or verify.
 """
@@ -25,7 +25,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .generator import MATRIX_A, MATRIX_B, PRECISION_BITS, index_values, matrix_seeds, mix_block_np, mix_block_torch, subkey
+from .generator import (
+    MATRIX_A,
+    MATRIX_B,
+    PRECISION_BITS,
+    index_values,
+    matrix_seeds,
+    mix_block_np,
+    mix_block_torch,
+    subkey,
+)
 from .merkle import MerkleTree, hash_rows
 
 MAX_DIM = 65536
@@ -147,27 +156,33 @@ def product_cpu(spec: ChallengeSpec, gpu: int, threads: int, use_torch: bool) ->
             futures.append(pool.submit(mix_block_np, row_b[s0:s1], col_b, bits, b[s0:s1]))
         return a, b, futures
 
-    acc = np.zeros((m, p), dtype=np.float32)
+    acc = np.empty((m, p), dtype=np.float32)
+    chunks = _chunks(spec.n, spec.chunk)
     if use_torch:
         import torch
 
-        acc_t, tmp_t = torch.from_numpy(acc), torch.empty((m, p), dtype=torch.float32)
-    tmp = np.empty_like(acc)
-    chunks = _chunks(spec.n, spec.chunk)
+        acc_t = torch.from_numpy(acc)
+        tmp_t = torch.empty((m, p), dtype=torch.float32) if len(chunks) > 1 else None
+    tmp = np.empty_like(acc) if len(chunks) > 1 and not use_torch else None
     with ThreadPoolExecutor(max_workers=pieces) as pool:
         pending = submit(pool, *chunks[0])
         for k in range(len(chunks)):
             a, b, futures = pending
             for future in futures:
                 future.result()
+            # slab product apart, then one fp32 add: keeps the long sum short; slab 0 lands in acc
+            if use_torch:
+                torch.mm(torch.from_numpy(a), torch.from_numpy(b), out=acc_t if k == 0 else tmp_t)
+                if k:
+                    acc_t += tmp_t
+            else:
+                np.matmul(a, b, out=acc if k == 0 else tmp)
+                if k:
+                    acc += tmp
+            # generation of the next slab starts after the GEMM: overlapping numpy threads with
+            # the BLAS thread pool oversubscribes a small CPU and slowed the product 2-3x here
             if k + 1 < len(chunks):
                 pending = submit(pool, *chunks[k + 1])
-            if use_torch:  # slab product apart, then one fp32 add: keeps the long sum short
-                torch.mm(torch.from_numpy(a), torch.from_numpy(b), out=tmp_t)
-                acc_t += tmp_t
-            else:
-                np.matmul(a, b, out=tmp)
-                acc += tmp
     return acc
 
 

@@ -76,6 +76,8 @@ def _decode_row(proof, p: int) -> tuple[np.ndarray | None, str | None]:
     row = proof.row
     if row.dtype != "<f4" or list(row.shape) != [p]:
         return None, f"row {proof.index}: expected dtype <f4 shape [{p}], got {row.dtype} {list(row.shape)}"
+    if len(row.data) != 4 * ((4 * p + 2) // 3):  # size checked before decoding anything
+        return None, f"row {proof.index}: {len(row.data)} base64 characters, expected {4 * ((4 * p + 2) // 3)}"
     try:
         raw = base64.b64decode(row.data, validate=True)
     except (binascii.Error, ValueError):

@@ -51,7 +51,7 @@ class MatrixProver:
                     for i in rows
                 ]
             )
-            for c, tree, rows in zip(self.outputs, self.trees, request.rows)
+            for c, tree, rows in zip(self.outputs, self.trees, request.rows, strict=True)
         ]
         return Opening(challenge_id=self.challenge_id, per_gpu=per_gpu)
 
@@ -111,7 +111,7 @@ def test_half_computed_product_is_caught() -> None:
     forged = np.random.default_rng(4).uniform(-5, 5, honest.shape)
     forged[computed] = honest[computed]
     cheater = MatrixProver(challenge, [forged])
-    rounds = 1000
+    rounds = 2000
     passed = sum(verify(challenge, *_round(challenge, cheater, seed)).ok for seed in range(rounds))
     assert _round_bits(64, 32) < 2**-8
     assert passed / rounds <= 2**-8
@@ -146,3 +146,87 @@ def test_cheaper_input_formats_are_rejected(precision: str, shortcut) -> None:
         verdict = verify(challenge, *_round(challenge, cheater, seed))
         assert not verdict.ok
         assert "sampled entries off" in verdict.reasons[0]
+
+
+@pytest.fixture(scope="module")
+def honest_round():
+    challenge = new_challenge("fp32", 32, 512, 24, 2, rng=np.random.default_rng(20))
+    commitment, request, opening = _round(challenge, Prover("cpu"), seed=21)
+    assert verify(challenge, commitment, request, opening).ok
+    return challenge, commitment, request, opening
+
+
+def _with_proof(opening: Opening, gpu: int, k: int, **changes) -> Opening:
+    per_gpu = list(opening.per_gpu)
+    rows = list(per_gpu[gpu].rows)
+    rows[k] = rows[k].model_copy(update=changes)
+    per_gpu[gpu] = GpuOpening.model_construct(rows=rows)
+    return Opening.model_construct(challenge_id=opening.challenge_id, per_gpu=per_gpu, kind="pog.opening")
+
+
+def _raw_row(values) -> B64Array:
+    import base64
+
+    data = base64.b64encode(np.asarray(values, dtype="<f4").tobytes()).decode()
+    return B64Array.model_construct(dtype="<f4", shape=[len(values)], data=data)
+
+
+def test_commitment_replayed_from_another_challenge_is_rejected(honest_round) -> None:
+    challenge, commitment, request, opening = honest_round
+    other = new_challenge("fp32", 32, 512, 24, 2)
+    o_commitment, o_request, o_opening = _round(other, Prover("cpu"))
+    replay = o_commitment.model_copy(update={"challenge_id": challenge.challenge_id})
+    verdict = verify(challenge, replay, request, opening)
+    assert not verdict.ok and "does not match the root" in verdict.reasons[0]
+    verdict = verify(challenge, o_commitment, request, opening)
+    assert not verdict.ok and "challenge ids" in verdict.reasons[0]
+
+
+@pytest.mark.parametrize(
+    ("tamper", "reason"),
+    [
+        (lambda p: {"path": p.path[:-1]}, "does not match the root"),
+        (lambda p: {"path": ["00" * 32] + p.path[1:]}, "does not match the root"),
+        (lambda p: {"path": p.path + p.path[:1]}, "does not match the root"),
+        (lambda p: {"index": (p.index + 1) % 32}, "opened rows"),
+        (lambda p: {"row": _raw_row(np.zeros(23))}, "expected dtype <f4 shape [24]"),
+        (lambda p: {"row": B64Array.model_construct(dtype="<f8", shape=[24], data=p.row.data)}, "expected dtype"),
+        (lambda p: {"row": _raw_row([float("nan")] * 24)}, "NaN or infinity"),
+        (lambda p: {"row": _raw_row([float("inf")] * 24)}, "NaN or infinity"),
+        (lambda p: {"row": B64Array.model_construct(dtype="<f4", shape=[24], data="A" * 10**6)}, "base64 characters, expected"),
+    ],
+    ids=["truncated-path", "forged-path", "long-path", "wrong-index", "short-row", "wrong-dtype", "nan", "inf", "oversized"],
+)
+def test_tampered_openings_are_rejected_with_a_reason(honest_round, tamper, reason: str) -> None:
+    challenge, commitment, request, opening = honest_round
+    proof = opening.per_gpu[1].rows[3]
+    verdict = verify(challenge, commitment, request, _with_proof(opening, 1, 3, **tamper(proof)))
+    assert not verdict.ok
+    assert verdict.per_gpu[0].ok and not verdict.per_gpu[1].ok
+    assert reason in verdict.reasons[0]
+
+
+def test_a_correct_row_committed_under_a_wrong_value_is_caught(honest_round) -> None:
+    challenge, commitment, request, opening = honest_round
+    a, b = _exact(challenge, gpu=0)
+    c = (a @ b).astype(np.float32)
+    c[request.rows[0][2], request.cols[0][1]] += 0.05
+    cheater = MatrixProver(challenge, [c, (np.dot(*_exact(challenge, gpu=1))).astype(np.float32)])
+    verdict = verify(challenge, cheater.commitment(), request, cheater.open(request))
+    assert not verdict.ok and "1/32 sampled entries off" in verdict.reasons[0]
+
+
+@pytest.mark.parametrize("junk", [None, 42, "x", object()])
+def test_garbage_inputs_never_raise(honest_round, junk) -> None:
+    challenge, commitment, request, opening = honest_round
+    for args in ((junk, commitment, request, opening), (challenge, junk, request, opening),
+                 (challenge, commitment, junk, opening), (challenge, commitment, request, junk)):
+        verdict = verify(*args)
+        assert not verdict.ok and verdict.reasons
+
+
+def test_wrong_gpu_count_is_rejected(honest_round) -> None:
+    challenge, commitment, request, opening = honest_round
+    short = commitment.model_copy(update={"roots": commitment.roots[:1]})
+    verdict = verify(challenge, short, request, opening)
+    assert not verdict.ok and "expected 2 GPUs" in verdict.reasons[0]

@@ -8,7 +8,15 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from compute.pog import B64Array, Challenge, Commitment, OpeningRequest, WireError, new_challenge, parse_message
+from compute.pog import (
+    B64Array,
+    Challenge,
+    Commitment,
+    OpeningRequest,
+    WireError,
+    new_challenge,
+    parse_message,
+)
 from compute.pog.wire import MAX_ARRAY_ELEMENTS
 
 

@@ -1,0 +1,65 @@
+"""``python -m compute.pog {bench,worker}``: benchmark the engine, or print/run the worker script."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from .bench import run_bench
+
+    result = run_bench(args.device, args.precision, args.m, args.n, args.p, args.verify_n)
+    if args.json:
+        sys.stdout.write(json.dumps(result.as_dict()) + "\n")
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"Proof-of-GPU benchmark ({result.device}, {result.precision}, {result.m}x{result.n}x{result.p})")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for name, value in result.as_dict().items():
+        table.add_row(name, f"{value:.4g}" if isinstance(value, float) else str(value))
+    Console().print(table)
+    return 0
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from .worker import worker_script
+    from .worker_main import main as worker_main
+
+    if args.run:
+        return worker_main(["--device", args.device])
+    source, digest = worker_script()
+    if args.output:
+        Path(args.output).write_text(source, encoding="utf-8")
+        sys.stdout.write(f"{args.output} sha256={digest}\n")
+    else:
+        sys.stdout.write(source)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m compute.pog", description="Proof-of-GPU engine tools")
+    sub = parser.add_subparsers(dest="command", required=True)
+    bench = sub.add_parser("bench", help="prover overhead over a plain GEMM, verification cost")
+    bench.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    bench.add_argument("--precision", choices=("fp16", "bf16", "fp32"), default="fp32")
+    bench.add_argument("--m", type=int, default=4096)
+    bench.add_argument("--n", type=int, default=4096)
+    bench.add_argument("--p", type=int, default=4096)
+    bench.add_argument("--verify-n", type=int, default=None, help="also time verification at this inner size")
+    bench.add_argument("--json", action="store_true", help="one JSON object instead of a table")
+    worker = sub.add_parser("worker", help="print or write the worker script, or run it here")
+    worker.add_argument("--output", help="write the script to this path and print its sha256")
+    worker.add_argument("--run", action="store_true", help="serve JSON lines on stdin/stdout")
+    worker.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    args = parser.parse_args(argv)
+    return _bench(args) if args.command == "bench" else _worker(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
