@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from rich.console import Console
+from rich.text import Text
 
 from .network import LocalNet, LocalnetError, Options
 from .report import collect_summary, render_summary
@@ -35,9 +36,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--workdir", type=Path, default=Path(".localnet"),
                         help="where chain, wallets, state and logs go (default .localnet)")
     parser.add_argument("--block-time", type=float, default=1.0, help="simulated block time, s")
-    parser.add_argument("--pog-m", type=int, default=256, help="PoG output rows per challenge")
-    parser.add_argument("--pog-n", type=int, default=4096, help="PoG inner dimension")
-    parser.add_argument("--pog-p", type=int, default=256, help="PoG output columns")
+    parser.add_argument("--pog-m", type=int, default=512, help="PoG output rows per challenge")
+    parser.add_argument("--pog-n", type=int, default=8192, help="PoG inner dimension")
+    parser.add_argument("--pog-p", type=int, default=512, help="PoG output columns")
     parser.add_argument("--timeout", type=float, default=170.0, help="give up after this many s")
     parser.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     parser.add_argument("--logging.debug", dest="debug", action="store_true",
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds < 1:
         print("--rounds must be at least 1", file=sys.stderr)
         return 2
-    console = Console(stderr=True)
+    console = Console(stderr=True, width=None if sys.stderr.isatty() else 132)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     options = Options(miners=args.miners, rounds=args.rounds, backend=args.backend,
@@ -61,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
                       pog_n=args.pog_n, pog_p=args.pog_p, timeout_s=args.timeout, debug=args.debug)
 
     def show(name: str, line: str) -> None:
-        console.print(f"[dim]\\[{name}][/dim] {line}", highlight=False, markup=False)
+        console.print(Text.assemble((f"[{name}] ", "dim"), line), highlight=False)
 
     net = LocalNet(options, REPO_ROOT, on_line=show)
     started = time.monotonic()
@@ -87,5 +88,5 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
-        render_summary(summary, Console())
+        render_summary(summary, Console(width=None if sys.stdout.isatty() else 132))
     return 0

@@ -38,9 +38,9 @@ class Options:
     backend: str = "embedded"
     workdir: Path = Path(".localnet")
     block_time: float = 1.0
-    pog_m: int = 256
-    pog_n: int = 4096
-    pog_p: int = 256
+    pog_m: int = 512
+    pog_n: int = 8192
+    pog_p: int = 512
     timeout_s: float = 170.0
     debug: bool = False
 
@@ -169,6 +169,8 @@ class LocalNet:
                 "--validator.pog_n", str(self.options.pog_n),
                 "--validator.pog_p", str(self.options.pog_p),
                 "--validator.data_dir", str(self.workdir / "validator"),
+                "--validator.allow_same_ip",  # every demo miner lives on 127.0.0.1
+                "--validator.device", "cpu",
                 "--wandb.off"]
         child = self.processes.start("validator", args, on_line=self.on_line)
         log.info("validator uid=%d running %d round(s)", self.validator.uid, self.options.rounds)

@@ -48,7 +48,8 @@ class ProcessGroup:
     ) -> Child:
         """Start ``python -m args...``; its output goes to ``log_dir/name.log`` (and ``on_line``)."""
         log_path = self.log_dir / f"{name}.log"
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        # Children print through a pipe: give rich a real width so their tables do not wrap.
+        env = dict(os.environ, PYTHONUNBUFFERED="1", COLUMNS=os.environ.get("COLUMNS", "132"))
         sink = open(log_path, "wb")  # noqa: SIM115 - handed to the child / pump thread
         proc = subprocess.Popen(
             [sys.executable, *args],
