@@ -22,10 +22,15 @@ from compute.validator.pog_session import (
     bootstrap_command,
 )
 from compute.validator.round import MinerTarget, RoundParams, challenge_size, check_miner, rented_sample
-from compute.validator.settings import ValidatorSettings, add_validator_args, parse_validator, validator_from_args
+from compute.validator.settings import (
+    ValidatorSettings,
+    add_validator_args,
+    parse_validator,
+    validator_from_args,
+)
 from compute.validator.table import print_round_table, round_table
 from compute.validator.wandb_log import WandbLogger
-from compute.validator.weights import WeightSetter, WeightsError, weights_from_scores
+from compute.validator.weights import WeightsError, WeightSetter, weights_from_scores
 
 __all__ = [
     "BOOTSTRAP",

@@ -15,8 +15,8 @@ import asyncio
 import logging
 import time
 from abc import ABC, abstractmethod
-from dataclasses import replace
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import replace
 
 from compute.chain import Chain, MetagraphSnapshot, NeuronInfo
 from compute.pog import GpuTable
@@ -26,7 +26,7 @@ from compute.transport import MinerClient
 from compute.validator.round import MinerTarget, RoundParams, check_miner
 from compute.validator.table import print_round_table, round_table
 from compute.validator.wandb_log import WandbLogger
-from compute.validator.weights import WeightSetter, WeightsError, weights_from_scores
+from compute.validator.weights import WeightsError, WeightSetter, weights_from_scores
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ def run(path: str) -> None:
             pause(f"step result r{record.round_id} u{uid}")
         previous = {uid: rec.score for uid, rec in store.scores().items()}
 
-        def updates():
+        def updates(samples=samples, previous=previous):
             for n, (uid, sample) in enumerate(samples.items()):
                 if n == 1:
                     pause("inside")

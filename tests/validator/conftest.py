@@ -6,13 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from validator_helpers import CheatingBackend, Miner, cheat_bin, port_block
 
 from compute.allocation import AllocationManager, EmbeddedBackend, LeaseStore, ManagerLimits
 from compute.chain import SimChainState
 from compute.miner import build_miner_app
 from compute.protocol import GpuSpec, MachineSpecs
 from compute.transport import KeyWallet, MinerClient, ServerLimits, serve_in_thread
-from validator_helpers import CheatingBackend, Miner, cheat_bin, port_block
 
 
 @pytest.fixture

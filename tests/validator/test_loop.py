@@ -7,6 +7,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from validator_helpers import register_and_serve, small_params
 
 from compute.chain import MetagraphSnapshot, NeuronInfo, connect
 from compute.pog import load_gpu_table
@@ -16,15 +17,14 @@ from compute.validator import (
     BlockLoop,
     LoopRunner,
     RoundLoop,
-    WeightSetter,
     WeightsError,
+    WeightSetter,
     WeightsLoop,
     chain_block_source,
     score_updates,
     select_targets,
     weights_from_scores,
 )
-from validator_helpers import register_and_serve, small_params
 
 TABLE = load_gpu_table()
 SCORING = ScoringConfig(ema_alpha=0.5, missed_decay=0.5)

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import asyncssh
 import pytest
+from validator_helpers import port_block
 
 from compute.allocation import EmbeddedBackend, LeaseRecord
 from compute.pog import choose_openings, new_challenge, verify
 from compute.validator import BOOTSTRAP, PogSession, SshFailed, bootstrap_command
-from validator_helpers import port_block
 
 
 @pytest.fixture

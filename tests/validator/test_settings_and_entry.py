@@ -8,11 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from validator_helpers import register_and_serve
 
 from compute.chain import connect
 from compute.settings import SettingsError
 from compute.validator import WandbLogger, parse_validator
-from validator_helpers import register_and_serve
 
 REPO = Path(__file__).resolve().parents[2]
 
