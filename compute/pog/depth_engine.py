@@ -27,8 +27,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .engine import EngineError, ProverEngine, _hex_field, _int_field, parse_challenge, product_cpu, product_cuda
-from .generator import MIX1, MIX2, _signed64, index_values, matrix_seeds, subkey
+from .engine import EngineError, ProverEngine, _Committed, _hex_field, _int_field, parse_challenge, product_cpu, product_cuda
+from .host_probe import run_probe
+from .generator import _U27, _U30, _U31, _UMIX1, _UMIX2, MIX1, MIX2, _signed64, index_values, matrix_seeds, subkey
 from .merkle import MerkleTree, hash_rows, leaf_hash
 
 MEM_VERSION = b"compute-pog-mem/1"
@@ -39,8 +40,6 @@ MAX_PASSES = 256
 MAX_HASH_ROUNDS = 1024
 MAX_SEGMENTS = 1024
 NONLINEAR_GAIN = 3.0
-_U30, _U27, _U31 = np.uint64(30), np.uint64(27), np.uint64(31)
-_UMIX1, _UMIX2 = np.uint64(MIX1), np.uint64(MIX2)
 
 
 def round_constant(k: int) -> int:
@@ -253,8 +252,6 @@ class MemoryEngine:
 
 def commit_on_device(engine: ProverEngine, challenge: object, device_index: int) -> dict:
     """A one-GPU GEMM challenge run on ``device_index`` alone (scaling baseline); openable by ``open``."""
-    from .engine import _Committed
-
     spec = parse_challenge(challenge)
     if spec.gpu_count != 1:
         raise EngineError("a single-device challenge must have gpu_count 1")
@@ -300,3 +297,44 @@ class SustainedRunner:
             raise EngineError(f"segment index must be an integer in [0, {len(self._segments)})")
         self.engine._committed = self._segments[index]
         return self.engine.open(request)
+
+
+DEPTH_OPS = ("memory_commit", "memory_open", "sustained", "sustained_open", "commit_on", "probe")
+
+
+def handle_depth_op(box: dict, engine: ProverEngine, message: dict, emit) -> dict:
+    """Worker ops of the in-depth proofs; ``box`` keeps per-session state, ``emit`` writes a line now.
+
+    - ``{"op":"memory_commit","challenge":{...}}`` -> streams ``memory_ready`` / ``memory_pass`` lines,
+      then ``{"ok":true,"op":"memory_commit","commitment":{challenge_id, leaves, timings}}``
+    - ``{"op":"memory_open","request":{challenge_id, passes}}`` -> ``{"op":"memory_open","opening":{...}}``
+    - ``{"op":"sustained","segments":[challenge, ...]}`` -> one ``segment`` line per segment (with its
+      commitment), then ``{"op":"sustained","segments":count}``
+    - ``{"op":"sustained_open","index":k,"request":{...}}`` -> ``{"op":"sustained_open","opening":{...}}``
+    - ``{"op":"commit_on","device":i,"challenge":{gpu_count 1}}`` -> ``{"op":"commit_on","commitment":{...}}``
+      (then the ordinary ``open`` opens it)
+    - ``{"op":"probe","request":{"what":"cpu"|"ram"|"disk",...}}`` -> ``{"op":"probe","result":{...}}``
+    """
+    op = message["op"]
+    if op == "memory_commit":
+        box["memory"] = MemoryEngine(engine.device, engine.threads)
+        return {"ok": True, "op": op, "commitment": box["memory"].commit(message.get("challenge"), emit)}
+    if op == "memory_open":
+        if "memory" not in box:
+            raise EngineError("nothing committed: send memory_commit before memory_open")
+        return {"ok": True, "op": op, "opening": box["memory"].open(message.get("request"))}
+    if op == "sustained":
+        box["sustained"] = SustainedRunner(engine)
+        return {"ok": True, "op": op, **box["sustained"].run(message.get("segments"), emit)}
+    if op == "sustained_open":
+        if "sustained" not in box:
+            raise EngineError("no sustained run: send sustained before sustained_open")
+        return {"ok": True, "op": op, "opening": box["sustained"].open(message.get("index"), message.get("request"))}
+    if op == "commit_on":
+        device = message.get("device")
+        if isinstance(device, bool) or not isinstance(device, int):
+            raise EngineError("device must be an integer")
+        return {"ok": True, "op": op, "commitment": commit_on_device(engine, message.get("challenge"), device)}
+    if op == "probe":
+        return {"ok": True, "op": op, "result": run_probe(message.get("request"))}
+    raise EngineError(f"unknown depth op {op!r}")

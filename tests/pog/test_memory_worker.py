@@ -1,0 +1,101 @@
+"""The in-depth ops through the real worker script (bare ``python3 -I`` subprocess, JSON lines)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from compute.pog import Commitment, Opening, choose_openings, new_challenge, verify, worker_script
+from compute.pog.host_probe import check_probe
+from compute.pog.memory import (
+    MemoryCommitment,
+    MemoryOpening,
+    MemoryPolicy,
+    choose_memory_openings,
+    judge_memory_timing,
+    plan_memory,
+    verify_memory,
+)
+from compute.pog.sustained import analyse_series, plan_sustained
+
+
+@pytest.fixture
+def worker(tmp_path: Path):
+    script = tmp_path / "worker.py"
+    script.write_text(worker_script()[0])
+    proc = subprocess.Popen(
+        [sys.executable, "-I", "-u", str(script), "--device", "cpu"],
+        cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+    def send(message: dict) -> None:
+        proc.stdin.write(json.dumps(message) + "\n")
+        proc.stdin.flush()
+
+    def read() -> tuple[float, dict]:
+        line = proc.stdout.readline()
+        return time.perf_counter(), json.loads(line)
+
+    yield send, read
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(timeout=10)
+
+
+def test_memory_round_through_the_worker(worker) -> None:
+    send, read = worker
+    challenge = plan_memory(1.0, 100.0, passes=4, rng=np.random.default_rng(2)).model_copy(update={"n": 256, "hash_rounds": 4})
+    send({"op": "memory_commit", "challenge": challenge.model_dump()})
+    arrivals, ops = [[]], []
+    while True:
+        at, line = read()
+        ops.append(line["op"])
+        if line["op"] == "memory_pass":
+            arrivals[line["gpu"]].append(at)
+        if line["op"] == "memory_commit":
+            break
+    assert ops == ["memory_ready"] + ["memory_pass"] * 4 + ["memory_commit"]
+    commitment = MemoryCommitment.model_validate(line["commitment"])
+    request = choose_memory_openings(challenge, 2)
+    send({"op": "memory_open", "request": request.model_dump()})
+    opening = MemoryOpening.model_validate(read()[1]["opening"])
+    assert verify_memory(challenge, commitment, request, opening).ok
+    timing = judge_memory_timing(challenge, arrivals, MemoryPolicy(max_regen_rate=1e6, host_stream_gbs=0.0))
+    assert timing.ok, timing.reasons
+
+
+def test_sustained_scaling_and_probe_ops_through_the_worker(worker, tmp_path) -> None:
+    send, read = worker
+    plan = plan_sustained(1e-4, "fp32", duration_s=3, segment_s=1, m=16, rng=np.random.default_rng(1))
+    sent = time.perf_counter()
+    send({"op": "sustained", "segments": [c.model_dump() for c in plan.challenges()]})
+    lines = [read() for _ in range(plan.segments + 1)]
+    assert [line["op"] for _, line in lines] == ["segment"] * plan.segments + ["sustained"]
+    report = analyse_series(sent, [at for at, _ in lines[:-1]], plan.flops_per_segment)
+    assert report.first_tflops > 0
+    challenge = plan.segment(1)
+    request = choose_openings(challenge)
+    send({"op": "sustained_open", "index": 1, "request": request.model_dump()})
+    opening = Opening.model_validate(read()[1]["opening"])
+    assert verify(challenge, Commitment.model_validate(lines[1][1]["commitment"]), request, opening).ok
+
+    alone = new_challenge("fp32", 16, 64, 16, 1)
+    send({"op": "commit_on", "device": 0, "challenge": alone.model_dump()})
+    commitment = Commitment.model_validate(read()[1]["commitment"])
+    request = choose_openings(alone)
+    send({"op": "open", "request": request.model_dump()})
+    assert verify(alone, commitment, request, Opening.model_validate(read()[1]["opening"])).ok
+
+    probe = {"what": "disk", "seed": "12" * 16, "bytes": 1 << 20, "path": str(tmp_path)}
+    started = time.perf_counter()
+    send({"op": "probe", "request": probe})
+    at, reply = read()
+    assert check_probe(probe, reply["result"], at - started).ok
+    send({"op": "memory_open", "request": {}})
+    assert read()[1]["ok"] is False
