@@ -12,7 +12,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 
+from .depth_engine import DEPTH_OPS, handle_depth_op
 from .engine import ProverEngine
 
 MAX_REQUEST_BYTES = 1 << 20
@@ -22,11 +24,13 @@ def _handle(engine_box: dict, device: str, message: object) -> dict:
     if not isinstance(message, dict) or not isinstance(message.get("op"), str):
         raise ValueError('each request must be a JSON object with a string "op"')
     op = message["op"]
-    if op not in ("info", "commit", "open"):
-        raise ValueError(f"unknown op {op!r}: expected info, commit, open or exit")
+    if op not in ("info", "commit", "open", *DEPTH_OPS):
+        raise ValueError(f"unknown op {op!r}: expected info, commit, open, {', '.join(DEPTH_OPS)} or exit")
     if "engine" not in engine_box:
         engine_box["engine"] = ProverEngine(device)
     engine = engine_box["engine"]
+    if op in DEPTH_OPS:  # memory, sustained, scaling and host probes (compute.pog.depth_engine)
+        return handle_depth_op(engine_box, engine, message, engine_box.get("emit", lambda line: None))
     if op == "info":
         return {"ok": True, "op": "info", **engine.info()}
     if op == "commit":
@@ -37,6 +41,14 @@ def _handle(engine_box: dict, device: str, message: object) -> dict:
 def serve(stdin, stdout, device: str = "auto") -> int:
     """Serve requests from binary ``stdin`` to text ``stdout`` until exit or end of input."""
     engine_box: dict = {}
+    lock = threading.Lock()
+
+    def emit(line: dict) -> None:  # intermediate lines (memory passes, segments), written at once
+        with lock:
+            stdout.write(json.dumps(line, separators=(",", ":")) + "\n")
+            stdout.flush()
+
+    engine_box["emit"] = emit
     while True:
         line = stdin.readline(MAX_REQUEST_BYTES + 1)
         if not line:
