@@ -16,7 +16,15 @@ from .depth_engine import MemoryEngine, SustainedRunner, commit_on_device, expen
 from .engine import ProverEngine
 from .generator import index_values
 from .host_probe import check_probe, run_probe
-from .memory import MemoryCommitment, MemoryOpening, MemoryPolicy, choose_memory_openings, judge_memory_timing, plan_memory, verify_memory
+from .memory import (
+    MemoryCommitment,
+    MemoryOpening,
+    MemoryPolicy,
+    choose_memory_openings,
+    judge_memory_timing,
+    plan_memory,
+    verify_memory,
+)
 from .scaling import credited_gpus, scaling_efficiency
 from .sustained import analyse_series, plan_sustained
 from .verifier import verify
@@ -90,7 +98,9 @@ def sustained_suite(device: str = "cpu", segments: int = 8) -> dict:
     index = plan.segments - 1
     challenge, request = plan.segment(index), choose_openings(plan.segment(index))
     commitment = Commitment.model_validate(lines[index]["commitment"])
-    ok = verify(challenge, commitment, request, Opening.model_validate(runner.open(index, request.model_dump()))).ok
+    ok = verify(
+        challenge, commitment, request, Opening.model_validate(runner.open(index, request.model_dump()))
+    ).ok
     return {
         "segments": plan.segments,
         "first_tflops": report.first_tflops,
@@ -140,7 +150,12 @@ def host_suite(ram_mb: int = 256, disk_mb: int = 64) -> dict:
             started = time.perf_counter()
             result = run_probe(request)
             check = check_probe(request, result, time.perf_counter() - started)
-            figures[request["what"]] = {"ok": check.ok, "value": check.value, "rate": check.rate, "elapsed_s": time.perf_counter() - started}
+            figures[request["what"]] = {
+                "ok": check.ok,
+                "value": check.value,
+                "rate": check.rate,
+                "elapsed_s": time.perf_counter() - started,
+            }
     return figures
 
 

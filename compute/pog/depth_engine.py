@@ -27,9 +27,30 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .engine import EngineError, ProverEngine, _Committed, _hex_field, _int_field, parse_challenge, product_cpu, product_cuda
+from .engine import (
+    EngineError,
+    ProverEngine,
+    _Committed,
+    _hex_field,
+    _int_field,
+    parse_challenge,
+    product_cpu,
+    product_cuda,
+)
+from .generator import (
+    _U27,
+    _U30,
+    _U31,
+    _UMIX1,
+    _UMIX2,
+    MIX1,
+    MIX2,
+    _signed64,
+    index_values,
+    matrix_seeds,
+    subkey,
+)
 from .host_probe import run_probe
-from .generator import _U27, _U30, _U31, _UMIX1, _UMIX2, MIX1, MIX2, _signed64, index_values, matrix_seeds, subkey
 from .merkle import MerkleTree, hash_rows, leaf_hash
 
 MEM_VERSION = b"compute-pog-mem/1"
@@ -89,7 +110,9 @@ def memory_seeds(key: bytes, gpu: int) -> tuple[int, int, int]:
     """(row seed, column seed, start-vector seed) of one GPU's memory matrix."""
     gpu_key = subkey(hashlib.blake2b(MEM_VERSION + key, digest_size=16).digest(), gpu)
     row_seed, col_seed = matrix_seeds(gpu_key, MEM_MATRIX)
-    start_seed = int.from_bytes(hashlib.blake2b(MEM_VERSION + b"|x0|" + gpu_key, digest_size=8).digest(), "little")
+    start_seed = int.from_bytes(
+        hashlib.blake2b(MEM_VERSION + b"|x0|" + gpu_key, digest_size=8).digest(), "little"
+    )
     return row_seed, col_seed, start_seed
 
 
@@ -106,7 +129,11 @@ def nonlinear(y: np.ndarray, n: int) -> np.ndarray:
 
 def encode_vector(values: np.ndarray) -> dict:
     data = np.ascontiguousarray(values, dtype="<f4")
-    return {"dtype": "<f4", "shape": [int(data.shape[0])], "data": base64.b64encode(data.tobytes()).decode("ascii")}
+    return {
+        "dtype": "<f4",
+        "shape": [int(data.shape[0])],
+        "data": base64.b64encode(data.tobytes()).decode("ascii"),
+    }
 
 
 @dataclass(frozen=True)
@@ -222,7 +249,10 @@ class MemoryEngine:
         else:
             results = [self._run_gpu(spec, g, emit) for g in range(spec.gpu_count)]
         self._spec, self._vectors = spec, [vectors for vectors, _ in results]
-        leaves = [[leaf_hash(spec.id_bytes, g, r + 1, y).hex() for r, y in enumerate(vs)] for g, vs in enumerate(self._vectors)]
+        leaves = [
+            [leaf_hash(spec.id_bytes, g, r + 1, y).hex() for r, y in enumerate(vs)]
+            for g, vs in enumerate(self._vectors)
+        ]
         return {"challenge_id": spec.challenge_id, "leaves": leaves, "timings": [t for _, t in results]}
 
     def open(self, request: object) -> dict:
@@ -329,12 +359,20 @@ def handle_depth_op(box: dict, engine: ProverEngine, message: dict, emit) -> dic
     if op == "sustained_open":
         if "sustained" not in box:
             raise EngineError("no sustained run: send sustained before sustained_open")
-        return {"ok": True, "op": op, "opening": box["sustained"].open(message.get("index"), message.get("request"))}
+        return {
+            "ok": True,
+            "op": op,
+            "opening": box["sustained"].open(message.get("index"), message.get("request")),
+        }
     if op == "commit_on":
         device = message.get("device")
         if isinstance(device, bool) or not isinstance(device, int):
             raise EngineError("device must be an integer")
-        return {"ok": True, "op": op, "commitment": commit_on_device(engine, message.get("challenge"), device)}
+        return {
+            "ok": True,
+            "op": op,
+            "commitment": commit_on_device(engine, message.get("challenge"), device),
+        }
     if op == "probe":
         return {"ok": True, "op": op, "result": run_probe(message.get("request"))}
     raise EngineError(f"unknown depth op {op!r}")

@@ -77,7 +77,9 @@ def ram_digest(seed: bytes, nbytes: int, words: np.ndarray | None = None) -> str
     h = hashlib.sha256()
     per = PAGE // 8
     for page in ram_sample_pages(seed, nbytes):
-        data = words[page * per : (page + 1) * per] if words is not None else seeded_words(seed, page * per, per)
+        data = (
+            words[page * per : (page + 1) * per] if words is not None else seeded_words(seed, page * per, per)
+        )
         h.update(np.ascontiguousarray(data, dtype="<u8").tobytes())
     return h.hexdigest()
 
@@ -97,7 +99,12 @@ def _probe_cpu(seed: bytes, chains: int, steps: int) -> dict:
     with ThreadPoolExecutor(max_workers=chains) as pool:
         digests = list(pool.map(lambda k: cpu_chain(seed, k, steps, block), range(chains)))
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return {"logical": os.cpu_count() or 1, "usable": usable, "digests": digests, "elapsed_s": time.perf_counter() - started}
+    return {
+        "logical": os.cpu_count() or 1,
+        "usable": usable,
+        "digests": digests,
+        "elapsed_s": time.perf_counter() - started,
+    }
 
 
 def _probe_ram(seed: bytes, nbytes: int) -> dict:
@@ -154,7 +161,10 @@ def run_probe(request: object) -> dict:
         return value
 
     if what == "cpu":
-        return {"what": "cpu", **_probe_cpu(seed, bounded("chains", 1, MAX_CHAINS), bounded("steps", 1, MAX_STEPS))}
+        return {
+            "what": "cpu",
+            **_probe_cpu(seed, bounded("chains", 1, MAX_CHAINS), bounded("steps", 1, MAX_STEPS)),
+        }
     if what == "ram":
         return {"what": "ram", **_probe_ram(seed, bounded("bytes", 8, MAX_PROBE_BYTES) // 8 * 8)}
     if what == "disk":
@@ -189,7 +199,13 @@ def _check(request: dict, result: dict, elapsed_s: float, verify_chains: int) ->
             return ProbeCheck(False, what, [f"chains {wrong} have wrong digests"])
         usable = result.get("usable")
         cores = min(chains, usable) if isinstance(usable, int) and usable > 0 else 0
-        return ProbeCheck(cores > 0, what, [] if cores else ["no usable cores reported"], float(cores), chains * steps * CPU_BLOCK / elapsed_s / 1e9)
+        return ProbeCheck(
+            cores > 0,
+            what,
+            [] if cores else ["no usable cores reported"],
+            float(cores),
+            chains * steps * CPU_BLOCK / elapsed_s / 1e9,
+        )
     nbytes = request["bytes"] // 8 * 8
     if result.get("bytes") != nbytes:
         return ProbeCheck(False, what, [f"{what} probe covered {result.get('bytes')} bytes, asked {nbytes}"])

@@ -33,7 +33,15 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from .depth_engine import MAX_HASH_ROUNDS, MAX_MEM_N, MAX_PASSES, expensive_block_np, memory_seeds, nonlinear, start_vector
+from .depth_engine import (
+    MAX_HASH_ROUNDS,
+    MAX_MEM_N,
+    MAX_PASSES,
+    expensive_block_np,
+    memory_seeds,
+    nonlinear,
+    start_vector,
+)
 from .generator import index_values
 from .merkle import leaf_hash
 
@@ -158,7 +166,10 @@ def choose_memory_openings(
     """Distinct passes to open per GPU, drawn after every pass line arrived."""
     rng = rng or np.random.default_rng(secrets.randbits(64))
     count = min(passes_per_gpu, challenge.passes)
-    picks = [sorted(int(r) + 1 for r in rng.choice(challenge.passes, count, replace=False)) for _ in range(challenge.gpu_count)]
+    picks = [
+        sorted(int(r) + 1 for r in rng.choice(challenge.passes, count, replace=False))
+        for _ in range(challenge.gpu_count)
+    ]
     return MemoryOpenRequest(challenge_id=challenge.challenge_id, passes=picks)
 
 
@@ -199,7 +210,7 @@ def _verify_gpu(challenge, gpu, leaves, wanted, opening, rows) -> GpuMemoryResul
         return fail(f"opened passes {list(opening.indices)} != needed {needed}")
     cid = bytes.fromhex(challenge.challenge_id)
     vectors = {}
-    for r, vector in zip(opening.indices, opening.vectors):
+    for r, vector in zip(opening.indices, opening.vectors, strict=True):
         try:
             values = _decode(vector, challenge.n)
         except (ValueError, binascii.Error) as exc:
@@ -218,7 +229,11 @@ def _verify_gpu(challenge, gpu, leaves, wanted, opening, rows) -> GpuMemoryResul
             bad.append(r)
     if bad:
         return GpuMemoryResult(
-            False, [f"gpu {gpu}: passes {bad} wrong by up to {worst:.3g} (tolerance {tol:.3g})"], "mathematics", worst, tol
+            False,
+            [f"gpu {gpu}: passes {bad} wrong by up to {worst:.3g} (tolerance {tol:.3g})"],
+            "mathematics",
+            worst,
+            tol,
         )
     return GpuMemoryResult(True, [], None, worst, tol)
 
@@ -242,8 +257,12 @@ def verify_memory(
         rng = rng or np.random.default_rng(secrets.randbits(64))
         per_gpu = []
         for g in range(challenge.gpu_count):
-            rows = sorted(int(i) for i in rng.choice(challenge.n, min(rows_per_gpu, challenge.n), replace=False))
-            per_gpu.append(_verify_gpu(challenge, g, commitment.leaves[g], request.passes[g], opening.per_gpu[g], rows))
+            rows = sorted(
+                int(i) for i in rng.choice(challenge.n, min(rows_per_gpu, challenge.n), replace=False)
+            )
+            per_gpu.append(
+                _verify_gpu(challenge, g, commitment.leaves[g], request.passes[g], opening.per_gpu[g], rows)
+            )
         ok = all(result.ok for result in per_gpu)
         reasons = [reason for result in per_gpu for reason in result.reasons]
         return MemoryVerdict(ok, reasons, None if ok else "mathematics", per_gpu)
@@ -253,8 +272,14 @@ def verify_memory(
 
 
 def _judge_gpu(challenge, gpu, times, policy, expected_gbs) -> GpuMemoryResult:
-    if len(times) != challenge.passes or any(not math.isfinite(t) for t in times) or sorted(times) != list(times):
-        return GpuMemoryResult(False, [f"gpu {gpu}: {len(times)} ordered pass arrivals for {challenge.passes} passes"], "time")
+    if (
+        len(times) != challenge.passes
+        or any(not math.isfinite(t) for t in times)
+        or sorted(times) != list(times)
+    ):
+        return GpuMemoryResult(
+            False, [f"gpu {gpu}: {len(times)} ordered pass arrivals for {challenge.passes} passes"], "time"
+        )
     pass_s = max((times[-1] - times[0]) / (challenge.passes - 1), 1e-9)
     gbs = challenge.matrix_bytes / pass_s / 1e9
     regen = challenge.n**2 * challenge.hash_rounds / policy.max_regen_rate
@@ -262,13 +287,24 @@ def _judge_gpu(challenge, gpu, times, policy, expected_gbs) -> GpuMemoryResult:
     ratio = gbs / expected_gbs if expected_gbs else None
     reasons = []
     if margin < policy.min_margin:
-        reasons.append(f"gpu {gpu}: {pass_s * 1e3:.3g} ms per pass is only {margin:.3g}x below regenerating A ({regen * 1e3:.3g} ms)")
+        reasons.append(
+            f"gpu {gpu}: {pass_s * 1e3:.3g} ms per pass is only {margin:.3g}x below regenerating A ({regen * 1e3:.3g} ms)"
+        )
     if policy.host_stream_gbs and gbs < policy.host_stream_gbs:
         reasons.append(f"gpu {gpu}: {gbs:.3g} GB/s is no faster than streaming A from host memory")
     if ratio is not None and ratio < policy.min_bandwidth_fraction:
         reasons.append(f"gpu {gpu}: {gbs:.3g} GB/s is {ratio:.2f} of the expected {expected_gbs:.4g} GB/s")
     ok = not reasons
-    return GpuMemoryResult(ok, reasons, None if ok else "time", pass_s=pass_s, gbs=gbs, regen_bound_s=regen, margin=margin, bandwidth_ratio=ratio)
+    return GpuMemoryResult(
+        ok,
+        reasons,
+        None if ok else "time",
+        pass_s=pass_s,
+        gbs=gbs,
+        regen_bound_s=regen,
+        margin=margin,
+        bandwidth_ratio=ratio,
+    )
 
 
 def judge_memory_timing(
@@ -281,10 +317,17 @@ def judge_memory_timing(
     policy = policy or MemoryPolicy()
     try:
         if len(arrivals) != challenge.gpu_count:
-            return MemoryVerdict(False, [f"arrivals for {len(arrivals)} GPUs, expected {challenge.gpu_count}"], "time")
-        per_gpu = [_judge_gpu(challenge, g, list(map(float, times)), policy, expected_gbs) for g, times in enumerate(arrivals)]
+            return MemoryVerdict(
+                False, [f"arrivals for {len(arrivals)} GPUs, expected {challenge.gpu_count}"], "time"
+            )
+        per_gpu = [
+            _judge_gpu(challenge, g, list(map(float, times)), policy, expected_gbs)
+            for g, times in enumerate(arrivals)
+        ]
         ok = all(result.ok for result in per_gpu)
-        return MemoryVerdict(ok, [r for result in per_gpu for r in result.reasons], None if ok else "time", per_gpu)
+        return MemoryVerdict(
+            ok, [r for result in per_gpu for r in result.reasons], None if ok else "time", per_gpu
+        )
     except Exception as exc:  # the verdict boundary
         log.warning("memory timing failed on malformed input: %s", exc, exc_info=True)
         return MemoryVerdict(False, [f"malformed timing input: {type(exc).__name__}: {exc}"], "time")

@@ -67,9 +67,17 @@ def credited_gpus(
         return Credit(0, 0, 0.0, 0)
     together = _positive(together_tflops, "together_tflops")
     alone = sorted(_positive(alone_tflops, "alone_tflops"))
-    reference = alone[len(alone) // 2] if len(alone) % 2 else (alone[len(alone) // 2 - 1] + alone[len(alone) // 2]) / 2
+    if len(together) != claimed:
+        raise ScalingError(f"{len(together)} together figures for {claimed} claimed GPUs")
+    reference = (
+        alone[len(alone) // 2]
+        if len(alone) % 2
+        else (alone[len(alone) // 2 - 1] + alone[len(alone) // 2]) / 2
+    )
     ok = sum(1 for v in verified if v)
-    delivered = sum(t for t, v in zip(together, verified) if v) / reference if reference > 0 else 0.0
+    delivered = (
+        sum(t for t, v in zip(together, verified, strict=True) if v) / reference if reference > 0 else 0.0
+    )
     credited = min(ok, claimed, math.floor(delivered / min_efficiency + 1e-9))
     return Credit(claimed, ok, delivered, max(0, credited))
 

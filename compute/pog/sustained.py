@@ -46,7 +46,10 @@ class SustainedPlan:
         if not 0 <= index < self.segments:
             raise SustainedError(f"segment {index} out of range 0..{self.segments - 1}")
         digest = hashlib.blake2b(
-            DERIVE_TAG + bytes.fromhex(self.base.key) + bytes.fromhex(self.base.challenge_id) + index.to_bytes(4, "little"),
+            DERIVE_TAG
+            + bytes.fromhex(self.base.key)
+            + bytes.fromhex(self.base.challenge_id)
+            + index.to_bytes(4, "little"),
             digest_size=32,
         ).digest()
         return self.base.model_copy(update={"challenge_id": digest[:16].hex(), "key": digest[16:].hex()})
@@ -103,7 +106,7 @@ def analyse_series(
     times = [float(sent_at), *map(float, arrivals)]
     if len(arrivals) < 2 or any(not math.isfinite(t) for t in times):
         raise SustainedError("need at least 2 finite segment arrivals")
-    durations = [b - a for a, b in zip(times, times[1:])]
+    durations = [b - a for a, b in zip(times[:-1], times[1:], strict=True)]
     if any(d <= 0 for d in durations):
         raise SustainedError("segment arrivals must be strictly increasing after the request")
     tflops = tuple(flops_per_segment / d / 1e12 for d in durations)

@@ -115,7 +115,10 @@ def _ratio(measured: float, expected: float, cap: float) -> float:
 def gpu_value(gpu: GpuEvidence, config: HolisticConfig) -> float:
     part = config.gpu
     memory = _ratio(gpu.gbs, gpu.expected_gbs, part.ratio_cap) if gpu.memory_proven else 0.0
-    return _num(gpu.weight) * (part.throughput_share * _ratio(gpu.tflops, gpu.expected_tflops, part.ratio_cap) + part.memory_share * memory)
+    return _num(gpu.weight) * (
+        part.throughput_share * _ratio(gpu.tflops, gpu.expected_tflops, part.ratio_cap)
+        + part.memory_share * memory
+    )
 
 
 def host_factor(host: HostEvidence, config: HolisticConfig) -> float:

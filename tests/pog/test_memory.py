@@ -48,7 +48,9 @@ def run_round(engine: MemoryEngine, challenge, policy, rng_seed: int = 3):
             arrivals[line["gpu"]].append(time.perf_counter())
 
     commitment = MemoryCommitment.model_validate(engine.commit(challenge.model_dump(), emit))
-    request = choose_memory_openings(challenge, passes_per_gpu=challenge.passes, rng=np.random.default_rng(rng_seed))
+    request = choose_memory_openings(
+        challenge, passes_per_gpu=challenge.passes, rng=np.random.default_rng(rng_seed)
+    )
     opening = MemoryOpening.model_validate(engine.open(request.model_dump()))
     maths = verify_memory(challenge, commitment, request, opening, rng=np.random.default_rng(rng_seed))
     timing = judge_memory_timing(challenge, arrivals, policy)
@@ -142,7 +144,9 @@ def test_prover_storing_a_in_fp16_is_caught_by_mathematics(policy) -> None:
 def test_torch_generator_is_bit_identical_to_numpy() -> None:
     rows, cols = index_values(11, 5, 7), index_values(12, 0, 300)
     expected = expensive_block_np(rows, cols, 9)
-    got = expensive_block_torch(torch.from_numpy(rows.view(np.int64)), torch.from_numpy(cols.view(np.int64)), 9)
+    got = expensive_block_torch(
+        torch.from_numpy(rows.view(np.int64)), torch.from_numpy(cols.view(np.int64)), 9
+    )
     assert np.array_equal(expected, got.numpy())
     assert expected.min() >= -1.0 and expected.max() < 1.0 and abs(float(expected.std()) - 0.577) < 0.05
 
@@ -169,7 +173,9 @@ def test_malformed_inputs_never_raise(policy) -> None:
 
 def test_streaming_from_host_is_caught_by_bandwidth_floor() -> None:
     challenge = _challenge(n=4096, passes=3)  # 64 MiB of A
-    slow = judge_memory_timing(challenge, [[0.0, 0.01, 0.02]], MemoryPolicy(max_regen_rate=1e9, host_stream_gbs=64.0))
+    slow = judge_memory_timing(
+        challenge, [[0.0, 0.01, 0.02]], MemoryPolicy(max_regen_rate=1e9, host_stream_gbs=64.0)
+    )
     assert not slow.ok and "streaming A from host memory" in slow.reasons[0]  # 6.7 GB/s
 
 

@@ -31,7 +31,11 @@ def worker(tmp_path: Path):
     script.write_text(worker_script()[0])
     proc = subprocess.Popen(
         [sys.executable, "-I", "-u", str(script), "--device", "cpu"],
-        cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
     def send(message: dict) -> None:
@@ -50,7 +54,9 @@ def worker(tmp_path: Path):
 
 def test_memory_round_through_the_worker(worker) -> None:
     send, read = worker
-    challenge = plan_memory(1.0, 100.0, passes=4, rng=np.random.default_rng(2)).model_copy(update={"n": 256, "hash_rounds": 4})
+    challenge = plan_memory(1.0, 100.0, passes=4, rng=np.random.default_rng(2)).model_copy(
+        update={"n": 256, "hash_rounds": 4}
+    )
     send({"op": "memory_commit", "challenge": challenge.model_dump()})
     arrivals, ops = [[]], []
     while True:

@@ -9,7 +9,11 @@ from compute.pog.scaling import ScalingError, credited_gpus, history_after, scal
 
 @pytest.mark.parametrize(
     ("together", "alone", "expected"),
-    [([100, 100], [100, 100], 1.0), ([90, 90, 90, 90], [100, 100, 100, 100], 0.9), ([50, 50], [100, 100], 0.5)],
+    [
+        ([100, 100], [100, 100], 1.0),
+        ([90, 90, 90, 90], [100, 100, 100, 100], 0.9),
+        ([50, 50], [100, 100], 0.5),
+    ],
 )
 def test_scaling_efficiency(together, alone, expected) -> None:
     assert scaling_efficiency(together, alone) == pytest.approx(expected)

@@ -10,11 +10,19 @@ import pytest
 from compute.pog import Commitment, Opening, choose_openings, verify
 from compute.pog.depth_engine import SustainedRunner
 from compute.pog.engine import EngineError, ProverEngine
-from compute.pog.sustained import SustainedError, analyse_series, choose_segments, plan_sustained, sustained_factor
+from compute.pog.sustained import (
+    SustainedError,
+    analyse_series,
+    choose_segments,
+    plan_sustained,
+    sustained_factor,
+)
 
 
 def _plan(segments_s: float = 4.0):
-    plan = plan_sustained(1e-4, "fp32", duration_s=segments_s, segment_s=1.0, m=32, rng=np.random.default_rng(5))
+    plan = plan_sustained(
+        1e-4, "fp32", duration_s=segments_s, segment_s=1.0, m=32, rng=np.random.default_rng(5)
+    )
     return plan
 
 
@@ -32,7 +40,9 @@ def test_back_to_back_segments_verify_and_series_is_flat() -> None:
     runner = SustainedRunner(ProverEngine("cpu", threads=1))
     lines: list[tuple[float, dict]] = []
     sent = time.perf_counter()
-    result = runner.run([c.model_dump() for c in plan.challenges()], lambda line: lines.append((time.perf_counter(), line)))
+    result = runner.run(
+        [c.model_dump() for c in plan.challenges()], lambda line: lines.append((time.perf_counter(), line))
+    )
     assert result == {"segments": 4} and [line["index"] for _, line in lines] == [0, 1, 2, 3]
     for index in choose_segments(plan, 2, rng=np.random.default_rng(1)):
         challenge = plan.segment(index)
@@ -53,7 +63,12 @@ def test_a_segment_answered_with_another_segments_output_fails() -> None:
     request = choose_openings(challenge, rng=np.random.default_rng(0))
     forged = runner.open(0, request.model_dump() | {"challenge_id": plan.segment(0).challenge_id})
     forged["challenge_id"] = challenge.challenge_id
-    verdict = verify(challenge, Commitment.model_validate(lines[0]["commitment"] | {"challenge_id": challenge.challenge_id}), request, Opening.model_validate(forged))
+    verdict = verify(
+        challenge,
+        Commitment.model_validate(lines[0]["commitment"] | {"challenge_id": challenge.challenge_id}),
+        request,
+        Opening.model_validate(forged),
+    )
     assert not verdict.ok
 
 
@@ -81,7 +96,9 @@ def test_bad_series_and_oversized_runs_are_refused() -> None:
     assert sustained_factor(float("nan")) == 0.0
     plan = _plan()
     with pytest.raises(EngineError, match="limit"):
-        SustainedRunner(ProverEngine("cpu", threads=1), max_bytes=100).run([c.model_dump() for c in plan.challenges()])
+        SustainedRunner(ProverEngine("cpu", threads=1), max_bytes=100).run(
+            [c.model_dump() for c in plan.challenges()]
+        )
 
 
 def test_plan_sizes_segments_from_expected_throughput() -> None:

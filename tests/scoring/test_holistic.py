@@ -24,12 +24,30 @@ NO_HOST = HostEvidence()
         ([], HostEvidence(64, 20, 512, 1000), True, 1.0, 0.0),  # no verified GPU: host alone scores 0
         ([GpuEvidence(tflops=670, memory_proven=True, gbs=3350, **H100)], NO_HOST, False, 1.0, 3.3),
         ([GpuEvidence(tflops=670, memory_proven=False, gbs=3350, **H100)], NO_HOST, False, 1.0, 3.3 * 0.7),
-        ([GpuEvidence(tflops=10_000, memory_proven=True, gbs=1e6, **H100)], NO_HOST, False, 1.0, 3.3 * 1.1),  # capped
+        (
+            [GpuEvidence(tflops=10_000, memory_proven=True, gbs=1e6, **H100)],
+            NO_HOST,
+            False,
+            1.0,
+            3.3 * 1.1,
+        ),  # capped
         ([GpuEvidence(tflops=670, memory_proven=True, gbs=3350, **H100)], NO_HOST, True, 1.0, 3.3 * 1.1),
         ([GpuEvidence(tflops=670, memory_proven=True, gbs=3350, **H100)], NO_HOST, False, 0.5, 3.3 * 0.5),
-        ([GpuEvidence(tflops=670, memory_proven=True, gbs=3350, **H100)], HostEvidence(64, 20, 512, 1000), False, 1.0, 3.3 * 1.15),
+        (
+            [GpuEvidence(tflops=670, memory_proven=True, gbs=3350, **H100)],
+            HostEvidence(64, 20, 512, 1000),
+            False,
+            1.0,
+            3.3 * 1.15,
+        ),
         ([GpuEvidence(tflops=float("nan"), memory_proven=True, gbs=-5, **H100)], NO_HOST, False, 1.0, 0.0),
-        ([GpuEvidence(tflops=670, memory_proven=True, gbs=3350, **H100)] * 10, NO_HOST, False, 1.0, 3.3 * 8),  # cap 8
+        (
+            [GpuEvidence(tflops=670, memory_proven=True, gbs=3350, **H100)] * 10,
+            NO_HOST,
+            False,
+            1.0,
+            3.3 * 8,
+        ),  # cap 8
     ],
 )
 def test_holistic_score_table(gpus, host, rented, sustained, expected) -> None:
@@ -39,7 +57,9 @@ def test_holistic_score_table(gpus, host, rented, sustained, expected) -> None:
 def test_documented_worked_example() -> None:
     measured = GpuEvidence(tflops=640, memory_proven=True, gbs=2900, **H100)
     unproven = GpuEvidence(tflops=600, memory_proven=False, **H100)
-    score = holistic_score([measured, measured, unproven], HostEvidence(32, 12, 256, 2000), True, 0.95, load_holistic_config())
+    score = holistic_score(
+        [measured, measured, unproven], HostEvidence(32, 12, 256, 2000), True, 0.95, load_holistic_config()
+    )
     assert score.per_gpu == pytest.approx((3.0636, 3.0636, 2.0687), abs=1e-4)
     assert score.gpu_part == pytest.approx(7.7860, abs=1e-4)
     assert score.host_factor == pytest.approx(1.098)
