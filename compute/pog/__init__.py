@@ -9,8 +9,31 @@ from __future__ import annotations
 
 from .challenge import choose_openings, new_challenge
 from .engine import EngineError
+from .host_probe import ProbeCheck, check_probe
 from .identify import GpuTable, Identification, identify, load_gpu_table
+from .memory import (
+    MemoryChallenge,
+    MemoryCommitment,
+    MemoryOpening,
+    MemoryOpenRequest,
+    MemoryPolicy,
+    MemoryVerdict,
+    choose_memory_openings,
+    judge_memory_timing,
+    memory_hint_gb,
+    plan_memory,
+    verify_memory,
+)
 from .prover import Prover, ProverError
+from .scaling import Credit, credited_gpus, history_after, scaling_efficiency, uuid_change
+from .sustained import (
+    SustainedPlan,
+    SustainedReport,
+    analyse_series,
+    choose_segments,
+    plan_sustained,
+    sustained_factor,
+)
 from .verifier import GpuVerdict, Verdict, tolerance, verify
 from .wire import (
     B64Array,
@@ -32,27 +55,51 @@ __all__ = [
     "B64Array",
     "Challenge",
     "Commitment",
+    "Credit",
     "EngineError",
     "GpuOpening",
     "GpuTable",
     "GpuTimings",
     "GpuVerdict",
     "Identification",
+    "MemoryChallenge",
+    "MemoryCommitment",
+    "MemoryOpenRequest",
+    "MemoryOpening",
+    "MemoryPolicy",
+    "MemoryVerdict",
     "Opening",
     "OpeningRequest",
     "Precision",
+    "ProbeCheck",
     "Prover",
     "ProverError",
     "RowProof",
+    "SustainedPlan",
+    "SustainedReport",
     "Timings",
     "Verdict",
     "WireError",
+    "analyse_series",
+    "check_probe",
+    "choose_memory_openings",
     "choose_openings",
+    "choose_segments",
+    "credited_gpus",
+    "history_after",
     "identify",
+    "judge_memory_timing",
     "load_gpu_table",
+    "memory_hint_gb",
     "new_challenge",
     "parse_message",
+    "plan_memory",
+    "plan_sustained",
+    "scaling_efficiency",
+    "sustained_factor",
     "tolerance",
+    "uuid_change",
     "verify",
+    "verify_memory",
     "worker_script",
 ]
