@@ -11,7 +11,7 @@ from pathlib import Path
 def _bench(args: argparse.Namespace) -> int:
     from .bench import run_bench
 
-    result = run_bench(args.device, args.precision, args.m, args.n, args.p, args.verify_n)
+    result = run_bench(args.device, args.precision, args.m, args.n, args.p, args.verify_n, args.repeat)
     if args.json:
         sys.stdout.write(json.dumps(result.as_dict()) + "\n")
         return 0
@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--n", type=int, default=4096)
     bench.add_argument("--p", type=int, default=4096)
     bench.add_argument("--verify-n", type=int, default=None, help="also time verification at this inner size")
+    bench.add_argument("--repeat", type=int, default=3, help="interleaved GEMM/commit runs; best of each (3)")
     bench.add_argument("--json", action="store_true", help="one JSON object instead of a table")
     worker = sub.add_parser("worker", help="print or write the worker script, or run it here")
     worker.add_argument("--output", help="write the script to this path and print its sha256")
