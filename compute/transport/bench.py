@@ -56,6 +56,8 @@ class ModeResult:
     p50_ms: float
     p95_ms: float
     requests_per_s: float
+    server_cpu_ms: float  # server process CPU per request during the throughput rounds
+    client_cpu_ms: float  # this process's CPU per request (sign, send, verify, parse)
     errors: int
 
 
@@ -91,7 +93,8 @@ def _server_main(conn: Any) -> None:
     signed = serve_in_thread(_build_app(auth=True))
     plain = serve_in_thread(_build_app(auth=False))
     conn.send({"signed": signed.port, "plain": plain.port})
-    conn.recv()
+    while conn.recv() == "cpu":
+        conn.send(time.process_time())
     signed.stop()
     plain.stop()
 
@@ -106,6 +109,11 @@ async def _latencies(clients: dict[str, Any], ports: dict[str, int], miner: str,
             if i >= 20:  # warm-up
                 out[mode].append((time.perf_counter() - started) * 1e3)
     return out
+
+
+def _server_cpu(conn: Any) -> float:
+    conn.send("cpu")
+    return float(conn.recv())
 
 
 async def _throughput(client: Any, port: int, miner: str, total: int, concurrency: int) -> tuple[float, int]:
@@ -126,7 +134,9 @@ async def _throughput(client: Any, port: int, miner: str, total: int, concurrenc
     return total / elapsed, ok.count(False)
 
 
-async def _measure(ports: dict[str, int], sequential: int, total: int, concurrency: int) -> list[ModeResult]:
+async def _measure(
+    conn: Any, ports: dict[str, int], sequential: int, total: int, concurrency: int
+) -> list[ModeResult]:
     from bittensor.sp_core import Keypair
 
     from .auth import KeyWallet
@@ -135,17 +145,21 @@ async def _measure(ports: dict[str, int], sequential: int, total: int, concurren
     miner = Keypair.create_from_uri(MINER_URI).ss58_address
     wallet = KeyWallet(Keypair.create_from_uri(VALIDATOR_URI))
     clients = {
-        "signed": MinerClient(wallet, max_concurrency=concurrency, per_peer_concurrency=concurrency),
-        "plain": MinerClient(wallet, max_concurrency=concurrency, per_peer_concurrency=concurrency,
-                             insecure_no_auth=True),
+        "signed": MinerClient(wallet, max_concurrency=concurrency),
+        "plain": MinerClient(wallet, max_concurrency=concurrency, insecure_no_auth=True),
     }
     try:
         lat = await _latencies(clients, ports, miner, sequential)
         rps: dict[str, list[float]] = {m: [] for m in clients}
         errors = dict.fromkeys(clients, 0)
+        server_cpu = dict.fromkeys(clients, 0.0)
+        client_cpu = dict.fromkeys(clients, 0.0)
         for _ in range(2):
             for mode, client in clients.items():
+                s0, c0 = _server_cpu(conn), time.process_time()
                 rate, failed = await _throughput(client, ports[mode], miner, total, concurrency)
+                server_cpu[mode] += _server_cpu(conn) - s0
+                client_cpu[mode] += time.process_time() - c0
                 rps[mode].append(rate)
                 errors[mode] += failed
     finally:
@@ -157,13 +171,15 @@ async def _measure(ports: dict[str, int], sequential: int, total: int, concurren
             p50_ms=round(statistics.median(lat[mode]), 3),
             p95_ms=round(statistics.quantiles(lat[mode], n=20)[18], 3),
             requests_per_s=round(max(rps[mode]), 1),
+            server_cpu_ms=round(server_cpu[mode] / (2 * total) * 1e3, 3),
+            client_cpu_ms=round(client_cpu[mode] / (2 * total) * 1e3, 3),
             errors=errors[mode],
         )
         for mode in ("plain", "signed")
     ]
 
 
-def run(sequential: int = 300, total: int = 2000, concurrency: int = 16) -> dict[str, Any]:
+def run(sequential: int = 300, total: int = 2000, concurrency: int = 8) -> dict[str, Any]:
     """Run the benchmark and return the figures as a dict (what ``--json`` prints)."""
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
@@ -173,7 +189,7 @@ def run(sequential: int = 300, total: int = 2000, concurrency: int = 16) -> dict
         if not parent.poll(60):
             raise RuntimeError("benchmark server did not start within 60 s")
         ports = parent.recv()
-        results = asyncio.run(_measure(ports, sequential, total, concurrency))
+        results = asyncio.run(_measure(parent, ports, sequential, total, concurrency))
     finally:
         parent.send("stop")
         proc.join(15)
@@ -183,6 +199,8 @@ def run(sequential: int = 300, total: int = 2000, concurrency: int = 16) -> dict
     return {
         "results": [asdict(r) for r in results],
         "p50_ratio": round(signed.p50_ms / plain.p50_ms, 3),
+        # what one server core could sustain if the load generator were elsewhere
+        "signed_server_capacity_rps": round(1e3 / signed.server_cpu_ms) if signed.server_cpu_ms else None,
         "targets": {"p50_ratio_max": 1.5, "signed_rps_min": 500},
         "sequential": sequential, "total": total, "concurrency": concurrency,
         "cpus": os.cpu_count(), "loadavg_1m": round(os.getloadavg()[0], 2),
@@ -194,14 +212,19 @@ def _print_table(report: dict[str, Any]) -> None:
     from rich.table import Table
 
     table = Table(title=f"compute.transport: signed vs unsigned (concurrency {report['concurrency']})")
-    for column in ("mode", "p50 ms", "p95 ms", "requests/s", "errors"):
+    columns = ("mode", "p50 ms", "p95 ms", "requests/s", "server CPU ms/req", "client CPU ms/req", "errors")
+    for column in columns:
         table.add_column(column, justify="right" if column != "mode" else "left")
     for r in report["results"]:
-        table.add_row(r["mode"], f"{r['p50_ms']:.2f}", f"{r['p95_ms']:.2f}", f"{r['requests_per_s']:.0f}", str(r["errors"]))
+        table.add_row(
+            r["mode"], f"{r['p50_ms']:.2f}", f"{r['p95_ms']:.2f}", f"{r['requests_per_s']:.0f}",
+            f"{r['server_cpu_ms']:.3f}", f"{r['client_cpu_ms']:.3f}", str(r["errors"]),
+        )
     console = Console()
     console.print(table)
     console.print(
-        f"signed/plain p50 = {report['p50_ratio']:.2f} (target <= 1.5); "
+        f"signed/plain p50 = {report['p50_ratio']:.2f} (target <= 1.5); signed server capacity "
+        f"~{report['signed_server_capacity_rps']} req/s per core; "
         f"cpus={report['cpus']} load(1m)={report['loadavg_1m']}"
     )
 
@@ -210,7 +233,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m compute bench-transport", description=__doc__.split("\n")[0])
     parser.add_argument("--sequential", type=int, default=300, help="round trips per mode for latency")
     parser.add_argument("--total", type=int, default=2000, help="requests per throughput round")
-    parser.add_argument("--concurrency", type=int, default=16, help="requests in flight during throughput rounds")
+    parser.add_argument("--concurrency", type=int, default=8, help="requests in flight during throughput rounds")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
     if min(args.sequential, args.total, args.concurrency) < 1:

@@ -100,7 +100,7 @@ class MinerClient:
         timeout: float = 30.0,
         max_concurrency: int = 64,
         *,
-        per_peer_concurrency: int = 8,
+        per_peer_concurrency: int = 4,
         max_response_bytes: int = 16 << 20,
         transport: httpx.AsyncBaseTransport | None = None,
         insecure_no_auth: bool = False,

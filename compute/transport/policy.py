@@ -75,6 +75,7 @@ class AccessPolicy:
         allow_coldkeys: Iterable[str] = (),
         deny_coldkeys: Iterable[str] = (),
         refresh_s: float = 300.0,
+        refresh_timeout_s: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._provider = metagraph
@@ -85,6 +86,7 @@ class AccessPolicy:
         self.allow_coldkeys = frozenset(allow_coldkeys)
         self.deny_coldkeys = frozenset(deny_coldkeys)
         self.refresh_s = refresh_s
+        self.refresh_timeout_s = refresh_timeout_s
         self._clock = clock
         self._view: _View | None = None
         self.failures = 0
@@ -110,7 +112,7 @@ class AccessPolicy:
     async def refresh(self) -> bool:
         """Reload in a worker thread; on failure keep the last good snapshot. Returns success."""
         try:
-            snapshot = await asyncio.to_thread(self._provider)
+            snapshot = await asyncio.wait_for(asyncio.to_thread(self._provider), self.refresh_timeout_s)
             view = await asyncio.to_thread(_index, snapshot, self._clock())
         except Exception:
             self.failures += 1

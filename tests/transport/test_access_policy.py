@@ -133,3 +133,32 @@ async def test_background_loop_picks_up_new_registrations(cast):
     policy.check(cast["minnow"].ss58)
     stop.set()
     await asyncio.wait_for(task, 2)
+
+
+async def test_miner_without_any_metagraph_answers_503_not_403(cast, start):
+    def chain_down():
+        raise ConnectionError("chain endpoint down")
+
+    miner = cast["miner"]
+    endpoint = start(build_server(miner, AccessPolicy(chain_down, refresh_s=60)))
+    async with MinerClient(cast["validator"]) as client:
+        with pytest.raises(Rejected) as exc:
+            await client.request(endpoint, miner.ss58, "/echo", EchoRequest(text="x"), EchoResponse)
+    assert (exc.value.status, exc.value.code) == (503, "busy")
+    assert "metagraph not loaded" in exc.value.reason
+
+
+async def test_hung_chain_read_times_out_and_keeps_serving(cast):
+    import threading
+
+    release = threading.Event()
+
+    def hung():
+        release.wait(5)
+        return chain_of(cast)
+
+    policy = AccessPolicy(hung, refresh_timeout_s=0.1)
+    started = asyncio.get_running_loop().time()
+    assert await policy.refresh() is False
+    assert asyncio.get_running_loop().time() - started < 1.0
+    release.set()
