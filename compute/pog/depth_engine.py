@@ -61,6 +61,7 @@ MAX_PASSES = 256
 MAX_HASH_ROUNDS = 1024
 MAX_SEGMENTS = 1024
 NONLINEAR_GAIN = 3.0
+_PIECE = 1 << 15  # elements per in-cache piece of the expensive generator
 
 
 def round_constant(k: int) -> int:
@@ -69,22 +70,29 @@ def round_constant(k: int) -> int:
 
 
 def expensive_block_np(row_vals: np.ndarray, col_vals: np.ndarray, rounds: int) -> np.ndarray:
-    """Float32 block of A: ``rounds`` finaliser rounds on ``row + col``, top 24 bits -> [-1, 1)."""
-    z = np.add(row_vals[:, None], col_vals[None, :])
-    tmp = np.empty_like(z)
+    """Float32 block of A: ``rounds`` finaliser rounds on ``row + col``, top 24 bits -> [-1, 1).
+
+    Works through the block in pieces of ``_PIECE`` elements so the uint64 temporaries stay in the
+    cache across all rounds (several times faster than whole-block passes)."""
+    z_all = np.add(row_vals[:, None], col_vals[None, :]).reshape(-1)
+    tmp_all = np.empty(min(_PIECE, z_all.size), dtype=np.uint64)
+    constants = [np.uint64(round_constant(k)) for k in range(rounds)]
     with np.errstate(over="ignore"):
-        for k in range(rounds):
-            z += np.uint64(round_constant(k))
-            np.right_shift(z, _U30, out=tmp)
-            z ^= tmp
-            z *= _UMIX1
-            np.right_shift(z, _U27, out=tmp)
-            z ^= tmp
-            z *= _UMIX2
-            np.right_shift(z, _U31, out=tmp)
-            z ^= tmp
-    z >>= np.uint64(64 - MEM_BITS)
-    out = z.view(np.int64).astype(np.float32)
+        for start in range(0, z_all.size, _PIECE):
+            z = z_all[start : start + _PIECE]
+            tmp = tmp_all[: z.size]
+            for constant in constants:
+                z += constant
+                np.right_shift(z, _U30, out=tmp)
+                z ^= tmp
+                z *= _UMIX1
+                np.right_shift(z, _U27, out=tmp)
+                z ^= tmp
+                z *= _UMIX2
+                np.right_shift(z, _U31, out=tmp)
+                z ^= tmp
+    z_all >>= np.uint64(64 - MEM_BITS)
+    out = z_all.view(np.int64).astype(np.float32).reshape(len(row_vals), len(col_vals))
     out *= np.float32(2.0 ** -(MEM_BITS - 1))
     out -= np.float32(1.0)
     return out
