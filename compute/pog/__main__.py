@@ -8,7 +8,32 @@ import sys
 from pathlib import Path
 
 
+def _depth(args: argparse.Namespace) -> int:
+    """``--suite memory|sustained|scaling|host|depth``: figures of the in-depth proofs."""
+    from .depth_bench import SUITES, run_depth_suite
+
+    device = "cuda" if args.device == "cuda" else "cpu"
+    names = SUITES if args.suite == "depth" else (args.suite,)
+    results = {name: run_depth_suite(name, device) for name in names}
+    if args.json:
+        sys.stdout.write(json.dumps(results, default=str) + "\n")
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    for name, figures in results.items():
+        table = Table(title=f"Proof-of-GPU {name} suite ({device})")
+        table.add_column("metric")
+        table.add_column("value", justify="right")
+        for key, value in figures.items():
+            table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
+        Console().print(table)
+    return 0
+
+
 def _bench(args: argparse.Namespace) -> int:
+    if args.suite != "gemm":
+        return _depth(args)
     from .bench import run_bench
 
     result = run_bench(args.device, args.precision, args.m, args.n, args.p, args.verify_n, args.repeat)
@@ -54,6 +79,12 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--verify-n", type=int, default=None, help="also time verification at this inner size")
     bench.add_argument("--repeat", type=int, default=3, help="interleaved GEMM/commit runs; best of each (3)")
     bench.add_argument("--json", action="store_true", help="one JSON object instead of a table")
+    bench.add_argument(
+        "--suite",
+        choices=("gemm", "memory", "sustained", "scaling", "host", "depth"),
+        default="gemm",
+        help="gemm (default), one in-depth suite, or depth = all four",
+    )
     worker = sub.add_parser("worker", help="print or write the worker script, or run it here")
     worker.add_argument("--output", help="write the script to this path and print its sha256")
     worker.add_argument("--run", action="store_true", help="serve JSON lines on stdin/stdout")
