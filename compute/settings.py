@@ -199,7 +199,7 @@ class MinerSettings(BaseModel):
     backend: Literal["docker", "embedded"] = "docker"
     ssh_port_range: tuple[int, int] = (40000, 40999)
     ssh_host: str | None = None
-    base_image: str = "compute-base:latest"
+    base_image: str = "compute-base:cuda"
     max_cpu: int | None = Field(None, ge=1, le=1024)
     max_memory_gb: float | None = Field(None, gt=0, le=16384)
     max_disk_gb: float | None = Field(None, gt=0, le=1_000_000)
@@ -254,7 +254,7 @@ def add_miner_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     group.add_argument("--miner.backend", help="rental backend: docker|embedded (default docker)")
     group.add_argument("--miner.ssh_port_range", help="host ports for lease SSH/extra ports (default 40000-40999)")
     group.add_argument("--miner.ssh_host", help="host name/ip renters use for SSH (default: external ip)")
-    group.add_argument("--miner.base_image", help="docker image of rental containers (default compute-base:latest)")
+    group.add_argument("--miner.base_image", help="docker image of rental containers (default compute-base:cuda)")
     group.add_argument("--miner.max_cpu", type=int, help="most CPUs one lease may ask for")
     group.add_argument("--miner.max_memory_gb", type=float, help="most memory (GB) one lease may ask for")
     group.add_argument("--miner.max_disk_gb", type=float, help="most disk (GB) one lease may ask for")
