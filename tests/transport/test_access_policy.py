@@ -162,3 +162,31 @@ async def test_hung_chain_read_times_out_and_keeps_serving(cast):
     assert await policy.refresh() is False
     assert asyncio.get_running_loop().time() - started < 1.0
     release.set()
+
+
+async def test_saturated_miner_serves_higher_stake_caller_first(cast, start):
+    from compute.transport import ServerLimits, SignedServer
+
+    miner, whale, minnow = cast["miner"], cast["validator"], cast["minnow"]
+    policy = AccessPolicy(lambda: chain_of(cast), require_permit=False)
+    server = SignedServer(miner, policy, ServerLimits(max_concurrency=1, queue_timeout_s=5, rate_per_s=100, burst=100))
+    served: list[str] = []
+
+    @server.route("/work", EchoRequest, EchoResponse)
+    async def work(req, caller):
+        served.append(req.text)
+        await asyncio.sleep(0.4 if req.text == "hold" else 0.01)
+        return EchoResponse(text=req.text, caller=caller.hotkey_ss58)
+
+    endpoint = start(server)
+    async with MinerClient(whale) as big, MinerClient(minnow) as small:
+        def send(client, text):
+            return asyncio.create_task(client.request(endpoint, miner.ss58, "/work", EchoRequest(text=text), EchoResponse))
+
+        hold = send(big, "hold")
+        await asyncio.sleep(0.15)
+        low = send(small, "minnow")
+        await asyncio.sleep(0.1)
+        high = send(big, "whale")
+        await asyncio.gather(hold, low, high)
+    assert served == ["hold", "whale", "minnow"]
