@@ -83,7 +83,7 @@ def memory_suite(device: str = "cpu", n: int = 2048, passes: int = 8, rounds: in
 
 
 def sustained_suite(device: str = "cpu", segments: int = 8) -> dict:
-    plan = plan_sustained(0.05, "fp32", duration_s=segments * 0.25, segment_s=0.25, m=256)
+    plan = plan_sustained(0.05, "fp32", duration_s=segments * 0.25, segment_s=0.25, m=512)
     runner = SustainedRunner(ProverEngine(device))
     arrivals: list[float] = []
     lines: list[dict] = []
@@ -111,7 +111,7 @@ def sustained_suite(device: str = "cpu", segments: int = 8) -> dict:
     }
 
 
-def scaling_suite(device: str = "cpu", gpus: int = 2, m: int = 256, n: int = 4096) -> dict:
+def scaling_suite(device: str = "cpu", gpus: int = 2, m: int = 512, n: int = 8192) -> dict:
     engine = ProverEngine(device)
     flops = 2.0 * m * n * m
     together = new_challenge("fp32", m, n, m, gpus)
@@ -150,12 +150,15 @@ def host_suite(ram_mb: int = 256, disk_mb: int = 64) -> dict:
             started = time.perf_counter()
             result = run_probe(request)
             check = check_probe(request, result, time.perf_counter() - started)
-            figures[request["what"]] = {
-                "ok": check.ok,
-                "value": check.value,
-                "rate": check.rate,
-                "elapsed_s": time.perf_counter() - started,
-            }
+            what = request["what"]
+            figures[f"{what}_ok"] = check.ok
+            figures[f"{what}_s"] = time.perf_counter() - started
+            if what == "cpu":
+                figures.update(cpu_cores=check.value, cpu_sha256_gbs=check.rate)
+            else:
+                figures[f"{what}_gb"] = check.value
+                if what == "disk":
+                    figures["disk_write_mbs"] = check.rate
     return figures
 
 
