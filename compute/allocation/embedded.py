@@ -14,6 +14,12 @@ For development, CI and the local demo (no Docker, no GPU isolation). Each lease
 Extra ports are reserved from the same range and reported as ``{port: port}``: processes run on
 the host, so a lease binds its extra ports directly.
 
+The lease environment can be shaped by the operator (and by tests), only through the
+constructor — never from renter or validator data: ``path_prefix`` puts absolute directories
+ahead of the default ``PATH``; ``extra_env`` adds variables (e.g. ``PYTHONPATH``). The variables
+that identify the lease (``HOME``, ``LEASE_ID``, ``CUDA_VISIBLE_DEVICES``, ...) and ``PATH``
+itself cannot be overridden; a bad name or value raises ``ValueError`` at construction.
+
 What it deliberately does not do: isolate anything beyond that (processes run as the miner's
 user: limits are best effort), allocate a PTY, or forward ports/agents/X11. The miner wiring
 refuses this backend on the mainnet subnet unless forced.
@@ -25,11 +31,13 @@ import asyncio
 import json
 import logging
 import os
+import re
 import resource
 import shutil
 import signal
 import socket
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +50,12 @@ logger = logging.getLogger(__name__)
 
 USERNAME = "lease"
 _KILL_GRACE_S = 2.0
+_DEFAULT_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+# Set by the backend for every lease; extra_env may not replace them (PATH: use path_prefix).
+RESERVED_ENV = frozenset(
+    {"PATH", "HOME", "PWD", "USER", "LOGNAME", "SHELL", "LEASE_ID", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"}
+)
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass
@@ -94,6 +108,13 @@ class _LeaseServer(asyncssh.SSHServer):
 
 
 class EmbeddedBackend:
+    """In-process SSH rental backend (see the module docstring).
+
+    ``path_prefix``: absolute directories put first on every lease's ``PATH``, in order.
+    ``extra_env``: variables added to every lease's environment (not those in ``RESERVED_ENV``).
+    Both come from the miner's own configuration; nothing a caller sends reaches them.
+    """
+
     name = "embedded"
 
     def __init__(
@@ -103,12 +124,16 @@ class EmbeddedBackend:
         bind_host: str = "0.0.0.0",
         port_range: tuple[int, int] = (40000, 40999),
         enforce_memory: bool = True,
+        path_prefix: Sequence[str | os.PathLike[str]] = (),
+        extra_env: Mapping[str, str] | None = None,
     ) -> None:
         self.root = Path(data_dir) / "embedded"
         self.ssh_host = ssh_host
         self.bind_host = bind_host
         self.port_range = port_range
         self.enforce_memory = enforce_memory
+        self.path_prefix: tuple[str, ...] = tuple(_check_path_entry(entry) for entry in path_prefix)
+        self.extra_env: dict[str, str] = _check_extra_env(extra_env or {})
         self._leases: dict[str, _Lease] = {}
         self._lock = asyncio.Lock()
 
@@ -244,9 +269,10 @@ class EmbeddedBackend:
         )
 
     def _environment(self, state: _Lease) -> dict[str, str]:
-        python_dir = os.path.dirname(sys.executable)
+        path = (*self.path_prefix, os.path.dirname(sys.executable), *_DEFAULT_PATH)
         return {
-            "PATH": f"{python_dir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            **self.extra_env,
+            "PATH": ":".join(path),
             "HOME": str(state.home),
             "PWD": str(state.home),
             "USER": USERNAME,
@@ -312,6 +338,26 @@ async def _finish(proc: asyncio.subprocess.Process, process: asyncssh.SSHServerP
     return await proc.wait()
 
 
+def _check_path_entry(entry: str | os.PathLike[str]) -> str:
+    text = os.fspath(entry)
+    if not os.path.isabs(text) or ":" in text or "\0" in text:
+        raise ValueError(f"path_prefix entries must be absolute paths without ':' or NUL: {text!r}")
+    return text
+
+
+def _check_extra_env(extra_env: Mapping[str, str]) -> dict[str, str]:
+    checked: dict[str, str] = {}
+    for name, value in extra_env.items():
+        if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
+            raise ValueError(f"extra_env: {name!r} is not a valid variable name")
+        if name in RESERVED_ENV:
+            raise ValueError(f"extra_env: {name} is set by the backend for each lease and cannot be overridden")
+        if not isinstance(value, str) or "\0" in value:
+            raise ValueError(f"extra_env: the value of {name} must be a string without NUL")
+        checked[name] = value
+    return checked
+
+
 def _exit_status(code: int) -> int:
     return 128 - code if code < 0 else code  # killed by signal N -> 128+N, as shells report
 
@@ -344,4 +390,4 @@ def _port_free(host: str, port: int) -> bool:
     return True
 
 
-__all__ = ["USERNAME", "EmbeddedBackend"]
+__all__ = ["RESERVED_ENV", "USERNAME", "EmbeddedBackend"]

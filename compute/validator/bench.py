@@ -4,8 +4,9 @@ A child process hosts N miner apps (signed API + embedded backend) on one event 
 chain lists them; this process runs one real ``RoundLoop`` step over them and prints the wall time
 and the validator's CPU seconds per miner (``time.process_time`` of this process only: signing,
 HTTP, SSH, digest, verification, store; the miners' and workers' compute runs in other
-processes). Bench-only: the miners' lease environment hides torch so that N workers' imports do
-not dominate the wall time (the CPU prover then uses numpy; the validator's work is unchanged).
+processes). Bench-only: the miners' lease environment (the backend's ``extra_env``) hides torch
+so that N workers' imports do not dominate the wall time (the CPU prover then uses numpy; the
+validator's work is unchanged).
 """
 
 from __future__ import annotations
@@ -44,17 +45,14 @@ async def _serve_miners(count: int, root: Path) -> None:
     (stub / "torch").mkdir(parents=True, exist_ok=True)
     (stub / "torch" / "__init__.py").write_text("raise ImportError('torch hidden by the benchmark')\n")
 
-    class _Backend(EmbeddedBackend):
-        def _environment(self, state):  # noqa: ANN001, ANN202 - bench-only tweak, see module docstring
-            return {**super()._environment(state), "PYTHONPATH": str(stub)}
-
     specs = MachineSpecs(cpu_model="bench", cpu_cores=1, cpu_freq_mhz=0, ram_bytes=8 << 30, disk_total_bytes=1 << 40,
                          disk_free_bytes=1 << 39, gpus=[], backend="embedded", miner_version="bench")
     stop, tasks, listed = asyncio.Event(), [], []
     for i in range(count):
         keypair = Keypair.create_from_uri(f"//BenchMiner{i}")
         base = 46000 + i * 4
-        backend = _Backend(root / f"m{i}", bind_host="127.0.0.1", port_range=(base, base + 3))
+        backend = EmbeddedBackend(root / f"m{i}", bind_host="127.0.0.1", port_range=(base, base + 3),
+                                  extra_env={"PYTHONPATH": str(stub)})
         manager = AllocationManager(LeaseStore(root / f"m{i}" / "leases.db"), backend, [],
                                     ManagerLimits(max_cpu=2, max_memory_gb=4, max_disk_gb=10))
         app = build_miner_app(KeyWallet(keypair), None, manager, lambda: specs, ServerLimits(rate_per_s=1000, burst=1000))

@@ -163,3 +163,30 @@ def _alive(pid: int) -> bool:
         return False
     with open(f"/proc/{pid}/stat") as stat:  # a zombie is dead for our purpose
         return stat.read().split()[2] != "Z"
+
+
+async def test_operator_path_prefix_and_extra_env_shape_the_lease_environment(tmp_path, renter_key):
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    shaped = EmbeddedBackend(tmp_path, bind_host="127.0.0.1", port_range=PORTS, path_prefix=[tools],
+                             extra_env={"PYTHONPATH": "/opt/stub", "HF_HOME": "/cache"})
+    ep = await shaped.start(record("e" * 32, renter_key))
+    result = await ssh_run("127.0.0.1", ep.ssh_port, ep.host_key, renter_key, 'echo "$PATH|$PYTHONPATH|$HF_HOME"')
+    path, pythonpath, hf_home = result.stdout.strip().split("|")
+    assert path.split(":")[0] == str(tools) and "/usr/bin" in path.split(":")
+    assert (pythonpath, hf_home) == ("/opt/stub", "/cache")
+    await shaped.stop("e" * 32)
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"extra_env": {"HOME": "/root"}},
+    {"extra_env": {"LEASE_ID": "x"}},
+    {"extra_env": {"PATH": "/evil"}},
+    {"extra_env": {"BAD NAME": "x"}},
+    {"extra_env": {"OK": "nul\0byte"}},
+    {"path_prefix": ["relative/bin"]},
+    {"path_prefix": ["/a:/b"]},
+])
+def test_lease_environment_settings_that_would_break_a_lease_are_refused(tmp_path, kwargs):
+    with pytest.raises(ValueError):
+        EmbeddedBackend(tmp_path, **kwargs)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from validator_helpers import CheatingBackend, Miner, cheat_bin, port_block
+from validator_helpers import Miner, cheat_bin, port_block
 
 from compute.allocation import AllocationManager, EmbeddedBackend, LeaseStore, ManagerLimits
 from compute.chain import SimChainState
@@ -22,9 +22,8 @@ def start_miner(tmp_path: Path, make_wallet):
     def start(name: str, cheat: str | None = None, gpus: tuple[GpuSpec, ...] = (), policy=None) -> Miner:
         wallet = make_wallet(name)
         data = tmp_path / name
-        kwargs = dict(bind_host="127.0.0.1", port_range=port_block())
-        backend = (CheatingBackend(data, bin_dir=cheat_bin(tmp_path, cheat), **kwargs) if cheat
-                   else EmbeddedBackend(data, **kwargs))
+        path_prefix = [cheat_bin(tmp_path, cheat)] if cheat else []
+        backend = EmbeddedBackend(data, bind_host="127.0.0.1", port_range=port_block(), path_prefix=path_prefix)
         manager = AllocationManager(LeaseStore(data / "leases.db"), backend, list(gpus),
                                     ManagerLimits(max_cpu=2, max_memory_gb=4, max_disk_gb=10))
         specs = MachineSpecs(cpu_model="test cpu", cpu_cores=2, cpu_freq_mhz=0, ram_bytes=8 << 30,

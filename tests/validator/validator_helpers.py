@@ -2,8 +2,8 @@
 which run a cheating worker, a simulated chain, and the validator's client.
 
 A cheating miner is an ordinary miner whose lease environment puts a directory first on PATH in
-which ``python3`` is a wrapper that runs ``cheaters/cheat_worker.py MODE`` (the backend subclass
-below only prepends to the PATH the embedded backend builds).
+which ``python3`` is a wrapper that runs ``cheaters/cheat_worker.py MODE`` (through the embedded
+backend's public ``path_prefix`` argument, as an operator would shape the lease environment).
 """
 
 from __future__ import annotations
@@ -23,19 +23,6 @@ from compute.validator import RoundParams
 CHEAT_WORKER = Path(__file__).with_name("cheaters") / "cheat_worker.py"
 _PORTS = itertools.count()
 FAKE_GPU = GpuSpec(index=0, name="NVIDIA H100 80GB HBM3", memory_bytes=80 * 10**9, uuid="GPU-0")
-
-
-class CheatingBackend(EmbeddedBackend):
-    """The embedded backend with a directory prepended to the lease's PATH (test code only)."""
-
-    def __init__(self, *args, bin_dir: Path, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.bin_dir = bin_dir
-
-    def _environment(self, state):  # noqa: ANN001, ANN202
-        env = super()._environment(state)
-        env["PATH"] = f"{self.bin_dir}:{env['PATH']}"
-        return env
 
 
 def cheat_bin(root: Path, mode: str) -> Path:
