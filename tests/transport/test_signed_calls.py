@@ -240,3 +240,27 @@ async def test_unreachable_and_slow_peers_raise_typed_errors(keys, start):
             await client.request(endpoint, miner.ss58, "/slow", EchoRequest(text="x"), EchoResponse, timeout=0.3)
         with pytest.raises(PeerUnreachable):
             await client.request("127.0.0.1:1", miner.ss58, "/echo", EchoRequest(text="x"), EchoResponse)
+
+
+async def test_serve_runs_on_the_callers_loop_until_stop_event(keys):
+    import asyncio
+    import socket
+
+    from compute.transport import serve
+
+    miner, validator = keys("miner"), keys("validator")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(build_server(miner, None).app, "127.0.0.1", port, stop))
+    async with MinerClient(validator) as client:
+        for _ in range(100):
+            try:
+                resp = await client.request(f"127.0.0.1:{port}", miner.ss58, "/echo", EchoRequest(text="up"), EchoResponse)
+                break
+            except PeerUnreachable:
+                await asyncio.sleep(0.05)
+    assert resp.text == "up"
+    stop.set()
+    await asyncio.wait_for(task, 10)
