@@ -1,7 +1,11 @@
-"""Validator state store (SQLite, WAL): miners, PoG results, scores, rounds, weights log."""
+"""Validator state store (SQLite, WAL): miners, PoG results, scores, rounds, weights log.
+
+``verified_machines(path)`` reads the proved machines from another process, strictly read-only.
+"""
 
 from __future__ import annotations
 
+from compute.store.readonly import verified_machines
 from compute.store.records import PogResult, RoundRecord, ScoreRecord, ScoreUpdate, WeightsRecord
 from compute.store.store import (
     SCHEMA_VERSION,
@@ -22,4 +26,5 @@ __all__ = [
     "StoreError",
     "ValidatorStore",
     "WeightsRecord",
+    "verified_machines",
 ]

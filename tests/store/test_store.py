@@ -17,6 +17,7 @@ from compute.store import (
     StoreError,
     ValidatorStore,
     WeightsRecord,
+    verified_machines,
 )
 
 
@@ -122,3 +123,47 @@ def test_database_from_another_schema_is_refused(tmp_path: Path) -> None:
     con.close()
     with pytest.raises(SchemaMismatch):
         ValidatorStore(path)
+
+
+def test_verified_machines_reads_latest_passing_unrented_result_per_hotkey_while_store_is_open(
+    store: ValidatorStore,
+) -> None:
+    r1 = store.begin_round(block=1)
+    store.record_result(PogResult(r1.round_id, 1, "hkA", ok=True, sample=5.0, models=("A100",), gpu_count=1))
+    store.record_result(PogResult(r1.round_id, 2, "hkB", ok=True, sample=5.0, models=("H100",), gpu_count=1))
+    store.finish_round(r1.round_id, [])
+    r2 = store.begin_round(block=2)
+    store.record_result(PogResult(r2.round_id, 1, "hkA", ok=True, sample=7.0, models=("H100",) * 2, gpu_count=2))
+    store.record_result(PogResult(r2.round_id, 2, "hkB", ok=False, sample=0.0, reasons=("timeout",)))
+    store.record_result(PogResult(r2.round_id, 3, "hkC", ok=True, sample=1.0, rented=True))
+    writer = sqlite3.connect(store.path, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # a validator mid-write neither blocks nor is blocked by the reader
+    try:
+        machines = verified_machines(store.path)
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    assert {hk: (r.round_id, r.models) for hk, r in machines.items()} == {
+        "hkA": (r2.round_id, ("H100", "H100")),
+        "hkB": (r1.round_id, ("H100",)),
+    }
+
+
+def test_verified_machines_refuses_missing_foreign_and_other_schema_files(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="does not exist"):
+        verified_machines(tmp_path / "nope.db")
+    assert not (tmp_path / "nope.db").exists()
+    foreign = tmp_path / "foreign.db"
+    with sqlite3.connect(foreign) as con:
+        con.execute("CREATE TABLE t (x)")
+    con.close()
+    with pytest.raises(StoreError, match="cannot read"):
+        verified_machines(foreign)
+    other = tmp_path / "v.db"
+    ValidatorStore(other).close()
+    con = sqlite3.connect(other)
+    con.execute("UPDATE meta SET value='2' WHERE key='schema_version'")
+    con.commit()
+    con.close()
+    with pytest.raises(SchemaMismatch):
+        verified_machines(other)
