@@ -306,8 +306,9 @@ class EmbeddedBackend:
             return
         state.processes.add(proc)
         state.groups.add(proc.pid)
+        assert proc.stdin is not None
+        feeder = asyncio.ensure_future(_feed_stdin(process.stdin, proc.stdin))
         try:
-            await process.redirect(stdin=proc.stdin)
             finished = asyncio.ensure_future(_finish(proc, process))
             closed = asyncio.ensure_future(process.channel.wait_closed())
             done, _ = await asyncio.wait({finished, closed}, return_when=asyncio.FIRST_COMPLETED)
@@ -323,6 +324,31 @@ class EmbeddedBackend:
         finally:
             _kill_group(proc)  # the session is gone: its command goes too (background jobs stay)
             state.processes.discard(proc)
+            feeder.cancel()
+            await asyncio.gather(feeder, return_exceptions=True)
+
+
+async def _feed_stdin(source: asyncssh.SSHReader, target: asyncio.StreamWriter) -> None:
+    """Copy the channel's input to the child's stdin and close it at EOF.
+
+    Done here rather than with ``SSHServerProcess.redirect(stdin=...)``: asyncssh's redirect
+    registers a ``Queue.join()`` coroutine that only ``process.wait_closed()`` awaits, and a
+    session that ends otherwise leaves it un-awaited (a ``RuntimeWarning`` on every session).
+    """
+    try:
+        while True:
+            try:
+                chunk = await source.read(65536)
+            except (asyncssh.BreakReceived, asyncssh.SignalReceived, asyncssh.TerminalSizeChanged):
+                continue  # no PTY and no signal delivery on this backend: ignored
+            if not chunk:
+                break
+            target.write(chunk)
+            await target.drain()
+    except (OSError, asyncssh.Error):
+        pass  # the child closed its stdin or exited, or the channel went away
+    finally:
+        target.close()
 
 
 async def _finish(proc: asyncio.subprocess.Process, process: asyncssh.SSHServerProcess) -> int:
