@@ -108,6 +108,8 @@ class DockerBackend:
     async def start(self, lease: LeaseRecord) -> Endpoint:
         authorized_key = validate_public_key(lease.ssh_public_key)
         self._check_lease(lease)
+        if await self._resumed(lease.lease_id):
+            return await self.endpoint(lease.lease_id)
         host_key = generate_host_key()
         archive = lease_archive(
             host_key.private_openssh, host_key.public_line, authorized_key, sshd_config(self.sshd)
@@ -124,6 +126,28 @@ class DockerBackend:
         log.info("lease=%s container started ssh_port=%d ports=%s", lease.lease_id, ports[22], ports)
         extra = {cport: hport for cport, hport in ports.items() if cport != 22}
         return Endpoint(self.public_host, ports[22], USERNAME, host_key.public_line, extra)
+
+    async def _resumed(self, lease_id: str) -> bool:
+        """Start the lease's stopped container again (same files, host key and ports) if it has one.
+
+        A container that exited (``docker stop``, a crash) keeps its name, so a fresh create would
+        fail with "already exists" forever; one that cannot be resumed is removed and recreated.
+        """
+        try:
+            container = await asyncio.to_thread(self._get, lease_id)
+        except LeaseContainerNotFound:
+            return False
+        if container.status in _LIVE_STATUSES:
+            return False  # a live container: the create below refuses it ("already exists")
+        try:
+            await asyncio.to_thread(container.start)
+            await self._wait_ready(container.id, await asyncio.to_thread(self._ssh_port_of, container))
+        except (APIError, BackendError) as exc:
+            log.warning("lease=%s stopped container could not be resumed (%s); recreating it", lease_id, exc)
+            await self.stop(lease_id)
+            return False
+        log.info("lease=%s stopped container resumed", lease_id)
+        return True
 
     async def stop(self, lease_id: str) -> None:
         await asyncio.to_thread(self._remove, self._container_name(lease_id))
