@@ -232,8 +232,10 @@ async def test_docker_lease_through_miner_limits_ownership_expiry_and_release(
 async def test_docker_lease_survives_miner_kill_9_and_restart(miner, stranger, janitor):
     owner, key = miner.client, new_renter_key()
     await miner.start()
-    kept = (await owner.call(miner.endpoint, miner.hotkey, allocate(key))).lease
-    lapsing = (await owner.call(miner.endpoint, miner.hotkey, allocate(key))).lease
+    responses = await asyncio.gather(
+        *(owner.call(miner.endpoint, miner.hotkey, allocate(key)) for _ in range(3))
+    )
+    kept, lapsing, halted = (response.lease for response in responses)
     container_id = janitor.container(kept.lease_id).id
 
     miner.proc.kill()
@@ -244,6 +246,10 @@ async def test_docker_lease_survives_miner_kill_9_and_restart(miner, stranger, j
         await ssh_run(kept.ssh, key, "echo while the miner is dead")
     ).stdout == "while the miner is dead\n"
     miner.set_expiry(lapsing.lease_id, time.time() - 1)  # ran out while the miner was down
+    halted_id = janitor.container(halted.lease_id).id
+    await asyncio.to_thread(
+        janitor.container(halted.lease_id).stop, timeout=1
+    )  # exited while the miner was down
 
     await miner.start()
     after = (await owner.call(miner.endpoint, miner.hotkey, LeaseStatusRequest(lease_id=kept.lease_id))).lease
@@ -256,6 +262,15 @@ async def test_docker_lease_survives_miner_kill_9_and_restart(miner, stranger, j
         await owner.call(miner.endpoint, miner.hotkey, LeaseStatusRequest(lease_id=lapsing.lease_id))
     ).lease
     assert lapsed.state == "expired"
+    resumed = (
+        await owner.call(miner.endpoint, miner.hotkey, LeaseStatusRequest(lease_id=halted.lease_id))
+    ).lease
+    assert (resumed.state, resumed.ssh, janitor.container(halted.lease_id).id) == (
+        "active",
+        halted.ssh,
+        halted_id,
+    )
+    assert (await ssh_run(resumed.ssh, key, "echo resumed")).stdout == "resumed\n"
 
     await owner.call(miner.endpoint, miner.hotkey, DeallocateRequest(lease_id=kept.lease_id))
     assert janitor.container(kept.lease_id) is None
@@ -313,3 +328,20 @@ async def test_expire_due_removes_the_docker_container(docker_manager, wallets):
     assert await manager.expire_due() == [lease.lease_id]
     assert await manager.backend.running() == set()
     assert (await manager.status(owner, lease.lease_id)).state == "expired"
+
+
+async def test_stopped_container_resumes_with_its_host_key_and_a_removed_one_is_recreated(
+    docker_manager, wallets
+):
+    manager, _ = docker_manager
+    key, owner = new_renter_key(), wallets["validator"].hotkey.ss58_address
+    lease = await manager.allocate(owner, allocate(key))
+    containers, name = manager.backend._client().containers, f"{manager.backend.name_prefix}-{lease.lease_id}"
+    await asyncio.to_thread(containers.get(name).stop, timeout=1)
+    assert (await manager.restart(owner, lease.lease_id)).ssh == lease.ssh
+    assert (await ssh_run(lease.ssh, key, "echo back")).stdout == "back\n"
+    await asyncio.to_thread(containers.get(name).remove, force=True)
+    assert (await manager.reconcile())["restarted"] == [lease.lease_id]
+    fresh = (await manager.status(owner, lease.lease_id)).ssh
+    assert fresh.host_key != lease.ssh.host_key  # a new container gets a new host key, given in status
+    assert (await ssh_run(fresh, key, "echo fresh")).stdout == "fresh\n"
