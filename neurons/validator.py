@@ -30,8 +30,10 @@ from compute.validator import (  # noqa: E402
     WandbLogger,
     WeightSetter,
     WeightsLoop,
+    chain_block_seconds,
     chain_block_source,
     parse_validator,
+    round_step_timeout,
 )
 
 logger = logging.getLogger("neurons.validator")
@@ -67,17 +69,19 @@ async def run(s: ValidatorSettings) -> int:
         await weights_loop.run_step(await asyncio.to_thread(chain.block))
         runner.stop.set()
 
+    block_seconds = await chain_block_seconds(chain)
     round_loop = RoundLoop(
         chain, store, client, keypair.ss58, round_params(s), load_gpu_table(), scoring,
         interval_blocks=s.round_blocks, concurrency=s.concurrency, allow_same_ip=s.allow_same_ip,
-        step_timeout=max(s.miner_timeout * 2, s.round_blocks * 12.0 * 0.9), wandb=wandb, rounds_limit=s.rounds, on_limit=on_limit,
+        step_timeout=round_step_timeout(s.miner_timeout, s.round_blocks, block_seconds),
+        wandb=wandb, rounds_limit=s.rounds, on_limit=on_limit,
     )
     runner = LoopRunner(chain_block_source(chain), [round_loop, weights_loop])
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, runner.stop.set)
-    logger.info("validator hotkey=%s netuid=%d network=%s store=%s", keypair.ss58, common.netuid,
-                common.chain_target, s.db_path)
+    logger.info("validator hotkey=%s netuid=%d network=%s store=%s block_time=%.2fs round_timeout=%.0fs",
+                keypair.ss58, common.netuid, common.chain_target, s.db_path, block_seconds, round_loop.step_timeout)
     try:
         await runner.run()
     finally:

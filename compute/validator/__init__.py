@@ -29,6 +29,7 @@ from compute.validator.settings import (
     validator_from_args,
 )
 from compute.validator.table import print_round_table, round_table
+from compute.validator.timing import chain_block_seconds, measure_block_seconds, round_step_timeout
 from compute.validator.wandb_log import WandbLogger
 from compute.validator.weights import WeightsError, WeightSetter, weights_from_scores
 
@@ -53,11 +54,14 @@ __all__ = [
     "add_validator_args",
     "bootstrap_command",
     "challenge_size",
+    "chain_block_seconds",
     "chain_block_source",
     "check_miner",
+    "measure_block_seconds",
     "parse_validator",
     "print_round_table",
     "rented_sample",
+    "round_step_timeout",
     "round_table",
     "score_updates",
     "select_targets",

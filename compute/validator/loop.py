@@ -126,11 +126,15 @@ def score_updates(
     results: Iterable[PogResult], scores: Mapping[int, ScoreRecord], miners: Iterable[NeuronInfo],
     config: ScoringConfig, own_hotkey: str | None = None,
 ) -> list[ScoreUpdate]:
-    """EMA for every tested miner, decay for every registered miner not tested this round."""
+    """EMA for every tested miner, decay for every registered miner not tested this round.
+
+    A result with ``history_reset`` (its GPU UUID set changed) starts a fresh average."""
     updates: dict[int, ScoreUpdate] = {}
     for result in results:
         prev = scores.get(result.uid)
         prev_score = prev.score if prev is not None and prev.hotkey == result.hotkey else None
+        if result.history_reset:  # a changed GPU set: the machine's history starts again
+            prev_score = None
         updates[result.uid] = ScoreUpdate(result.uid, result.hotkey, update_score(prev_score, result.sample, config))
     for neuron in miners:
         if neuron.uid in updates or neuron.hotkey == own_hotkey:
@@ -200,10 +204,13 @@ class WeightsLoop(BlockLoop):
                  interval_blocks: int, step_timeout: float = 600.0) -> None:
         self.chain, self.store, self.setter, self.own_hotkey = chain, store, setter, own_hotkey
         self.interval_blocks, self.step_timeout = interval_blocks, step_timeout
+        self._idle_logged = False
 
     async def run_step(self, block: int) -> None:
         if self.store.rounds_finished() == 0:
-            log.info("no finished round yet; weights not set")
+            # said once at INFO, then at DEBUG on every later idle poll
+            log.log(logging.DEBUG if self._idle_logged else logging.INFO, "no finished round yet; weights not set")
+            self._idle_logged = True
             return
         metagraph = await asyncio.wait_for(asyncio.to_thread(self.chain.metagraph), 60)
         weights = weights_from_scores(self.store.scores(), metagraph, self.own_hotkey)
