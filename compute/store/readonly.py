@@ -14,12 +14,12 @@ from contextlib import closing
 from pathlib import Path
 
 from compute.store.records import PogResult
-from compute.store.store import SCHEMA_VERSION, SchemaMismatch, StoreError, _result
+from compute.store.store import _RESULT_COLUMNS, SCHEMA_VERSION, SchemaMismatch, StoreError, _result
 
 log = logging.getLogger(__name__)
 
-_LATEST_VERIFIED = """
-SELECT r.* FROM pog_results AS r
+_LATEST_VERIFIED = f"""
+SELECT {", ".join("r." + c for c in _RESULT_COLUMNS)} FROM pog_results AS r
 JOIN (
     SELECT hotkey, MAX(round_id) AS round_id FROM pog_results
     WHERE ok = 1 AND rented = 0 GROUP BY hotkey

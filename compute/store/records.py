@@ -28,6 +28,15 @@ class PogResult:
     ``ok`` is True only when every GPU's proof verified; ``sample`` is the machine score the round
     derived (0 on any failure). ``rented`` marks a miner whose GPUs were all rented out and which
     was only checked for liveness. ``models`` is one identified model name per GPU.
+
+    In-depth figures (docs/pog-depth.md), None when not measured: ``mem_gbs`` (median GB/s over the
+    GPUs, validator clock), ``mem_proven_gb`` (size of the resident matrix per GPU when both memory
+    judges passed, else 0), ``sustained_ratio`` / ``sustained_factor`` (last/first throughput and
+    the score multiplier), ``scaling_efficiency`` and ``credited_gpus`` (GPUs credited after the
+    scaling test), ``host`` (cpu_cores, cpu_gbs, ram_gb, disk_gb proven inside the lease). Sustained
+    and host figures are measured every few rounds and carried forward; ``depth_round`` is the round
+    that measured them. ``gpu_uuids`` is the GPU set the machine reported; ``history_reset`` marks a
+    round where that set changed, so the score history restarted.
     """
 
     round_id: int
@@ -44,6 +53,16 @@ class PogResult:
     timings: Mapping[str, float] = field(default_factory=dict)
     block: int = 0
     created: float = 0.0
+    mem_gbs: float | None = None
+    mem_proven_gb: float | None = None
+    sustained_ratio: float | None = None
+    sustained_factor: float | None = None
+    scaling_efficiency: float | None = None
+    credited_gpus: int | None = None
+    host: Mapping[str, float] = field(default_factory=dict)
+    gpu_uuids: tuple[str, ...] = ()
+    depth_round: int | None = None
+    history_reset: bool = False
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The validator's durable state in one SQLite file (WAL).
 
 Tables: ``miners`` (uid -> hotkey, first seen), ``rounds`` (bookkeeping), ``pog_results`` (one row
-per (round, uid)), ``scores`` (moving averages), ``score_updates`` (the log that makes applying a
+per (round, uid), with the in-depth figures and the reported GPU UUID set since schema 2), ``scores`` (moving averages), ``score_updates`` (the log that makes applying a
 round idempotent) and ``weights_set`` (every attempt to set weights).
 
 Crash safety: every write is one transaction. A round's results are written as they arrive, so a
@@ -30,7 +30,22 @@ from compute.store.records import PogResult, RoundRecord, ScoreRecord, ScoreUpda
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+# Columns added by each schema version (``ALTER TABLE ... ADD COLUMN``, so older rows read as NULL).
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    2: (
+        "mem_gbs REAL", "mem_proven_gb REAL", "sustained_ratio REAL", "sustained_factor REAL",
+        "scaling_efficiency REAL", "credited_gpus INTEGER", "host TEXT NOT NULL DEFAULT '{}'",
+        "gpu_uuids TEXT NOT NULL DEFAULT '[]'", "depth_round INTEGER", "history_reset INTEGER NOT NULL DEFAULT 0",
+    ),
+}
+_RESULT_COLUMNS = (
+    "round_id", "uid", "hotkey", "ok", "sample", "rented", "reasons", "models", "tflops_fp16", "tflops_fp32",
+    "gpu_count", "timings", "block", "created", "mem_gbs", "mem_proven_gb", "sustained_ratio",
+    "sustained_factor", "scaling_efficiency", "credited_gpus", "host", "gpu_uuids", "depth_round", "history_reset",
+)
+_SELECT_RESULT = f"SELECT {', '.join(_RESULT_COLUMNS)} FROM pog_results"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -117,11 +132,23 @@ class ValidatorStore:
         self._check_schema()
 
     def _check_schema(self) -> None:
-        row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        if row is None:
-            self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-        elif int(row[0]) != SCHEMA_VERSION:
-            raise SchemaMismatch(f"{self.path}: schema {row[0]}, this code expects {SCHEMA_VERSION}")
+        """Stamp a new file, migrate an older one forward in one transaction, refuse a newer one."""
+        with self._tx() as db:
+            row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            found = SCHEMA_VERSION if row is None else int(row[0])
+            if found > SCHEMA_VERSION or found < 1:
+                raise SchemaMismatch(f"{self.path}: schema {found}, this code expects {SCHEMA_VERSION}")
+            have = {r[1] for r in db.execute("PRAGMA table_info(pog_results)")}
+            for version in range(2, SCHEMA_VERSION + 1):
+                for column in _MIGRATIONS[version]:
+                    if column.split()[0] not in have:  # a fresh file gets every column here too
+                        db.execute(f"ALTER TABLE pog_results ADD COLUMN {column}")
+            db.execute(
+                "INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                (str(SCHEMA_VERSION),),
+            )
+        if row is not None and found < SCHEMA_VERSION:
+            log.info("validator store %s migrated from schema %d to %d", self.path, found, SCHEMA_VERSION)
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -229,21 +256,23 @@ class ValidatorStore:
         """Persist one miner's result; False when that (round, uid) already has one (kept as is)."""
         with self._tx() as db:
             cur = db.execute(
-                "INSERT INTO pog_results VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING",
+                f"INSERT INTO pog_results ({', '.join(_RESULT_COLUMNS)}) "
+                f"VALUES ({', '.join('?' * len(_RESULT_COLUMNS))}) ON CONFLICT DO NOTHING",
                 (
                     result.round_id, result.uid, result.hotkey, int(result.ok), float(result.sample),
                     int(result.rented), json.dumps(list(result.reasons)), json.dumps(list(result.models)),
                     result.tflops_fp16, result.tflops_fp32, result.gpu_count,
                     json.dumps(dict(result.timings)), result.block, result.created or self._clock(),
+                    result.mem_gbs, result.mem_proven_gb, result.sustained_ratio, result.sustained_factor,
+                    result.scaling_efficiency, result.credited_gpus, json.dumps(dict(result.host)),
+                    json.dumps(list(result.gpu_uuids)), result.depth_round, int(result.history_reset),
                 ),
             )
             return cur.rowcount == 1
 
     def results(self, round_id: int) -> list[PogResult]:
         with self._lock:
-            rows = self._db.execute(
-                "SELECT * FROM pog_results WHERE round_id=? ORDER BY uid", (round_id,)
-            ).fetchall()
+            rows = self._db.execute(f"{_SELECT_RESULT} WHERE round_id=? ORDER BY uid", (round_id,)).fetchall()
         return [_result(row) for row in rows]
 
     def tested_uids(self, round_id: int) -> set[int]:
@@ -255,11 +284,15 @@ class ValidatorStore:
         """The latest result that verified a GPU machine for this (uid, hotkey), if any."""
         with self._lock:
             row = self._db.execute(
-                "SELECT * FROM pog_results WHERE uid=? AND hotkey=? AND ok=1 AND rented=0 "
-                "ORDER BY round_id DESC LIMIT 1",
+                f"{_SELECT_RESULT} WHERE uid=? AND hotkey=? AND ok=1 AND rented=0 ORDER BY round_id DESC LIMIT 1",
                 (uid, hotkey),
             ).fetchone()
         return _result(row) if row else None
+
+    def gpu_uuids(self, uid: int, hotkey: str) -> tuple[str, ...] | None:
+        """The GPU UUID set of the miner's latest verified machine (None: never verified or none reported)."""
+        previous = self.last_verified(uid, hotkey)
+        return previous.gpu_uuids if previous is not None and previous.gpu_uuids else None
 
     # ------------------------------------------------------------ scores and weights
 
@@ -292,10 +325,14 @@ class ValidatorStore:
 
 
 def _result(row: tuple) -> PogResult:
-    (round_id, uid, hotkey, ok, sample, rented, reasons, models, f16, f32, gpus, timings, block, created) = row
+    (round_id, uid, hotkey, ok, sample, rented, reasons, models, f16, f32, gpus, timings, block, created,
+     mem_gbs, mem_proven, s_ratio, s_factor, scaling, credited, host, uuids, depth_round, reset) = row
     return PogResult(
         round_id=round_id, uid=uid, hotkey=hotkey, ok=bool(ok), sample=sample,
         reasons=tuple(json.loads(reasons)), models=tuple(json.loads(models)),
         tflops_fp16=f16, tflops_fp32=f32, gpu_count=gpus, rented=bool(rented),
-        timings=json.loads(timings), block=block, created=created,
+        timings=json.loads(timings), block=block, created=created, mem_gbs=mem_gbs, mem_proven_gb=mem_proven,
+        sustained_ratio=s_ratio, sustained_factor=s_factor, scaling_efficiency=scaling, credited_gpus=credited,
+        host=json.loads(host or "{}"), gpu_uuids=tuple(json.loads(uuids or "[]")), depth_round=depth_round,
+        history_reset=bool(reset),
     )

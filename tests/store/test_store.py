@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from compute.store import (
+    SCHEMA_VERSION,
     PogResult,
     RoundAlreadyFinished,
     RoundRecord,
@@ -50,8 +51,19 @@ def test_open_round_is_resumed_until_finished(store: ValidatorStore) -> None:
 def test_result_round_trips_and_duplicates_are_ignored(store: ValidatorStore) -> None:
     rnd = store.begin_round(block=5)
     result = PogResult(
-        rnd.round_id, 3, "hk", ok=True, sample=2.5, reasons=(), models=("H100", "H100"),
-        tflops_fp16=700.0, tflops_fp32=50.0, gpu_count=2, timings={"fp16": 1.5}, block=5, created=7.0,
+        rnd.round_id,
+        3,
+        "hk",
+        ok=True,
+        sample=2.5,
+        reasons=(),
+        models=("H100", "H100"),
+        tflops_fp16=700.0,
+        tflops_fp32=50.0,
+        gpu_count=2,
+        timings={"fp16": 1.5},
+        block=5,
+        created=7.0,
     )
     assert store.record_result(result) is True
     assert store.record_result(PogResult(rnd.round_id, 3, "hk", ok=False, sample=0.0)) is False
@@ -133,7 +145,9 @@ def test_verified_machines_reads_latest_passing_unrented_result_per_hotkey_while
     store.record_result(PogResult(r1.round_id, 2, "hkB", ok=True, sample=5.0, models=("H100",), gpu_count=1))
     store.finish_round(r1.round_id, [])
     r2 = store.begin_round(block=2)
-    store.record_result(PogResult(r2.round_id, 1, "hkA", ok=True, sample=7.0, models=("H100",) * 2, gpu_count=2))
+    store.record_result(
+        PogResult(r2.round_id, 1, "hkA", ok=True, sample=7.0, models=("H100",) * 2, gpu_count=2)
+    )
     store.record_result(PogResult(r2.round_id, 2, "hkB", ok=False, sample=0.0, reasons=("timeout",)))
     store.record_result(PogResult(r2.round_id, 3, "hkC", ok=True, sample=1.0, rented=True))
     writer = sqlite3.connect(store.path, isolation_level=None)
@@ -162,8 +176,57 @@ def test_verified_machines_refuses_missing_foreign_and_other_schema_files(tmp_pa
     other = tmp_path / "v.db"
     ValidatorStore(other).close()
     con = sqlite3.connect(other)
-    con.execute("UPDATE meta SET value='2' WHERE key='schema_version'")
+    con.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION + 1),))
     con.commit()
     con.close()
     with pytest.raises(SchemaMismatch):
         verified_machines(other)
+
+
+_V1_RESULTS = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE rounds (round_id INTEGER PRIMARY KEY AUTOINCREMENT, block INTEGER NOT NULL, started REAL NOT NULL,
+    finished REAL);
+CREATE TABLE pog_results (round_id INTEGER NOT NULL REFERENCES rounds(round_id), uid INTEGER NOT NULL,
+    hotkey TEXT NOT NULL, ok INTEGER NOT NULL, sample REAL NOT NULL, rented INTEGER NOT NULL DEFAULT 0,
+    reasons TEXT NOT NULL, models TEXT NOT NULL, tflops_fp16 REAL, tflops_fp32 REAL, gpu_count INTEGER NOT NULL,
+    timings TEXT NOT NULL, block INTEGER NOT NULL, created REAL NOT NULL, PRIMARY KEY (round_id, uid));
+INSERT INTO meta VALUES ('schema_version', '1');
+INSERT INTO rounds (block, started, finished) VALUES (3, 1.0, 2.0);
+INSERT INTO pog_results VALUES (1, 4, 'hkOld', 1, 3.3, 0, '[]', '["H100 SXM"]', 700.0, 50.0, 1, '{}', 3, 1.5);
+"""
+
+
+def test_schema_1_file_is_migrated_in_place_and_old_rows_read_without_depth_figures(tmp_path: Path) -> None:
+    path = tmp_path / "v1.db"
+    with sqlite3.connect(path) as con:
+        con.executescript(_V1_RESULTS)
+    con.close()
+    store = ValidatorStore(path)
+    old = store.last_verified(4, "hkOld")
+    assert old is not None and old.models == ("H100 SXM",) and old.sample == 3.3
+    assert old.mem_gbs is None and old.sustained_factor is None and old.host == {} and old.gpu_uuids == ()
+    assert store.gpu_uuids(4, "hkOld") is None
+    store.close()
+    assert set(verified_machines(path)) == {"hkOld"}  # the read-only view reads the migrated file
+    again = ValidatorStore(path)  # a second open is a no-op
+    assert again.last_verified(4, "hkOld") == old
+    again.close()
+    con = sqlite3.connect(path)
+    assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+    con.close()
+
+
+def test_depth_figures_and_gpu_uuids_round_trip(store: ValidatorStore) -> None:
+    rnd = store.begin_round(block=1)
+    result = PogResult(
+        rnd.round_id, 5, "hk", ok=True, sample=6.1, models=("H100 SXM",) * 2, gpu_count=2, mem_gbs=2900.0,
+        mem_proven_gb=48.1, sustained_ratio=0.82, sustained_factor=0.911, scaling_efficiency=0.97,
+        credited_gpus=2, host={"cpu_cores": 32.0, "ram_gb": 0.5}, gpu_uuids=("GPU-a", "GPU-b"),
+        depth_round=rnd.round_id, history_reset=True, created=1.0,
+    )
+    assert store.record_result(result)
+    assert store.results(rnd.round_id) == [result]
+    assert store.last_verified(5, "hk") == result
+    assert store.gpu_uuids(5, "hk") == ("GPU-a", "GPU-b")
+    assert verified_machines(store.path)["hk"] == result
