@@ -31,7 +31,6 @@ import asyncio
 import json
 import logging
 import os
-import re
 import resource
 import shutil
 import signal
@@ -44,18 +43,13 @@ from pathlib import Path
 import asyncssh
 
 from compute.allocation.backend import BackendError
+from compute.allocation.lease_env import DEFAULT_PATH, RESERVED_ENV, check_extra_env, check_path_prefix
 from compute.allocation.records import Endpoint, LeaseRecord
 
 logger = logging.getLogger(__name__)
 
 USERNAME = "lease"
 _KILL_GRACE_S = 2.0
-_DEFAULT_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
-# Set by the backend for every lease; extra_env may not replace them (PATH: use path_prefix).
-RESERVED_ENV = frozenset(
-    {"PATH", "HOME", "PWD", "USER", "LOGNAME", "SHELL", "LEASE_ID", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"}
-)
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass
@@ -132,8 +126,8 @@ class EmbeddedBackend:
         self.bind_host = bind_host
         self.port_range = port_range
         self.enforce_memory = enforce_memory
-        self.path_prefix: tuple[str, ...] = tuple(_check_path_entry(entry) for entry in path_prefix)
-        self.extra_env: dict[str, str] = _check_extra_env(extra_env or {})
+        self.path_prefix: tuple[str, ...] = check_path_prefix(path_prefix)
+        self.extra_env: dict[str, str] = check_extra_env(extra_env or {})
         self._leases: dict[str, _Lease] = {}
         self._lock = asyncio.Lock()
 
@@ -221,7 +215,12 @@ class EmbeddedBackend:
         for port in [*preferred, *range(low, high + 1)]:
             if len(chosen) == count:
                 break
-            if low <= port <= high and port not in taken and port not in chosen and _port_free(self.bind_host, port):
+            if (
+                low <= port <= high
+                and port not in taken
+                and port not in chosen
+                and _port_free(self.bind_host, port)
+            ):
                 chosen.append(port)
         if len(chosen) < count:
             raise BackendError(f"no {count} free port(s) left in {low}-{high}")
@@ -257,7 +256,9 @@ class EmbeddedBackend:
             _kill_pgid(pgid)
         state.groups.clear()
         if state.processes:
-            await asyncio.wait([asyncio.ensure_future(p.wait()) for p in state.processes], timeout=_KILL_GRACE_S)
+            await asyncio.wait(
+                [asyncio.ensure_future(p.wait()) for p in state.processes], timeout=_KILL_GRACE_S
+            )
 
     def _endpoint(self, state: _Lease) -> Endpoint:
         return Endpoint(
@@ -269,7 +270,7 @@ class EmbeddedBackend:
         )
 
     def _environment(self, state: _Lease) -> dict[str, str]:
-        path = (*self.path_prefix, os.path.dirname(sys.executable), *_DEFAULT_PATH)
+        path = (*self.path_prefix, os.path.dirname(sys.executable), *DEFAULT_PATH)
         return {
             **self.extra_env,
             "PATH": ":".join(path),
@@ -288,7 +289,9 @@ class EmbeddedBackend:
         """Run one exec/shell request; kill its process group when the channel closes first."""
         command = process.command
         argv = ["/bin/sh", "-c", command] if command is not None else ["/bin/sh"]
-        memory = state.record.memory_mb * 1024 * 1024 if self.enforce_memory and state.record.memory_mb else None
+        memory = (
+            state.record.memory_mb * 1024 * 1024 if self.enforce_memory and state.record.memory_mb else None
+        )
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv,
@@ -362,26 +365,6 @@ async def _finish(proc: asyncio.subprocess.Process, process: asyncssh.SSHServerP
     assert proc.stdout is not None and proc.stderr is not None
     await asyncio.gather(pump(proc.stdout, process.stdout), pump(proc.stderr, process.stderr))
     return await proc.wait()
-
-
-def _check_path_entry(entry: str | os.PathLike[str]) -> str:
-    text = os.fspath(entry)
-    if not os.path.isabs(text) or ":" in text or "\0" in text:
-        raise ValueError(f"path_prefix entries must be absolute paths without ':' or NUL: {text!r}")
-    return text
-
-
-def _check_extra_env(extra_env: Mapping[str, str]) -> dict[str, str]:
-    checked: dict[str, str] = {}
-    for name, value in extra_env.items():
-        if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
-            raise ValueError(f"extra_env: {name!r} is not a valid variable name")
-        if name in RESERVED_ENV:
-            raise ValueError(f"extra_env: {name} is set by the backend for each lease and cannot be overridden")
-        if not isinstance(value, str) or "\0" in value:
-            raise ValueError(f"extra_env: the value of {name} must be a string without NUL")
-        checked[name] = value
-    return checked
 
 
 def _exit_status(code: int) -> int:

@@ -19,10 +19,24 @@ from compute.allocation.records import LeaseRecord
 PORTS = (41000 + os.getpid() % 500, 41000 + os.getpid() % 500 + 40)
 
 
-def record(lease_id: str, key: RenterKey, memory_mb: int = 0, gpus: tuple[int, ...] = (), extra_ports: int = 0):
+def record(
+    lease_id: str, key: RenterKey, memory_mb: int = 0, gpus: tuple[int, ...] = (), extra_ports: int = 0
+):
     now = time.time()
-    return LeaseRecord(lease_id, "5" + "F" * 47, "rental", gpus, 1, memory_mb, 5, 64, extra_ports,
-                       key.public_line, now, now + 3600)
+    return LeaseRecord(
+        lease_id,
+        "5" + "F" * 47,
+        "rental",
+        gpus,
+        1,
+        memory_mb,
+        5,
+        64,
+        extra_ports,
+        key.public_line,
+        now,
+        now + 3600,
+    )
 
 
 @pytest.fixture
@@ -35,8 +49,13 @@ async def backend(tmp_path: Path):
 
 async def test_command_runs_in_lease_home_with_its_gpus(backend, renter_key):
     ep = await backend.start(record("a" * 32, renter_key, gpus=(1, 3)))
-    result = await ssh_run("127.0.0.1", ep.ssh_port, ep.host_key, renter_key,
-                           'echo "$PWD|$CUDA_VISIBLE_DEVICES|$USER"; echo err >&2; exit 3')
+    result = await ssh_run(
+        "127.0.0.1",
+        ep.ssh_port,
+        ep.host_key,
+        renter_key,
+        'echo "$PWD|$CUDA_VISIBLE_DEVICES|$USER"; echo err >&2; exit 3',
+    )
     assert result.exit_status == 3
     assert result.stdout == f"{backend.root / ('a' * 32) / 'home'}|1,3|lease\n"
     assert result.stderr == "err\n"
@@ -46,8 +65,14 @@ async def test_command_runs_in_lease_home_with_its_gpus(backend, renter_key):
 async def test_stdin_and_large_output_are_streamed_intact(backend, renter_key):
     ep = await backend.start(record("b" * 32, renter_key))
     payload = "x" * 300_000
-    result = await ssh_run("127.0.0.1", ep.ssh_port, ep.host_key, renter_key, "cat; head -c 200000 /dev/zero | wc -c",
-                           stdin=payload)
+    result = await ssh_run(
+        "127.0.0.1",
+        ep.ssh_port,
+        ep.host_key,
+        renter_key,
+        "cat; head -c 200000 /dev/zero | wc -c",
+        stdin=payload,
+    )
     assert result.stdout == payload + "200000\n"
 
 
@@ -71,8 +96,15 @@ async def test_key_exchange_refuses_old_key_and_accepts_new(backend, renter_key)
 async def test_port_forwarding_is_refused(backend, renter_key):
     ep = await backend.start(record("e" * 32, renter_key))
     pinned = ([asyncssh.import_public_key(ep.host_key)], [], [])
-    async with asyncssh.connect("127.0.0.1", ep.ssh_port, username="lease", client_keys=[renter_key.private],
-                                known_hosts=pinned, agent_path=None, config=None) as conn:
+    async with asyncssh.connect(
+        "127.0.0.1",
+        ep.ssh_port,
+        username="lease",
+        client_keys=[renter_key.private],
+        known_hosts=pinned,
+        agent_path=None,
+        config=None,
+    ) as conn:
         with pytest.raises(asyncssh.ChannelOpenError):
             await conn.open_connection("127.0.0.1", 22)
 
@@ -81,7 +113,8 @@ async def test_stop_kills_running_commands_and_closes_listener(backend, renter_k
     ep = await backend.start(record("f" * 32, renter_key))
     marker = tmp_path / "pid"
     task = asyncio.ensure_future(
-        ssh_run("127.0.0.1", ep.ssh_port, ep.host_key, renter_key, f"sh -c 'echo $$ > {marker}; sleep 60'"))
+        ssh_run("127.0.0.1", ep.ssh_port, ep.host_key, renter_key, f"sh -c 'echo $$ > {marker}; sleep 60'")
+    )
     for _ in range(100):
         if marker.exists() and marker.read_text().strip():
             break
@@ -101,8 +134,15 @@ async def test_closing_the_session_kills_the_command(backend, renter_key, tmp_pa
     ep = await backend.start(record("1" * 32, renter_key))
     marker = tmp_path / "pid"
     pinned = ([asyncssh.import_public_key(ep.host_key)], [], [])
-    async with asyncssh.connect("127.0.0.1", ep.ssh_port, username="lease", client_keys=[renter_key.private],
-                                known_hosts=pinned, agent_path=None, config=None) as conn:
+    async with asyncssh.connect(
+        "127.0.0.1",
+        ep.ssh_port,
+        username="lease",
+        client_keys=[renter_key.private],
+        known_hosts=pinned,
+        agent_path=None,
+        config=None,
+    ) as conn:
         await conn.create_process(f"echo $$ > {marker}; exec sleep 60")
         for _ in range(100):
             if marker.exists() and marker.read_text().strip():
@@ -137,8 +177,9 @@ async def test_new_backend_instance_serves_same_host_key_after_crash(tmp_path, r
 
 async def test_memory_limit_applies_to_commands(backend, renter_key):
     ep = await backend.start(record("4" * 32, renter_key, memory_mb=256))
-    result = await ssh_run("127.0.0.1", ep.ssh_port, ep.host_key, renter_key,
-                           "python3 -c 'b = bytearray(512 * 1024 * 1024)'")
+    result = await ssh_run(
+        "127.0.0.1", ep.ssh_port, ep.host_key, renter_key, "python3 -c 'b = bytearray(512 * 1024 * 1024)'"
+    )
     assert result.exit_status != 0 and "MemoryError" in result.stderr
 
 
@@ -168,25 +209,35 @@ def _alive(pid: int) -> bool:
 async def test_operator_path_prefix_and_extra_env_shape_the_lease_environment(tmp_path, renter_key):
     tools = tmp_path / "tools"
     tools.mkdir()
-    shaped = EmbeddedBackend(tmp_path, bind_host="127.0.0.1", port_range=PORTS, path_prefix=[tools],
-                             extra_env={"PYTHONPATH": "/opt/stub", "HF_HOME": "/cache"})
+    shaped = EmbeddedBackend(
+        tmp_path,
+        bind_host="127.0.0.1",
+        port_range=PORTS,
+        path_prefix=[tools],
+        extra_env={"PYTHONPATH": "/opt/stub", "HF_HOME": "/cache"},
+    )
     ep = await shaped.start(record("e" * 32, renter_key))
-    result = await ssh_run("127.0.0.1", ep.ssh_port, ep.host_key, renter_key, 'echo "$PATH|$PYTHONPATH|$HF_HOME"')
+    result = await ssh_run(
+        "127.0.0.1", ep.ssh_port, ep.host_key, renter_key, 'echo "$PATH|$PYTHONPATH|$HF_HOME"'
+    )
     path, pythonpath, hf_home = result.stdout.strip().split("|")
     assert path.split(":")[0] == str(tools) and "/usr/bin" in path.split(":")
     assert (pythonpath, hf_home) == ("/opt/stub", "/cache")
     await shaped.stop("e" * 32)
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"extra_env": {"HOME": "/root"}},
-    {"extra_env": {"LEASE_ID": "x"}},
-    {"extra_env": {"PATH": "/evil"}},
-    {"extra_env": {"BAD NAME": "x"}},
-    {"extra_env": {"OK": "nul\0byte"}},
-    {"path_prefix": ["relative/bin"]},
-    {"path_prefix": ["/a:/b"]},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"extra_env": {"HOME": "/root"}},
+        {"extra_env": {"LEASE_ID": "x"}},
+        {"extra_env": {"PATH": "/evil"}},
+        {"extra_env": {"BAD NAME": "x"}},
+        {"extra_env": {"OK": "nul\0byte"}},
+        {"path_prefix": ["relative/bin"]},
+        {"path_prefix": ["/a:/b"]},
+    ],
+)
 def test_lease_environment_settings_that_would_break_a_lease_are_refused(tmp_path, kwargs):
     with pytest.raises(ValueError):
         EmbeddedBackend(tmp_path, **kwargs)
