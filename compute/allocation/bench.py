@@ -48,10 +48,10 @@ def _snapshot(wallets: list[Any]) -> Any:
     return MetagraphSnapshot(0, 1, neurons)
 
 
-def _backend(name: str, root: Path, ports: tuple[int, int]) -> Any:
+def _backend(name: str, root: Path, ports: tuple[int, int], miner_id: str) -> Any:
     if name == "embedded":
         return BACKENDS["embedded"](root, bind_host="127.0.0.1", port_range=ports)
-    return BACKENDS["docker"](host="127.0.0.1", ssh_port_range=ports)
+    return BACKENDS["docker"](host="127.0.0.1", ssh_port_range=ports, miner_id=miner_id)
 
 
 async def _ssh_ok(ssh: Any, key: asyncssh.SSHKey) -> None:
@@ -63,14 +63,14 @@ async def _ssh_ok(ssh: Any, key: asyncssh.SSHKey) -> None:
             raise RuntimeError(f"unexpected SSH output {result.stdout!r}")
 
 
-def _resources(backend_name: str) -> dict[str, int]:
+def _resources(backend_name: str, miner_id: str) -> dict[str, int]:
     proc = psutil.Process()
     out = {"fds": proc.num_fds(), "threads": proc.num_threads()}
     if backend_name == "docker":
         import docker
 
         client = docker.from_env()
-        out["containers"] = len(client.containers.list(all=True, filters={"label": "compute.lease_id"}))
+        out["containers"] = len(client.containers.list(all=True, filters={"label": f"compute.miner={miner_id}"}))
         client.close()
     return out
 
@@ -83,7 +83,8 @@ async def run_bench(backend_name: str, iterations: int, ports: tuple[int, int]) 
         root = Path(tmp)
         miner_w, caller_w = _wallet(root / "w", "miner"), _wallet(root / "w", "caller")
         snapshot = _snapshot([miner_w, caller_w])
-        backend = _backend(backend_name, root / "data", ports)
+        miner_id = miner_w.hotkey.ss58_address  # the bench's own containers only, as a real miner
+        backend = _backend(backend_name, root / "data", ports, miner_id)
         gpus = [FAKE_GPU] if backend_name == "embedded" else []  # docker would need a real GPU runtime
         manager = AllocationManager(LeaseStore(root / "leases.db"), backend, gpus)
         specs = MachineSpecs(cpu_model="bench", cpu_cores=1, cpu_freq_mhz=0, ram_bytes=0, disk_total_bytes=0,
@@ -102,11 +103,11 @@ async def run_bench(backend_name: str, iterations: int, ports: tuple[int, int]) 
                 warm = (await client.call(endpoint, keypair.ss58, request)).lease  # warm-up, not counted
                 await _ssh_ok(warm.ssh, key)
                 await client.call(endpoint, keypair.ss58, DeallocateRequest(lease_id=warm.lease_id))
-                before = _resources(backend_name)
+                before = _resources(backend_name, miner_id)
                 started = time.perf_counter()
                 for index in range(iterations):
                     if index == iterations // 2:
-                        middle = _resources(backend_name)  # pools (HTTP, docker) are warm by now
+                        middle = _resources(backend_name, miner_id)  # pools (HTTP, docker) are warm by now
                     t0 = time.perf_counter()
                     lease = (await client.call(endpoint, keypair.ss58, request)).lease
                     t1 = time.perf_counter()
@@ -117,7 +118,7 @@ async def run_bench(backend_name: str, iterations: int, ports: tuple[int, int]) 
                     to_ssh.append(t2 - t0)
                     to_release.append(time.perf_counter() - t2)
                 elapsed = time.perf_counter() - started
-                after = _resources(backend_name)
+                after = _resources(backend_name, miner_id)
         finally:
             server.stop()
     return {

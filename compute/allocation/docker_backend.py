@@ -1,7 +1,9 @@
 """Docker rental backend: one resource-limited container per lease, reached by key-only SSH.
 
-Each lease gets a container named ``{prefix}-{lease_id}``, labelled ``compute.*`` so that
-``running()`` (and the manager's reconcile) can find it after a miner restart. Before the
+Each lease gets a container named ``{prefix}-{lease_id}``, labelled ``compute.*`` and
+``compute.miner=<miner_id>`` (the miner's hotkey) so that ``running()`` (and the manager's
+reconcile) finds this miner's containers after a restart and never another miner's on the same
+engine; the container spec and labels live in :mod:`compute.allocation.docker_spec`. Before the
 container starts, a fresh miner-generated ed25519 host key, a fixed sshd_config and the
 renter's validated public key are copied in with ``put_archive``; the container command is a
 fixed string that starts sshd. CPU, memory (swap = memory), shared memory, pids and the lease's
@@ -24,8 +26,8 @@ from typing import Any
 
 import docker
 from docker.errors import APIError, DockerException, NotFound
-from docker.types import DeviceRequest, LogConfig
 
+from compute.allocation import docker_spec as spec
 from compute.allocation.backend import BackendError
 from compute.allocation.container_files import (
     SSH_DIR,
@@ -35,18 +37,15 @@ from compute.allocation.container_files import (
     lease_archive,
     sshd_config,
 )
+from compute.allocation.docker_spec import EXTRA_PORT_BASE
 from compute.allocation.ports import pick_free_ports, ssh_banner
 from compute.allocation.records import Endpoint, LeaseRecord
 from compute.allocation.sshkeys import generate_host_key, validate_public_key
 
 log = logging.getLogger(__name__)
 
-SSHD_COMMAND = ["/bin/sh", "-c", "mkdir -p /run/sshd && exec /usr/sbin/sshd -D -e"]
-EXTRA_PORT_BASE = 8000  # extra container ports are 8000, 8001, ...
-LABEL_MANAGED = "compute.managed"
 _LEASE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _LIVE_STATUSES = ["running", "restarting", "paused"]
-_QUOTA_DRIVERS = {"btrfs", "zfs", "devicemapper", "windowsfilter"}
 
 
 class DockerUnavailable(BackendError):
@@ -84,7 +83,9 @@ class DockerBackend:
         pids_limit: int = 4096,
         sshd: SshdOptions | None = None,
         ready_timeout_s: float = 20.0,
+        miner_id: str | None = None,
     ) -> None:
+        """``miner_id`` (the miner's hotkey; default ``name_prefix``) labels and scopes the containers."""
         low, high = ssh_port_range
         if not (1 <= low <= high <= 65535):
             raise ValueError(f"bad ssh_port_range {ssh_port_range}")
@@ -95,6 +96,7 @@ class DockerBackend:
         self.gpu_uuids = list(gpu_uuids) if gpu_uuids is not None else None
         self.network = network
         self.name_prefix = name_prefix
+        self.miner_id = spec.validate_miner_id(miner_id if miner_id is not None else name_prefix)
         self.pids_limit = pids_limit
         self.sshd = sshd or SshdOptions()
         self.ready_timeout_s = ready_timeout_s
@@ -102,6 +104,7 @@ class DockerBackend:
         self._client_lock = threading.Lock()
         self._start_lock = asyncio.Lock()
         self._disk_quota: bool | None = None  # None: not probed yet
+        self._legacy_warned = False
 
     # -- public API (Backend protocol) ---------------------------------------------------
 
@@ -138,6 +141,9 @@ class DockerBackend:
         except LeaseContainerNotFound:
             return False
         if container.status in _LIVE_STATUSES:
+            if spec.owner_of(container.labels) is None:  # made before compute.miner: this store's lease
+                log.info("lease=%s live container without a miner label adopted", lease_id)
+                return True
             return False  # a live container: the create below refuses it ("already exists")
         try:
             await asyncio.to_thread(container.start)
@@ -150,6 +156,10 @@ class DockerBackend:
         return True
 
     async def stop(self, lease_id: str) -> None:
+        try:
+            await asyncio.to_thread(self._get, lease_id)  # refuses another miner's container
+        except LeaseContainerNotFound:
+            return
         await asyncio.to_thread(self._remove, self._container_name(lease_id))
 
     async def restart(self, lease_id: str) -> None:
@@ -177,7 +187,7 @@ class DockerBackend:
         container = await asyncio.to_thread(self._get, lease_id)
         ports = await asyncio.to_thread(self._published_ports, container)
         extra = {cport: hport for cport, hport in ports.items() if cport != 22}
-        host_key = container.labels.get("compute.host_key", "")
+        host_key = container.labels.get(spec.LABEL_HOST_KEY, "")
         return Endpoint(self.public_host, ports[22], USERNAME, host_key, extra)
 
     @property
@@ -191,49 +201,16 @@ class DockerBackend:
         self, lease: LeaseRecord, host_ports: list[int], host_key_line: str
     ) -> dict[str, Any]:
         """Arguments for ``containers.create``: limits, labels, port map, GPUs. No I/O."""
-        ports = {"22/tcp": (self.host, host_ports[0])}
-        for offset, host_port in enumerate(host_ports[1:]):
-            ports[f"{EXTRA_PORT_BASE + offset}/tcp"] = (self.host, host_port)
-        memory = f"{lease.memory_mb}m"
-        kwargs: dict[str, Any] = {
-            "image": self.image,
-            "name": self._container_name(lease.lease_id),
-            "command": SSHD_COMMAND,
-            "detach": True,
-            "hostname": f"lease-{lease.lease_id[:40]}",
-            "labels": self._labels(lease, host_key_line),
-            "init": True,
-            "nano_cpus": lease.cpu_count * 1_000_000_000,
-            "mem_limit": memory,
-            "memswap_limit": memory,
-            "shm_size": f"{shm_mb(lease)}m",
-            "pids_limit": self.pids_limit,
-            "ports": ports,
-            "cap_drop": ["NET_RAW", "MKNOD"],
-            "security_opt": ["no-new-privileges:true"],
-            "restart_policy": {"Name": "unless-stopped"},
-            "log_config": LogConfig(type="json-file", config={"max-size": "10m", "max-file": "3"}),
-            "environment": {"NVIDIA_VISIBLE_DEVICES": "void"},
-        }
-        if lease.gpus:
-            device_ids = [self._gpu_id(index) for index in lease.gpus]
-            kwargs["device_requests"] = [DeviceRequest(device_ids=device_ids, capabilities=[["gpu"]])]
-            kwargs["environment"] = {"NVIDIA_VISIBLE_DEVICES": ",".join(device_ids)}
-        if self.network:
-            kwargs["network"] = self.network
-        if lease.disk_gb > 0 and self._disk_quota is not False:
-            kwargs["storage_opt"] = {"size": f"{lease.disk_gb}G"}
-        return kwargs
-
-    def _labels(self, lease: LeaseRecord, host_key_line: str) -> dict[str, str]:
-        return {
-            LABEL_MANAGED: "1",
-            "compute.lease_id": lease.lease_id,
-            "compute.owner": lease.owner_hotkey,
-            "compute.purpose": lease.purpose,
-            "compute.expires_at": f"{lease.expires_at:.3f}",
-            "compute.host_key": host_key_line,
-        }
+        options = spec.ContainerOptions(self.image, self.host, self.miner_id, self.pids_limit, self.network)
+        return spec.container_kwargs(
+            options,
+            lease,
+            name=self._container_name(lease.lease_id),
+            host_ports=host_ports,
+            host_key_line=host_key_line,
+            device_ids=[self._gpu_id(index) for index in lease.gpus],
+            disk_limit=self._disk_quota is not False,
+        )
 
     def _gpu_id(self, index: int) -> str:
         if self.gpu_uuids is None:
@@ -279,7 +256,7 @@ class DockerBackend:
                 container.start()
             except (APIError, StartFailed) as exc:
                 self._remove(container.name)
-                if isinstance(exc, APIError) and _port_conflict(exc) and attempt < 2:
+                if isinstance(exc, APIError) and spec.port_conflict(exc) and attempt < 2:
                     log.info("lease=%s port race lost, retrying with other ports", lease.lease_id)
                     continue
                 if isinstance(exc, StartFailed):
@@ -317,18 +294,9 @@ class DockerBackend:
             raise DockerUnavailable(f"Docker engine error: {exc}") from exc
 
     def _probe_disk_quota(self, client: docker.DockerClient) -> bool:
-        info = client.info()
-        driver = info.get("Driver", "")
-        status = dict(tuple(pair) for pair in info.get("DriverStatus") or [] if len(pair) == 2)
-        supported = driver in _QUOTA_DRIVERS or (
-            driver == "overlay2" and status.get("Backing Filesystem") == "xfs"
-        )
+        supported, where = spec.disk_quota_supported(client.info())
         if not supported:
-            log.warning(
-                "disk limits are advisory: storage driver %s on %s cannot enforce a container size",
-                driver,
-                status.get("Backing Filesystem", "?"),
-            )
+            log.warning("disk limits are advisory: storage driver %s cannot enforce a container size", where)
         return supported
 
     def _pick_ports(self, count: int) -> list[int]:
@@ -344,12 +312,16 @@ class DockerBackend:
         return used
 
     def _get(self, lease_id: str) -> Any:
+        """The lease's container if it is this miner's (or unlabelled, from before ``compute.miner``)."""
         try:
-            return self._client().containers.get(self._container_name(lease_id))
+            container = self._client().containers.get(self._container_name(lease_id))
         except NotFound as exc:
             raise LeaseContainerNotFound(f"lease {lease_id} has no container") from exc
         except DockerException as exc:
             raise DockerUnavailable(f"Docker engine error: {exc}") from exc
+        if spec.owner_of(container.labels) not in (None, self.miner_id):
+            raise LeaseContainerNotFound(f"lease {lease_id}: container {container.name} is another miner's")
+        return container
 
     def _remove(self, name: str) -> None:
         try:
@@ -363,17 +335,19 @@ class DockerBackend:
             raise BackendError(f"could not remove container {name}: {exc.explanation or exc}") from exc
 
     def _running(self) -> set[str]:
-        containers = self._client().containers.list(
-            filters={"label": [f"{LABEL_MANAGED}=1"], "status": _LIVE_STATUSES}, sparse=True
-        )
-        prefix = f"/{self.name_prefix}-"
-        lease_ids = set()
-        for container in containers:
-            names = container.attrs.get("Names") or []
-            lease_id = container.attrs.get("Labels", {}).get("compute.lease_id")
-            if lease_id and any(name.startswith(prefix) for name in names):
-                lease_ids.add(lease_id)
-        return lease_ids
+        """Lease ids of this miner's live containers; other miners' and unlabelled ones are skipped."""
+        try:
+            containers = self._client().containers.list(
+                filters={"label": [f"{spec.LABEL_MANAGED}=1"], "status": _LIVE_STATUSES}, sparse=True
+            )
+        except DockerException as exc:
+            raise DockerUnavailable(f"Docker engine error: {exc}") from exc
+        found = spec.partition_containers((c.attrs for c in containers), self.miner_id)
+        if found.legacy and not self._legacy_warned:
+            self._legacy_warned = True
+            names = ", ".join(found.legacy[:10])
+            log.warning("containers without a compute.miner label are left alone (not adopted): %s", names)
+        return set(found.ours)
 
     def _replace_authorized_key(self, container: Any, authorized_key: str) -> None:
         """Write ``authorized_keys.new`` then rename it over the old file (atomic when running)."""
@@ -393,10 +367,7 @@ class DockerBackend:
 
     def _published_ports(self, container: Any) -> dict[int, int]:
         container.reload()
-        ports: dict[int, int] = {}
-        for spec, bindings in (container.attrs["HostConfig"].get("PortBindings") or {}).items():
-            if bindings:
-                ports[int(spec.split("/")[0])] = int(bindings[0]["HostPort"])
+        ports = spec.published_ports(container.attrs)
         if 22 not in ports:
             raise BackendError(f"container {container.name} publishes no SSH port")
         return ports
@@ -427,12 +398,4 @@ class DockerBackend:
         raise StartFailed(f"sshd did not answer on {target}:{port} within {self.ready_timeout_s:.0f}s")
 
 
-def shm_mb(lease: LeaseRecord) -> int:
-    """Shared memory for a lease: as asked, else 1/8 of its memory (min 64 MiB), never above its memory."""
-    wanted = lease.shm_mb if lease.shm_mb > 0 else max(64, lease.memory_mb // 8)
-    return min(wanted, lease.memory_mb)
-
-
-def _port_conflict(exc: APIError) -> bool:
-    message = str(exc.explanation or exc).lower()
-    return "port is already allocated" in message or "address already in use" in message
+__all__ = ["DockerBackend", "DockerUnavailable", "LeaseContainerNotFound", "NoFreePort", "StartFailed"]

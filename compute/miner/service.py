@@ -2,7 +2,9 @@
 
 - :class:`StartupError`: a refusal to start with a sentence the operator can act on.
 - :func:`check_port_free`, :func:`check_registered`, :func:`build_backend` (refuses the
-  embedded backend on the mainnet subnet unless forced; checks that Docker answers).
+  embedded backend on the mainnet subnet unless forced; checks that Docker answers; scopes the
+  Docker backend to this miner's hotkey so that miners sharing an engine never touch each
+  other's containers).
 - :class:`PeriodicLoop`: a named loop with an interval, a timeout per step, its try/except
   inside each iteration and a stall warning (expiry, endpoint republishing).
 
@@ -57,8 +59,14 @@ def check_registered(chain: Chain, hotkey: str, settings: MinerSettings) -> None
         )
 
 
-def build_backend(settings: MinerSettings, gpu_uuids: list[str] | None, ssh_host: str) -> Backend:
-    """The configured rental backend, after the checks that make it usable."""
+def build_backend(
+    settings: MinerSettings, gpu_uuids: list[str] | None, ssh_host: str, miner_id: str | None = None
+) -> Backend:
+    """The configured rental backend, after the checks that make it usable.
+
+    ``miner_id`` (the miner's hotkey ss58; read from the configured wallet when None) labels the
+    Docker backend's containers: its reconcile adopts and removes only those.
+    """
     low, high = settings.ssh_port_range
     if settings.backend == "embedded":
         if settings.common.is_mainnet and not settings.force_embedded:
@@ -80,8 +88,20 @@ def build_backend(settings: MinerSettings, gpu_uuids: list[str] | None, ssh_host
         )
     return BACKENDS["docker"](
         image=settings.base_image, host=settings.axon_ip, ssh_port_range=(low, high),
-        gpu_uuids=gpu_uuids, public_host=ssh_host,
+        gpu_uuids=gpu_uuids, public_host=ssh_host, miner_id=miner_id or wallet_hotkey(settings),
     )
+
+
+def wallet_hotkey(settings: MinerSettings) -> str:
+    """The ss58 address of the configured wallet's hotkey (StartupError when it cannot be loaded)."""
+    from compute.transport import WalletError, load_wallet
+
+    common = settings.common
+    try:
+        wallet = load_wallet(common.wallet_name, common.wallet_hotkey, str(common.wallet_path))
+    except WalletError as exc:
+        raise StartupError(str(exc)) from None
+    return wallet.hotkey.ss58_address
 
 
 @dataclass
@@ -111,4 +131,4 @@ class PeriodicLoop:
                 pass
 
 
-__all__ = ["PeriodicLoop", "StartupError", "build_backend", "check_port_free", "check_registered"]
+__all__ = ["PeriodicLoop", "StartupError", "build_backend", "check_port_free", "check_registered", "wallet_hotkey"]

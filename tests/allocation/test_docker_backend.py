@@ -20,7 +20,8 @@ import pytest
 
 from compute.allocation.backend import BackendError
 from compute.allocation.container_files import authorized_keys_archive, lease_archive, sshd_config
-from compute.allocation.docker_backend import DockerBackend, LeaseContainerNotFound, StartFailed, shm_mb
+from compute.allocation.docker_backend import DockerBackend, LeaseContainerNotFound, StartFailed
+from compute.allocation.docker_spec import shm_mb
 from compute.allocation.records import Endpoint, LeaseRecord
 from compute.allocation.sshkeys import InvalidPublicKey, generate_host_key, validate_public_key
 

@@ -1,0 +1,169 @@
+"""What a lease container looks like to Docker: create arguments, labels, and whose it is.
+
+Pure functions used by :mod:`compute.allocation.docker_backend`: the ``containers.create``
+keyword arguments for a lease (limits, ports, GPUs, labels), the shared-memory size, the
+``compute.*`` labels, and :func:`partition_containers`, which splits the engine's managed
+containers into this miner's lease ids, pre-``compute.miner`` ("legacy") containers and other
+miners' containers. Several miners (or a benchmark, or tests) may share one Docker engine: a
+miner only ever adopts, lists or removes containers labelled ``compute.miner=<its miner_id>``.
+
+It deliberately does no I/O: no Docker calls, no key generation, no port probing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from docker.errors import APIError
+from docker.types import DeviceRequest, LogConfig
+
+from compute.allocation.records import LeaseRecord
+
+SSHD_COMMAND = ["/bin/sh", "-c", "mkdir -p /run/sshd && exec /usr/sbin/sshd -D -e"]
+EXTRA_PORT_BASE = 8000  # extra container ports are 8000, 8001, ...
+LABEL_MANAGED = "compute.managed"
+LABEL_MINER = "compute.miner"
+LABEL_LEASE_ID = "compute.lease_id"
+LABEL_HOST_KEY = "compute.host_key"
+_QUOTA_DRIVERS = {"btrfs", "zfs", "devicemapper", "windowsfilter"}
+_MINER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
+
+
+@dataclass(frozen=True)
+class ContainerOptions:
+    """The backend-wide settings a lease container is created with."""
+
+    image: str
+    host: str
+    miner_id: str
+    pids_limit: int
+    network: str | None = None
+
+
+def validate_miner_id(miner_id: str) -> str:
+    """``miner_id`` if it is a usable label value (an ss58 hotkey, a name), else ValueError."""
+    if not isinstance(miner_id, str) or not _MINER_ID.fullmatch(miner_id):
+        raise ValueError(f"miner_id {miner_id!r} must match {_MINER_ID.pattern}")
+    return miner_id
+
+
+def shm_mb(lease: LeaseRecord) -> int:
+    """Shared memory for a lease: as asked, else 1/8 of its memory (min 64 MiB), never above its memory."""
+    wanted = lease.shm_mb if lease.shm_mb > 0 else max(64, lease.memory_mb // 8)
+    return min(wanted, lease.memory_mb)
+
+
+def lease_labels(lease: LeaseRecord, host_key_line: str, miner_id: str) -> dict[str, str]:
+    return {
+        LABEL_MANAGED: "1",
+        LABEL_MINER: miner_id,
+        LABEL_LEASE_ID: lease.lease_id,
+        "compute.owner": lease.owner_hotkey,
+        "compute.purpose": lease.purpose,
+        "compute.expires_at": f"{lease.expires_at:.3f}",
+        LABEL_HOST_KEY: host_key_line,
+    }
+
+
+def container_kwargs(
+    options: ContainerOptions,
+    lease: LeaseRecord,
+    *,
+    name: str,
+    host_ports: list[int],
+    host_key_line: str,
+    device_ids: list[str],
+    disk_limit: bool,
+) -> dict[str, Any]:
+    """Arguments for ``containers.create``: limits, labels, port map, GPUs."""
+    ports = {"22/tcp": (options.host, host_ports[0])}
+    for offset, host_port in enumerate(host_ports[1:]):
+        ports[f"{EXTRA_PORT_BASE + offset}/tcp"] = (options.host, host_port)
+    memory = f"{lease.memory_mb}m"
+    kwargs: dict[str, Any] = {
+        "image": options.image,
+        "name": name,
+        "command": SSHD_COMMAND,
+        "detach": True,
+        "hostname": f"lease-{lease.lease_id[:40]}",
+        "labels": lease_labels(lease, host_key_line, options.miner_id),
+        "init": True,
+        "nano_cpus": lease.cpu_count * 1_000_000_000,
+        "mem_limit": memory,
+        "memswap_limit": memory,
+        "shm_size": f"{shm_mb(lease)}m",
+        "pids_limit": options.pids_limit,
+        "ports": ports,
+        "cap_drop": ["NET_RAW", "MKNOD"],
+        "security_opt": ["no-new-privileges:true"],
+        "restart_policy": {"Name": "unless-stopped"},
+        "log_config": LogConfig(type="json-file", config={"max-size": "10m", "max-file": "3"}),
+        "environment": {"NVIDIA_VISIBLE_DEVICES": "void"},
+    }
+    if device_ids:
+        kwargs["device_requests"] = [DeviceRequest(device_ids=device_ids, capabilities=[["gpu"]])]
+        kwargs["environment"] = {"NVIDIA_VISIBLE_DEVICES": ",".join(device_ids)}
+    if options.network:
+        kwargs["network"] = options.network
+    if lease.disk_gb > 0 and disk_limit:
+        kwargs["storage_opt"] = {"size": f"{lease.disk_gb}G"}
+    return kwargs
+
+
+@dataclass(frozen=True)
+class Partition:
+    """Managed containers seen on the engine, split by owner."""
+
+    ours: frozenset[str]  # lease ids labelled with this miner's id
+    legacy: tuple[str, ...]  # container names without a compute.miner label (made before it existed)
+    others: int  # containers of other miners
+
+
+def partition_containers(summaries: Iterable[Mapping[str, Any]], miner_id: str) -> Partition:
+    """Split ``containers.list(sparse=True)`` attrs of managed containers by their ``compute.miner``."""
+    ours: set[str] = set()
+    legacy: list[str] = []
+    others = 0
+    for summary in summaries:
+        labels = summary.get("Labels") or {}
+        owner = labels.get(LABEL_MINER)
+        if owner is None:
+            names = summary.get("Names") or [str(summary.get("Id", "?"))[:12]]
+            legacy.append(str(names[0]).lstrip("/"))
+        elif owner != miner_id:
+            others += 1
+        elif labels.get(LABEL_LEASE_ID):
+            ours.add(labels[LABEL_LEASE_ID])
+    return Partition(frozenset(ours), tuple(sorted(legacy)), others)
+
+
+def owner_of(labels: Mapping[str, str] | None) -> str | None:
+    """The ``compute.miner`` of a container's labels; None for a legacy (pre-label) container."""
+    return (labels or {}).get(LABEL_MINER)
+
+
+def disk_quota_supported(info: Mapping[str, Any]) -> tuple[bool, str]:
+    """Whether the engine (``client.info()``) can enforce ``storage_opt size``, and its driver/fs."""
+    driver = info.get("Driver", "")
+    status = dict(tuple(pair) for pair in info.get("DriverStatus") or [] if len(pair) == 2)
+    backing = status.get("Backing Filesystem", "?")
+    supported = driver in _QUOTA_DRIVERS or (driver == "overlay2" and backing == "xfs")
+    return supported, f"{driver} on {backing}"
+
+
+def port_conflict(exc: APIError) -> bool:
+    """True when ``exc`` says a host port was taken between choosing and binding it."""
+    message = str(exc.explanation or exc).lower()
+    return "port is already allocated" in message or "address already in use" in message
+
+
+def published_ports(attrs: Mapping[str, Any]) -> dict[int, int]:
+    """Container port -> host port from a container's inspect ``attrs`` (``HostConfig.PortBindings``)."""
+    ports: dict[int, int] = {}
+    for port_spec, bindings in ((attrs.get("HostConfig") or {}).get("PortBindings") or {}).items():
+        if bindings:
+            ports[int(port_spec.split("/")[0])] = int(bindings[0]["HostPort"])
+    return ports
