@@ -182,11 +182,16 @@ async def test_docker_lease_through_miner_limits_ownership_expiry_and_release(
     miner, stranger, janitor, wallets
 ):
     owner, key = miner.client, new_renter_key()
-    orphan = orphan_record(owner.hotkey, key.public_line)  # a managed container the store never heard of
-    await DockerBackend(image=IMAGE, ssh_port_range=port_block()).start(orphan)
+    orphan = orphan_record(owner.hotkey, key.public_line)  # this miner's container, unknown to its store
+    foreign = orphan_record(owner.hotkey, key.public_line)  # another miner's, on the same engine
+    await DockerBackend(image=IMAGE, ssh_port_range=port_block(), miner_id=miner.hotkey).start(orphan)
+    await DockerBackend(image=IMAGE, ssh_port_range=port_block(), miner_id="another-miner").start(foreign)
     assert janitor.container(orphan.lease_id) is not None
     await miner.start()
     assert janitor.container(orphan.lease_id) is None  # reconcile at start removed it
+    survivor = janitor.container(foreign.lease_id)
+    assert survivor is not None and survivor.status == "running"  # and left the other miner's alone
+    survivor.remove(force=True, v=True)
     lease = (await owner.call(miner.endpoint, miner.hotkey, allocate(key))).lease
     assert (lease.state, lease.owner_hotkey, lease.ssh.username) == ("active", owner.hotkey, "root")
     cpus, memory = parse_limits((await ssh_run(lease.ssh, key, LIMITS_PROBE)).stdout)
