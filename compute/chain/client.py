@@ -104,6 +104,10 @@ class BtChain:
     def block(self) -> int:
         return int(self._call(lambda c: c.block(), "block"))
 
+    def block_time(self) -> float:
+        """Seconds per block as the chain reports it (12 on finney; the sim chain's setting)."""
+        return float(self._call(lambda c: c.block_time(), "block_time"))
+
     def metagraph(self) -> MetagraphSnapshot:
         graph = self._call(lambda c: c.subnets.metagraph(self.netuid, commitments=False), "metagraph")
         if graph is None:
