@@ -21,7 +21,16 @@ from compute.validator.pog_session import (
     WorkerTimeout,
     bootstrap_command,
 )
-from compute.validator.round import MinerTarget, RoundParams, challenge_size, check_miner, rented_sample
+from compute.validator.depth import DepthParams, DepthRejected, sustained_due
+from compute.validator.evidence import Measured, scored_result
+from compute.validator.round import (
+    MinerTarget,
+    RoundParams,
+    challenge_size,
+    check_miner,
+    rented_sample,
+    round_params,
+)
 from compute.validator.settings import (
     ValidatorSettings,
     add_validator_args,
@@ -30,13 +39,16 @@ from compute.validator.settings import (
 )
 from compute.validator.table import print_round_table, round_table
 from compute.validator.timing import chain_block_seconds, measure_block_seconds, round_step_timeout
-from compute.validator.wandb_log import WandbLogger
+from compute.validator.wandb_log import WandbLogger, result_figures
 from compute.validator.weights import WeightsError, WeightSetter, weights_from_scores
 
 __all__ = [
     "BOOTSTRAP",
     "BlockLoop",
+    "DepthParams",
+    "DepthRejected",
     "LoopRunner",
+    "Measured",
     "MinerTarget",
     "PogSession",
     "PogSessionError",
@@ -61,10 +73,14 @@ __all__ = [
     "parse_validator",
     "print_round_table",
     "rented_sample",
+    "result_figures",
+    "round_params",
     "round_step_timeout",
     "round_table",
     "score_updates",
+    "scored_result",
     "select_targets",
+    "sustained_due",
     "validator_from_args",
     "weights_from_scores",
 ]

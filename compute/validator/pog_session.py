@@ -5,7 +5,9 @@ said is interpolated) that reads a length line and exactly that many bytes of wo
 stdin, echoes their sha256 (transport integrity only: the proof is the mathematics), and execs the
 source as ``__main__``. The validator then speaks the worker protocol (info -> commit -> open)
 with a bounded line reader and a timeout on every read, and times ``commit`` on its own monotonic
-clock: from right before the challenge line is written until the commitment line has arrived.
+clock: from right before the challenge line is written until the commitment line has arrived. The
+in-depth ops (docs/pog-depth.md) stream intermediate lines: each ``memory_pass`` and ``segment``
+line is stamped on arrival, and out-of-order or foreign lines are protocol errors.
 
 The host key is pinned to the one the lease reported; nothing is ever auto-accepted. This module
 does not verify proofs or score anything: it returns parsed wire models and timings.
@@ -23,7 +25,17 @@ from dataclasses import dataclass
 import asyncssh
 from pydantic import ValidationError
 
-from compute.pog import Challenge, Commitment, Opening, OpeningRequest, worker_script
+from compute.pog import (
+    Challenge,
+    Commitment,
+    MemoryChallenge,
+    MemoryCommitment,
+    MemoryOpening,
+    MemoryOpenRequest,
+    Opening,
+    OpeningRequest,
+    worker_script,
+)
 
 log = logging.getLogger(__name__)
 
@@ -67,12 +79,27 @@ class DeviceInfo:
     index: int
     name: str
     memory_bytes: int
+    uuid: str = ""  # reported by the machine: a claim, used only to notice a swapped GPU set
 
 
 @dataclass(frozen=True)
 class TimedCommitment:
     commitment: Commitment
     elapsed_s: float  # the validator's clock: challenge written -> commitment line received
+
+
+@dataclass(frozen=True)
+class TimedMemory:
+    commitment: MemoryCommitment
+    arrivals: list[list[float]]  # per GPU, the validator's clock at each memory_pass line
+    elapsed_s: float
+
+
+@dataclass(frozen=True)
+class TimedSeries:
+    sent_at: float  # the validator's clock when the segments were written
+    arrivals: list[float]  # one per segment line
+    commitments: list[Commitment]
 
 
 def bootstrap_command(device: str = "auto") -> str:
@@ -197,7 +224,9 @@ class PogSession:
             raise WorkerProtocolError("info: 'devices' must be a list of 1..64 entries")
         try:
             return [
-                DeviceInfo(int(d["index"]), str(d["name"])[:128], max(0, int(d["memory_bytes"]))) for d in devices
+                DeviceInfo(int(d["index"]), str(d["name"])[:128], max(0, int(d["memory_bytes"])),
+                           str(d.get("uuid") or "")[:128])
+                for d in devices
             ]
         except (KeyError, TypeError, ValueError) as exc:
             raise WorkerProtocolError(f"info: malformed device entry: {exc}") from None
@@ -223,6 +252,99 @@ class PogSession:
         )
         return _model(Opening, reply.get("opening"), "open")
 
+    # ------------------------------------------------------------ in-depth proofs (docs/pog-depth.md)
+
+    async def commit_on(self, challenge: Challenge, device: int, timeout: float) -> TimedCommitment:
+        """A one-GPU challenge on ``device`` alone, timed like ``commit`` (open it with ``open_rows``)."""
+        line = {"op": "commit_on", "device": device, "challenge": challenge.model_dump(mode="json")}
+        started = time.monotonic()
+        self._send(line)
+        reply = _parse_reply(await self._read_line(SMALL_LINE, timeout), "commit_on")
+        elapsed = time.monotonic() - started
+        commitment = _model(Commitment, reply.get("commitment"), "commit_on")
+        if commitment.challenge_id != challenge.challenge_id or len(commitment.roots) != 1:
+            raise WorkerProtocolError("commit_on: commitment is for another challenge")
+        return TimedCommitment(commitment, elapsed)
+
+    async def memory_commit(self, challenge: MemoryChallenge, timeout: float) -> TimedMemory:
+        """Send the memory challenge; stamp every ``memory_pass`` line per GPU on arrival."""
+        gpus, passes = challenge.gpu_count, challenge.passes
+        ready: set[int] = set()
+        arrivals: list[list[float]] = [[] for _ in range(gpus)]
+        self._send({"op": "memory_commit", "challenge": challenge.model_dump(mode="json")})
+        started = time.monotonic()
+        while True:
+            raw = await self._read_line(SMALL_LINE + gpus * passes * 80, timeout)
+            now = time.monotonic()
+            line = _parse_json(raw, "memory_commit")
+            op = line.get("op")
+            if op == "memory_commit":
+                break
+            gpu = line.get("gpu")
+            if line.get("ok") is not True or not isinstance(gpu, int) or isinstance(gpu, bool) or not 0 <= gpu < gpus:
+                _parse_reply(raw, "memory_commit")  # raises the worker's error, or a protocol error
+                raise WorkerProtocolError(f"memory_commit: unexpected line {raw[:80]!r}")
+            if op == "memory_ready":
+                ready.add(gpu)
+            elif op == "memory_pass" and gpu in ready and line.get("pass") == len(arrivals[gpu]) + 1 <= passes:
+                arrivals[gpu].append(now)
+            else:
+                raise WorkerProtocolError(f"memory_commit: out-of-order line {raw[:80]!r}")
+        reply = _parse_reply(raw, "memory_commit")
+        commitment = _model(MemoryCommitment, reply.get("commitment"), "memory_commit")
+        if commitment.challenge_id != challenge.challenge_id:
+            raise WorkerProtocolError("memory_commit: commitment is for another challenge")
+        return TimedMemory(commitment, arrivals, time.monotonic() - started)
+
+    async def memory_open(self, request: MemoryOpenRequest, n: int, timeout: float) -> MemoryOpening:
+        vectors = sum(2 * len(p) for p in request.passes)
+        limit = SMALL_LINE + vectors * (n * 16 // 3 + 256)
+        reply = await self._request(
+            {"op": "memory_open", "request": request.model_dump(mode="json")}, "memory_open", limit, timeout
+        )
+        return _model(MemoryOpening, reply.get("opening"), "memory_open")
+
+    async def sustained(self, segments: list[Challenge], timeout: float) -> TimedSeries:
+        """Run segments back to back; ``timeout`` bounds the silence between two segment lines."""
+        self._send({"op": "sustained", "segments": [c.model_dump(mode="json") for c in segments]})
+        sent_at = time.monotonic()
+        arrivals: list[float] = []
+        commitments: list[Commitment] = []
+        while True:
+            raw = await self._read_line(SMALL_LINE, timeout)
+            now = time.monotonic()
+            line = _parse_json(raw, "sustained")
+            if line.get("op") != "segment":
+                break
+            if line.get("ok") is not True or line.get("index") != len(arrivals) or len(arrivals) >= len(segments):
+                raise WorkerProtocolError(f"sustained: unexpected segment line {raw[:80]!r}")
+            commitment = _model(Commitment, line.get("commitment"), "sustained")
+            if commitment.challenge_id != segments[len(arrivals)].challenge_id:
+                raise WorkerProtocolError("sustained: segment commitment is for another challenge")
+            arrivals.append(now)
+            commitments.append(commitment)
+        _parse_reply(raw, "sustained")
+        if len(arrivals) != len(segments):
+            raise WorkerProtocolError(f"sustained: {len(arrivals)} segments for {len(segments)} sent")
+        return TimedSeries(sent_at, arrivals, commitments)
+
+    async def sustained_open(self, index: int, request: OpeningRequest, p: int, timeout: float) -> Opening:
+        reply = await self._request(
+            {"op": "sustained_open", "index": index, "request": request.model_dump(mode="json")},
+            "sustained_open", opening_line_limit(request, p), timeout,
+        )
+        return _model(Opening, reply.get("opening"), "sustained_open")
+
+    async def probe(self, request: dict, timeout: float) -> tuple[dict, float]:
+        """One host probe; returns (result, seconds on the validator's clock)."""
+        started = time.monotonic()
+        reply = await self._request({"op": "probe", "request": request}, "probe", SMALL_LINE, timeout)
+        elapsed = time.monotonic() - started
+        result = reply.get("result")
+        if not isinstance(result, dict):
+            raise WorkerProtocolError("probe: result is not an object")
+        return result, elapsed
+
     async def close(self) -> None:
         """Ask the worker to exit, then tear the connection down (never raises, never hangs)."""
         try:
@@ -245,13 +367,18 @@ class PogSession:
         await self.close()
 
 
-def _parse_reply(raw: bytes, op: str) -> dict:
+def _parse_json(raw: bytes, op: str) -> dict:
     try:
         reply = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
         raise WorkerProtocolError(f"{op}: worker sent a line that is not JSON: {raw[:60]!r}") from None
     if not isinstance(reply, dict):
         raise WorkerProtocolError(f"{op}: worker reply is not an object")
+    return reply
+
+
+def _parse_reply(raw: bytes, op: str) -> dict:
+    reply = _parse_json(raw, op)
     if reply.get("ok") is not True:
         raise WorkerFailed(f"{op}: worker error: {str(reply.get('error'))[:300]}")
     if reply.get("op") != op:

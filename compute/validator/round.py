@@ -19,12 +19,11 @@ import asyncio
 import logging
 import math
 import time
-from collections import Counter
 from dataclasses import dataclass
 
 import asyncssh
 
-from compute.pog import Challenge, GpuTable, choose_openings, identify, new_challenge, verify
+from compute.pog import Challenge, GpuTable, choose_openings, new_challenge, uuid_change, verify
 from compute.protocol import (
     AllocateRequest,
     DeallocateRequest,
@@ -34,10 +33,21 @@ from compute.protocol import (
     Requirements,
     SpecsRequest,
 )
-from compute.scoring import ScoringConfig, machine_score
+from compute.scoring import HolisticConfig, ScoringConfig
 from compute.store import PogResult
 from compute.transport import MinerClient, PeerUnreachable, Rejected, RequestTimeout, TransportError
-from compute.validator.pog_session import DeviceInfo, PogSession, PogSessionError
+from compute.validator.depth import (
+    DepthParams,
+    DepthRejected,
+    probe_host,
+    prove_memory,
+    prove_scaling,
+    prove_sustained,
+    sustained_due,
+)
+from compute.validator.evidence import Measured, scored_result
+from compute.validator.pog_session import PogSession, PogSessionError
+from compute.validator.settings import ValidatorSettings
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +84,24 @@ class RoundParams:
     device: str = "auto"
     rented_max_age: int = 24
     rented_decay: float = 0.95
+    depth: DepthParams = DepthParams()
+    holistic: HolisticConfig = HolisticConfig()
+    force_depth: bool = False  # run sustained and host probes this round whatever the cadence
+
+
+def round_params(s: ValidatorSettings, holistic: HolisticConfig | None = None) -> RoundParams:
+    """The round's parameters from the validator settings (round id and block filled in per round)."""
+    depth = DepthParams(
+        memory_passes=s.memory_passes, sustained_every=s.sustained_every, sustained_seconds=s.sustained_seconds,
+        probe_ram_mb=s.probe_ram_mb, probe_disk_mb=s.probe_disk_mb, cpu_memory_mb=s.cpu_memory_mb,
+        cpu_bandwidth_gbs=s.cpu_bandwidth_gbs, cpu_sustained_seconds=s.cpu_sustained_seconds,
+    )
+    return RoundParams(
+        round_id=0, block=0, miner_timeout=s.miner_timeout, retries=s.retries, pog_m=s.pog_m, pog_n=s.pog_n,
+        pog_p=s.pog_p, target_seconds=s.target_seconds, rows_per_gpu=s.rows_per_gpu, cols_per_row=s.cols_per_row,
+        lease_seconds=s.lease_seconds, device=s.device, rented_max_age=s.rented_max_age, rented_decay=s.rented_decay,
+        depth=depth, holistic=holistic or HolisticConfig(),
+    )
 
 
 class _Failed(Exception):
@@ -86,14 +114,6 @@ class _Unreachable(_Failed):
 
 class _Rented(Exception):
     """The miner has no free GPU for a validation lease."""
-
-
-@dataclass
-class _Measured:
-    tflops: dict[str, float]
-    timings: dict[str, float]
-    devices: list[DeviceInfo]
-    gpu_count: int
 
 
 async def check_miner(
@@ -148,9 +168,9 @@ async def _attempt(
             await _liveness(lease, key, params)
         return _rented_result(target, params, previous, scoring, table, time.monotonic() - started)
     async with _released(client, target, lease):
-        measured = await _prove(lease, key, params, table, claimed, specs)
+        measured = await _prove(lease, key, params, table, claimed, specs, previous)
     measured.timings["total_s"] = time.monotonic() - started
-    return _scored(target, params, measured, table, scoring)
+    return scored_result(target, params, measured, table, previous)
 
 
 async def _specs(client: MinerClient, target: MinerTarget) -> MachineSpecs:
@@ -254,8 +274,9 @@ def _expected_tflops(table: GpuTable, specs: MachineSpecs, precision: str) -> fl
 
 
 async def _prove(
-    lease: LeaseInfo, key: asyncssh.SSHKey, params: RoundParams, table: GpuTable, claimed: list, specs: MachineSpecs
-) -> _Measured:
+    lease: LeaseInfo, key: asyncssh.SSHKey, params: RoundParams, table: GpuTable, claimed: list, specs: MachineSpecs,
+    previous: PogResult | None,
+) -> Measured:
     session = await _session(lease, key, params)
     async with session:
         try:
@@ -263,16 +284,52 @@ async def _prove(
             gpu_count = max(1, len(claimed))
             if claimed and len(devices) < gpu_count:
                 raise _Failed(f"worker sees {len(devices)} devices, miner claims {gpu_count} GPUs")
-            tflops, timings = {}, {}
+            measured = Measured({}, {}, devices, gpu_count if claimed else 0)
+            together: tuple[Challenge, float] | None = None
             for precision in PRECISIONS:
                 m, n, p = challenge_size(params, precision, _expected_tflops(table, specs, precision))
                 challenge = new_challenge(precision, m, n, p, gpu_count, chunk=min(CHUNK, n))
                 elapsed = await _one_precision(session, challenge, params)
-                tflops[precision] = 2.0 * m * n * p / elapsed / 1e12
-                timings[f"{precision}_s"] = elapsed
+                measured.tflops[precision] = 2.0 * m * n * p / elapsed / 1e12
+                measured.timings[f"{precision}_s"] = elapsed
+                together = together or (challenge, elapsed)
+            await _prove_depth(session, params, table, claimed, specs, previous, measured, together)
         except PogSessionError as exc:
             raise _Failed(str(exc)) from None
-    return _Measured(tflops, timings, devices, gpu_count if claimed else 0)
+        except DepthRejected as exc:
+            raise _Failed(str(exc)) from None
+    return measured
+
+
+async def _prove_depth(
+    session: PogSession, params: RoundParams, table: GpuTable, claimed: list, specs: MachineSpecs,
+    previous: PogResult | None, measured: Measured, together: tuple[Challenge, float],
+) -> None:
+    """Memory every round; scaling with 2+ GPUs; sustained and host probes on their cadence."""
+    depth, timeout, cpu = params.depth, params.miner_timeout, not claimed
+    names = [gpu.name for gpu in claimed]
+    count = max(1, measured.gpu_count)
+    measured.uuids = tuple(d.uuid for d in measured.devices[:count] if d.uuid) if claimed else ()
+    stored = previous.gpu_uuids if previous is not None and previous.gpu_uuids else None
+    measured.history_reset = uuid_change(stored, measured.uuids).changed
+    started = time.monotonic()
+    measured.memory = await prove_memory(session, table, names, count, depth, timeout)
+    measured.timings["memory_s"] = time.monotonic() - started
+    if measured.gpu_count >= 2:
+        started = time.monotonic()
+        measured.scaling = await prove_scaling(session, together[0], together[1], measured.gpu_count, timeout)
+        measured.timings["scaling_s"] = time.monotonic() - started
+    last = None if previous is None or measured.history_reset else previous.depth_round
+    if not (params.force_depth or sustained_due(params.round_id, last, depth.sustained_every)):
+        return
+    started = time.monotonic()
+    expected = measured.tflops["fp32"] if cpu else _expected_tflops(table, specs, "fp16") or measured.tflops["fp16"]
+    measured.sustained = await prove_sustained(session, expected, count, cpu, depth, timeout)
+    measured.timings["sustained_s"] = time.monotonic() - started
+    started = time.monotonic()
+    measured.host = await probe_host(session, specs.cpu_cores, cpu, depth, timeout)
+    measured.timings["probes_s"] = time.monotonic() - started
+    measured.depth_ran = True
 
 
 async def _one_precision(session: PogSession, challenge: Challenge, params: RoundParams) -> float:
@@ -285,33 +342,15 @@ async def _one_precision(session: PogSession, challenge: Challenge, params: Roun
     return max(timed.elapsed_s, 1e-6)
 
 
-def _scored(target: MinerTarget, params: RoundParams, measured: _Measured, table: GpuTable,
-            scoring: ScoringConfig) -> PogResult:
-    f16, f32 = measured.tflops.get("fp16"), measured.tflops.get("fp32")
-    count = max(1, measured.gpu_count)
-    models, reasons = [], []
-    for device in measured.devices[:count]:
-        found = identify(f16, f32, device.memory_bytes / 2**30 or None, device.name, table)
-        models.append(found.label)
-        reasons.extend(found.reasons[:1])
-    pairs = [(None if name == "unidentified" else name, n) for name, n in Counter(models).items()]
-    sample = machine_score(pairs, table, rented=False, config=scoring, cpu_tflops_fp32=f32)
-    return PogResult(
-        round_id=params.round_id, uid=target.uid, hotkey=target.hotkey, ok=True, sample=sample,
-        reasons=tuple(dict.fromkeys(reasons)), models=tuple(models), tflops_fp16=f16, tflops_fp32=f32,
-        gpu_count=measured.gpu_count, timings=measured.timings, block=params.block, created=time.time(),
-    )
-
-
 def rented_sample(
     previous: PogResult | None, round_id: int, params: RoundParams, table: GpuTable, scoring: ScoringConfig
 ) -> float:
-    """Score of a rented, live machine from its last verified identification (0 if never verified)."""
+    """Score of a rented, live machine: its last verified (non-rented) sample x (1 + rented bonus),
+    decaying by ``rented_decay`` per round once older than ``rented_max_age``; 0 if never verified."""
     if previous is None or not previous.ok or previous.rented:
         return 0.0
-    pairs = [(None if name == "unidentified" else name, n) for name, n in Counter(previous.models).items()]
-    score = machine_score(pairs, table, rented=True, config=scoring, cpu_tflops_fp32=previous.tflops_fp32)
     age = round_id - previous.round_id
+    score = max(0.0, previous.sample) * (1.0 + scoring.rented_bonus)
     return score * params.rented_decay ** max(0, age - params.rented_max_age)
 
 

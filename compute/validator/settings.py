@@ -44,6 +44,14 @@ class ValidatorSettings(BaseModel):
     device: str = Field("auto", pattern=r"^(auto|cpu|cuda)$")
     data_dir: Path = Path("~/.compute/validator")
     rounds: int = Field(0, ge=0)  # stop after this many rounds (0 = forever)
+    memory_passes: int = Field(16, ge=2, le=256)
+    sustained_every: int = Field(10, ge=1, le=10_000)  # rounds between sustained runs + host probes per miner
+    sustained_seconds: float = Field(60.0, ge=1, le=3600)
+    probe_ram_mb: int = Field(512, ge=1, le=1 << 20)
+    probe_disk_mb: int = Field(512, ge=1, le=1 << 20)
+    cpu_memory_mb: float = Field(8.0, gt=0, le=1 << 16)  # machines without GPUs (the demo): small proofs
+    cpu_bandwidth_gbs: float = Field(1.0, gt=0, le=10_000)
+    cpu_sustained_seconds: float = Field(1.0, gt=0, le=600)
     wandb_off: bool = False
     wandb_project: str = Field("compute-subnet", min_length=1, max_length=128)
 
@@ -79,6 +87,14 @@ _FLAGS: dict[str, tuple[str, type, str]] = {
     "validator.device": ("device", str, "worker device: auto|cpu|cuda (default auto)"),
     "validator.data_dir": ("data_dir", str, "state directory (default ~/.compute/validator)"),
     "validator.rounds": ("rounds", int, "stop after this many rounds; 0 = run forever (default 0)"),
+    "validator.memory_passes": ("memory_passes", int, "dependent passes of the memory proof (default 16)"),
+    "validator.sustained_every": ("sustained_every", int, "rounds between sustained runs and host probes per miner (10)"),
+    "validator.sustained_seconds": ("sustained_seconds", float, "length of the sustained-throughput run (default 60)"),
+    "validator.probe_ram_mb": ("probe_ram_mb", int, "RAM filled and read back by the host probe (default 512)"),
+    "validator.probe_disk_mb": ("probe_disk_mb", int, "disk written and read back by the host probe (default 512)"),
+    "validator.cpu_memory_mb": ("cpu_memory_mb", float, "memory proof size for machines without GPUs (default 8)"),
+    "validator.cpu_bandwidth_gbs": ("cpu_bandwidth_gbs", float, "reference GB/s for machines without GPUs (1.0)"),
+    "validator.cpu_sustained_seconds": ("cpu_sustained_seconds", float, "sustained run without GPUs (default 1)"),
     "wandb.project": ("wandb_project", str, "wandb project (default compute-subnet)"),
 }
 _SWITCHES = {"validator.allow_same_ip": "allow_same_ip", "wandb.off": "wandb_off"}

@@ -1,4 +1,5 @@
-"""A rich console table of one round: uid, hotkey, GPUs, TFLOPS, verdict, score, weight.
+"""A rich console table of one round: uid, hotkey, GPUs, TFLOPS, memory GB/s, sustained ratio
+(throttling shown in yellow), scaling efficiency, verdict, score, weight.
 
 People-facing output only; it reads values and prints, nothing else.
 """
@@ -33,16 +34,45 @@ def _tflops(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}"
 
 
+def _mem(result: PogResult) -> str:
+    if result.mem_gbs is None:
+        return "-"
+    text = f"{result.mem_gbs:.3g}"
+    return text if result.mem_proven_gb else f"[yellow]{text} unproven[/yellow]"
+
+
+def _sustained(result: PogResult) -> str:
+    if result.sustained_ratio is None:
+        return "-"
+    text = f"{result.sustained_ratio:.2f}"
+    if result.sustained_factor is not None and result.sustained_factor < 1.0:
+        return f"[yellow]{text} throttled x{result.sustained_factor:.2f}[/yellow]"
+    return text
+
+
+def _scaling(result: PogResult) -> str:
+    if result.scaling_efficiency is None:
+        return "-"
+    text = f"{result.scaling_efficiency:.2f}"
+    if result.credited_gpus is not None and result.credited_gpus < result.gpu_count:
+        return f"[yellow]{text} ({result.credited_gpus}/{result.gpu_count} credited)[/yellow]"
+    return text
+
+
+COLUMNS = ("uid", "hotkey", "GPUs", "TFLOPS fp16", "TFLOPS fp32", "mem GB/s", "sustained", "scaling", "verdict",
+           "score", "weight")
+
+
 def round_table(
     round_id: int, results: Iterable[PogResult], scores: Mapping[int, float], weights: Mapping[int, float]
 ) -> Table:
     table = Table(title=f"Proof-of-GPU round {round_id}")
-    for column in ("uid", "hotkey", "GPUs", "TFLOPS fp16", "TFLOPS fp32", "verdict", "score", "weight"):
+    for column in COLUMNS:
         table.add_column(column, justify="right" if column in ("uid", "score", "weight") else "left")
     for result in sorted(results, key=lambda r: r.uid):
         table.add_row(
             str(result.uid), result.hotkey[:10], _gpus(result), _tflops(result.tflops_fp16),
-            _tflops(result.tflops_fp32), _verdict(result), f"{scores.get(result.uid, 0.0):.4g}",
+            _tflops(result.tflops_fp32), _mem(result), _sustained(result), _scaling(result), _verdict(result), f"{scores.get(result.uid, 0.0):.4g}",
             f"{weights.get(result.uid, 0.0):.4f}",
         )
     return table

@@ -16,6 +16,24 @@ from compute.store import PogResult
 log = logging.getLogger(__name__)
 
 
+_FIGURES = ("tflops_fp16", "tflops_fp32", "mem_gbs", "mem_proven_gb", "sustained_ratio", "sustained_factor",
+            "scaling_efficiency", "credited_gpus")
+
+
+def result_figures(result: PogResult) -> dict[str, float]:
+    """``uid/<uid>/<figure>`` for every measured figure of a result (throttling: ``sustained_*``)."""
+    data: dict[str, float] = {}
+    for name in _FIGURES:
+        value = getattr(result, name)
+        if value is not None:
+            data[f"uid/{result.uid}/{name}"] = value
+    if result.sustained_factor is not None:
+        data[f"uid/{result.uid}/throttled"] = int(result.sustained_factor < 1.0)
+    for name, value in result.host.items():
+        data[f"uid/{result.uid}/host_{name}"] = value
+    return data
+
+
 class WandbLogger:
     def __init__(self, enabled: bool, project: str, run_name: str, directory: Path,
                  api_key: str | None = None, config: Mapping[str, object] | None = None) -> None:
@@ -51,9 +69,7 @@ class WandbLogger:
             data[f"uid/{r.uid}/score"] = scores.get(r.uid, 0.0)
             data[f"uid/{r.uid}/weight"] = weights.get(r.uid, 0.0)
             data[f"uid/{r.uid}/ok"] = int(r.ok)
-            if r.tflops_fp16 is not None:
-                data[f"uid/{r.uid}/tflops_fp16"] = r.tflops_fp16
-                data[f"uid/{r.uid}/tflops_fp32"] = r.tflops_fp32
+            data.update(result_figures(r))
         try:
             self._run.log(data)
         except Exception as exc:  # optional dependency boundary

@@ -7,6 +7,8 @@ partial   computes only the first quarter of C's rows (the rest are zeros)
 bf16      rounds C to bfloat16 (a lower-precision shortcut)
 replay    answers with the product of a stale, precomputed key (correct tree, wrong numbers)
 forged    commits random roots at once and computes only after the clock stopped
+memskip   memory proof: runs pass 1, then skips the passes (replays pass 1's vector without reading A)
+throttle  honest, but each sustained segment takes longer than the one before (a throttling GPU)
 garbage   answers every request with a line that is not JSON
 silent    answers info, then never answers again
 """
@@ -38,6 +40,8 @@ def main(mode: str) -> None:
     if mode in ("garbage", "silent"):
         return _broken(stdin, mode)
     original = ns["product_cpu"]
+    if mode in ("memskip", "throttle"):
+        return _depth_cheat(ns, stdin, mode)
     if mode == "partial":
         def product(spec, gpu, threads, use_torch):
             quarter = original(dataclasses.replace(spec, m=max(1, spec.m // 4)), gpu, threads, use_torch)
@@ -69,6 +73,31 @@ def main(mode: str) -> None:
     else:
         raise SystemExit(f"unknown mode {mode}")
     ns["product_cpu"] = product
+    ns["serve"](stdin, sys.stdout, "cpu")
+
+
+def _depth_cheat(ns: dict, stdin, mode: str) -> None:
+    if mode == "memskip":
+        engine_cls, honest = ns["MemoryEngine"], ns["MemoryEngine"].multiply
+        calls = {"n": 0}
+
+        def multiply(self, spec, gpu, a, x):
+            calls["n"] += 1
+            if calls["n"] == 1:
+                calls["first"] = honest(self, spec, gpu, a, x)
+            return calls["first"]  # every later pass replays pass 1 without reading A
+
+        engine_cls.multiply = multiply
+    else:
+        engine_cls, honest = ns["ProverEngine"], ns["ProverEngine"].commit
+        calls = {"n": 0}
+
+        def commit(self, challenge):
+            calls["n"] += 1
+            time.sleep(0.15 * max(0, calls["n"] - 3))  # the 2 GEMM rounds and the first segment run at speed
+            return honest(self, challenge)
+
+        engine_cls.commit = commit
     ns["serve"](stdin, sys.stdout, "cpu")
 
 

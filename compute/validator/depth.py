@@ -1,0 +1,207 @@
+"""In-depth Proof-of-GPU inside a validation lease: memory, sustained throughput, scaling, host probes.
+
+Drives the worker ops of docs/pog-depth.md over a ``PogSession`` and turns what the validator
+checked and timed into figures (``compute.pog`` judges every answer; this module only sequences
+them, chooses sizes and interprets verdicts):
+
+- ``prove_memory``: every round, after the GEMM rounds. Sized from the GPU table (claimed model's
+  memory and bandwidth), or from the small CPU settings for a machine without GPUs (the demo). A
+  mathematics failure is a cheat (``DepthRejected``: the round fails); a timing failure only leaves
+  the memory unproven (no memory share, no memory hint for identification).
+- ``prove_sustained`` and ``probe_host``: on the sustained cadence (``sustained_due``).
+- ``prove_scaling``: when two or more GPUs are claimed, each GPU alone against the N-GPU timing.
+
+It does not score, persist or identify anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from dataclasses import dataclass, field
+
+from compute.pog import (
+    Challenge,
+    Credit,
+    GpuTable,
+    MemoryPolicy,
+    SustainedReport,
+    analyse_series,
+    check_probe,
+    choose_memory_openings,
+    choose_openings,
+    choose_segments,
+    credited_gpus,
+    judge_memory_timing,
+    new_challenge,
+    plan_memory,
+    plan_sustained,
+    scaling_efficiency,
+    verify,
+    verify_memory,
+)
+from compute.pog.sustained import SustainedError
+from compute.validator.pog_session import PogSession
+
+log = logging.getLogger(__name__)
+
+
+class DepthRejected(Exception):
+    """A proof of the in-depth rounds was mathematically wrong: the miner cheated or is broken."""
+
+
+@dataclass(frozen=True)
+class DepthParams:
+    """Sizes and cadence of the in-depth rounds (defaults: production GPUs; ``cpu_*``: the demo)."""
+
+    memory_passes: int = 16
+    memory_open_passes: int = 3
+    sustained_every: int = 10  # rounds between sustained runs (and host probes) per miner
+    sustained_seconds: float = 60.0
+    sustained_segment_s: float = 2.0
+    probe_ram_mb: int = 512
+    probe_disk_mb: int = 512
+    cpu_memory_mb: float = 8.0  # a machine without GPUs: A of 0.6 x this, resident in RAM
+    cpu_bandwidth_gbs: float = 1.0
+    cpu_regen_rate: float = 1e9  # element-rounds/s any CPU could hash (2-core numpy: ~1.3e8)
+    cpu_sustained_seconds: float = 1.0
+    cpu_probe_mb: int = 16
+
+
+@dataclass(frozen=True)
+class MemoryOutcome:
+    proven: tuple[bool, ...]  # per GPU: both judges passed
+    gbs: tuple[float, ...]  # per GPU, validator clock
+    proven_gb: float  # size of A per GPU when proven (0 otherwise)
+    claimed_gb: float
+    reasons: tuple[str, ...] = ()
+
+    @property
+    def all_proven(self) -> bool:
+        return bool(self.proven) and all(self.proven)
+
+
+@dataclass(frozen=True)
+class ScalingOutcome:
+    efficiency: float
+    credit: Credit
+
+
+@dataclass(frozen=True)
+class HostOutcome:
+    figures: dict[str, float] = field(default_factory=dict)  # cpu_cores, cpu_gbs, ram_gb, disk_gb
+    reasons: tuple[str, ...] = ()
+
+
+def sustained_due(round_id: int, last_depth_round: int | None, every: int) -> bool:
+    """Whether this round runs the sustained test and host probes for a miner."""
+    return last_depth_round is None or every <= 1 or round_id - last_depth_round >= every
+
+
+def memory_shape(
+    table: GpuTable, claimed_names: list[str], depth: DepthParams
+) -> tuple[float, float, MemoryPolicy] | None:
+    """(memory GB, bandwidth GB/s, policy) to plan with; None when a claimed model is unknown."""
+    if not claimed_names:
+        policy = MemoryPolicy(max_regen_rate=depth.cpu_regen_rate, host_stream_gbs=0.0, min_bandwidth_fraction=0.0)
+        return depth.cpu_memory_mb / 1000.0, depth.cpu_bandwidth_gbs, policy
+    models = [table.models.get(table.resolve_name(name) or "") for name in claimed_names]
+    if any(model is None for model in models):
+        return None
+    smallest = min(models, key=lambda m: m.memory_gb)
+    return smallest.memory_gb, min(m.bandwidth_gbs for m in models), MemoryPolicy()
+
+
+async def prove_memory(
+    session: PogSession, table: GpuTable, claimed_names: list[str], gpu_count: int, depth: DepthParams,
+    timeout: float,
+) -> MemoryOutcome | None:
+    shape = memory_shape(table, claimed_names, depth)
+    if shape is None:
+        log.info("memory proof skipped: claimed GPU model not in the table")
+        return None
+    memory_gb, bandwidth, policy = shape
+    challenge = plan_memory(memory_gb, bandwidth, gpu_count, passes=depth.memory_passes, policy=policy)
+    timed = await session.memory_commit(challenge, timeout)
+    request = choose_memory_openings(challenge, depth.memory_open_passes)  # after every pass arrived
+    opening = await session.memory_open(request, challenge.n, timeout)
+    maths = await asyncio.to_thread(verify_memory, challenge, timed.commitment, request, opening)
+    if not maths.ok:
+        raise DepthRejected("memory proof rejected: " + "; ".join(maths.reasons[:3]))
+    expected = bandwidth if claimed_names else None
+    timing = judge_memory_timing(challenge, timed.arrivals, policy, expected)
+    proven = tuple(result.ok for result in timing.per_gpu) or (False,) * gpu_count
+    gbs = tuple(result.gbs or 0.0 for result in timing.per_gpu) or (0.0,) * gpu_count
+    size = challenge.matrix_bytes / 1e9
+    return MemoryOutcome(proven, gbs, size if all(proven) else 0.0, memory_gb, tuple(timing.reasons[:3]))
+
+
+async def prove_sustained(
+    session: PogSession, expected_tflops: float, gpu_count: int, cpu: bool, depth: DepthParams, timeout: float,
+) -> SustainedReport:
+    """Segments back to back, stamped on arrival; a few opened and verified (always the last)."""
+    if cpu:
+        plan = plan_sustained(expected_tflops, "fp32", 1, depth.cpu_sustained_seconds,
+                              depth.cpu_sustained_seconds / 4, m=256)
+    else:
+        plan = plan_sustained(expected_tflops, "fp16", gpu_count, depth.sustained_seconds,
+                              depth.sustained_segment_s)
+    segments = plan.challenges()
+    series = await session.sustained(segments, timeout)
+    for index in choose_segments(plan, 3):
+        challenge = plan.segment(index)
+        request = choose_openings(challenge, 4, 4)
+        opening = await session.sustained_open(index, request, challenge.p, timeout)
+        verdict = await asyncio.to_thread(verify, challenge, series.commitments[index], request, opening)
+        if not verdict.ok:
+            raise DepthRejected(f"sustained segment {index} rejected: " + "; ".join(verdict.reasons[:2]))
+    try:
+        return analyse_series(series.sent_at, series.arrivals, plan.flops_per_segment)
+    except SustainedError as exc:
+        raise DepthRejected(f"sustained series unusable: {exc}") from None
+
+
+async def prove_scaling(
+    session: PogSession, together: Challenge, together_s: float, gpu_count: int, timeout: float
+) -> ScalingOutcome:
+    """Each GPU alone on a one-GPU challenge of the N-GPU challenge's shape; credit what was delivered."""
+    per_gpu_flops = 2.0 * together.m * together.n * together.p
+    together_tflops = [per_gpu_flops / max(together_s, 1e-6) / 1e12] * gpu_count
+    alone: list[float] = []
+    for device in range(gpu_count):
+        challenge = new_challenge(together.precision, together.m, together.n, together.p, 1, chunk=together.chunk)
+        timed = await session.commit_on(challenge, device, timeout)
+        request = choose_openings(challenge, 4, 4)
+        opening = await session.open_rows(request, challenge.p, timeout)
+        verdict = await asyncio.to_thread(verify, challenge, timed.commitment, request, opening)
+        if not verdict.ok:
+            raise DepthRejected(f"GPU {device} alone: proof rejected: " + "; ".join(verdict.reasons[:2]))
+        alone.append(per_gpu_flops / max(timed.elapsed_s, 1e-6) / 1e12)
+    credit = credited_gpus(gpu_count, [True] * gpu_count, together_tflops, alone)
+    return ScalingOutcome(scaling_efficiency(together_tflops, alone), credit)
+
+
+async def probe_host(session: PogSession, cpu_count: int, cpu: bool, depth: DepthParams, timeout: float) -> HostOutcome:
+    """CPU, RAM and disk probes; each checked from its seed. A failed probe only leaves a figure out."""
+    ram = (depth.cpu_probe_mb if cpu else depth.probe_ram_mb) << 20
+    disk = (depth.cpu_probe_mb if cpu else depth.probe_disk_mb) << 20
+    requests = [
+        {"what": "cpu", "seed": secrets.token_hex(16), "chains": max(1, min(cpu_count, 512)),
+         "steps": 64 if cpu else 2000},
+        {"what": "ram", "seed": secrets.token_hex(16), "bytes": ram},
+        {"what": "disk", "seed": secrets.token_hex(16), "bytes": disk, "path": "."},
+    ]
+    figures: dict[str, float] = {}
+    reasons: list[str] = []
+    for request in requests:
+        result, elapsed = await session.probe(request, timeout)
+        check = await asyncio.to_thread(check_probe, request, result, elapsed)
+        if not check.ok:
+            reasons.append(f"{check.what} probe: " + "; ".join(check.reasons[:1]))
+            continue
+        if check.what == "cpu":
+            figures["cpu_cores"], figures["cpu_gbs"] = check.value, check.rate
+        else:
+            figures[f"{check.what}_gb"] = check.value
+    return HostOutcome(figures, tuple(reasons))

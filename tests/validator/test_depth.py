@@ -1,0 +1,121 @@
+"""In-depth PoG in the validator: real rounds against real miners (memory every round, sustained and
+host probes when due), cheats caught, figures persisted; scaling credit and UUID resets (pure)."""
+
+from __future__ import annotations
+
+import pytest
+from validator_helpers import small_params
+
+from compute.chain import NeuronInfo
+from compute.pog import Credit, load_gpu_table
+from compute.scoring import HolisticConfig, ScoringConfig
+from compute.store import PogResult, ScoreRecord, ValidatorStore
+from compute.validator import (
+    DepthParams,
+    Measured,
+    MinerTarget,
+    check_miner,
+    round_table,
+    score_updates,
+    scored_result,
+    sustained_due,
+)
+from compute.validator.depth import MemoryOutcome, ScalingOutcome
+from compute.validator.pog_session import DeviceInfo
+from compute.validator.wandb_log import result_figures
+
+TABLE = load_gpu_table()
+SCORING = ScoringConfig()
+
+
+def target(miner, uid: int = 1) -> MinerTarget:
+    return MinerTarget(uid, miner.hotkey, miner.endpoint)
+
+
+async def test_honest_round_proves_memory_sustained_and_host_and_persists_the_figures(
+    start_miner, validator_client, tmp_path
+) -> None:
+    miner = start_miner("deep")
+    params = small_params(round_id=7, force_depth=True)
+    result = await check_miner(validator_client, target(miner), params, TABLE, SCORING)
+    assert result.ok, result.reasons
+    assert result.sample > 0 and result.models == ("CPU",)
+    assert result.mem_gbs > 0 and result.mem_proven_gb > 0  # A was resident and read every pass
+    assert result.sustained_ratio > 0 and 0 < result.sustained_factor <= 1
+    assert result.host["cpu_cores"] >= 1 and result.host["ram_gb"] > 0 and result.host["disk_gb"] > 0
+    assert result.depth_round == 7 and not result.history_reset
+    assert {"memory_s", "sustained_s", "probes_s"} <= set(result.timings)
+    store = ValidatorStore(tmp_path / "v.db")
+    rnd = store.begin_round(block=1)
+    persisted = PogResult(**{**result.__dict__, "round_id": rnd.round_id})
+    store.record_result(persisted)
+    assert store.results(rnd.round_id) == [persisted]
+    store.close()
+    later = await check_miner(validator_client, target(miner), small_params(round_id=8), TABLE, SCORING, result)
+    assert later.ok and "sustained_s" not in later.timings  # not due: carried forward
+    assert later.sustained_factor == result.sustained_factor and later.host == result.host
+    assert later.depth_round == 7 and later.mem_gbs > 0  # memory is proven every round
+    assert await miner.backend.running() == set()
+
+
+async def test_worker_skipping_memory_passes_scores_zero(start_miner, validator_client) -> None:
+    miner = start_miner("memskip", cheat="memskip")
+    result = await check_miner(validator_client, target(miner), small_params(), TABLE, SCORING)
+    assert not result.ok and result.sample == 0.0
+    assert "memory proof rejected" in result.reasons[0], result.reasons
+    assert await miner.backend.running() == set()
+
+
+async def test_throttling_worker_is_verified_but_its_sustained_factor_lowers_the_score(
+    start_miner, validator_client
+) -> None:
+    miner = start_miner("throttle", cheat="throttle")
+    params = small_params(force_depth=True, depth=DepthParams(cpu_sustained_seconds=1.0))
+    result = await check_miner(validator_client, target(miner), params, TABLE, SCORING)
+    assert result.ok, result.reasons
+    assert result.sustained_ratio < 0.9 and result.sustained_factor < 1.0
+    assert "throttled" in str(round_table(1, [result], {1: 1.0}, {1: 1.0}).columns[6]._cells[0])
+    assert result_figures(result)["uid/1/throttled"] == 1
+
+
+def test_sustained_cadence() -> None:
+    assert sustained_due(5, None, 10)
+    assert not sustained_due(14, 5, 10) and sustained_due(15, 5, 10)
+    assert sustained_due(6, 5, 1)
+
+
+def _measured(gpus: int, credited: int | None, uuids: tuple[str, ...] = (), reset: bool = False) -> Measured:
+    devices = [DeviceInfo(i, "NVIDIA H100 80GB HBM3", 80 * 10**9, f"GPU-{i}") for i in range(gpus)]
+    measured = Measured({"fp16": 700.0, "fp32": 60.0}, {}, devices, gpus, uuids=uuids, history_reset=reset)
+    measured.memory = MemoryOutcome((True,) * gpus, (3000.0,) * gpus, 48.0, 80.0)
+    if credited is not None:
+        measured.scaling = ScalingOutcome(credited / gpus, Credit(gpus, gpus, float(credited), credited))
+    return measured
+
+
+def test_machine_claiming_two_gpus_but_delivering_one_is_credited_for_one() -> None:
+    params, who = small_params(holistic=HolisticConfig()), MinerTarget(1, "hk", "x:1")
+    honest = scored_result(who, params, _measured(2, 2), TABLE, None)
+    one = scored_result(who, params, _measured(1, None), TABLE, None)
+    fake = scored_result(who, params, _measured(2, 1), TABLE, None)
+    assert honest.models == ("H100 SXM", "H100 SXM") and honest.credited_gpus == 2
+    assert fake.credited_gpus == 1 and fake.sample == pytest.approx(one.sample)
+    assert honest.sample == pytest.approx(2 * one.sample)
+    assert any("credited 1 of 2" in r for r in fake.reasons)
+
+
+def test_changed_gpu_uuid_set_resets_history_and_carries_nothing_forward() -> None:
+    who = MinerTarget(1, "hk", "x:1")
+    previous = PogResult(3, 1, "hk", ok=True, sample=9.0, gpu_uuids=("GPU-0",), sustained_ratio=0.5,
+                         sustained_factor=0.55, host={"cpu_cores": 64.0}, depth_round=3)
+    kept = scored_result(who, small_params(round_id=4), _measured(1, None, ("GPU-0",)), TABLE, previous)
+    swapped = scored_result(who, small_params(round_id=4), _measured(1, None, ("GPU-9",), True), TABLE, previous)
+    assert kept.sustained_factor == 0.55 and kept.depth_round == 3 and not kept.history_reset
+    assert swapped.history_reset and swapped.sustained_factor is None and swapped.host == {}
+    assert swapped.sample > kept.sample  # the throttling carried by the old set no longer applies
+    scores = {1: ScoreRecord(1, "hk", 9.0, 0.0)}
+    miners = [NeuronInfo(1, "hk", "ck", 1.0, False, "x:1", True, 0)]
+    fresh = score_updates([swapped], scores, miners, SCORING)[0]
+    blended = score_updates([kept], scores, miners, SCORING)[0]
+    assert fresh.score == pytest.approx(swapped.sample)  # the old average is gone
+    assert blended.score == pytest.approx(0.3 * kept.sample + 0.7 * 9.0)
