@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from compute.validator.depth import DepthParams, DepthRejected, sustained_due
+from compute.validator.evidence import Measured, scored_result
 from compute.validator.loop import (
     BlockLoop,
     LoopRunner,
@@ -21,8 +23,6 @@ from compute.validator.pog_session import (
     WorkerTimeout,
     bootstrap_command,
 )
-from compute.validator.depth import DepthParams, DepthRejected, sustained_due
-from compute.validator.evidence import Measured, scored_result
 from compute.validator.round import (
     MinerTarget,
     RoundParams,

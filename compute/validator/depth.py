@@ -62,8 +62,8 @@ class DepthParams:
     sustained_segment_s: float = 2.0
     probe_ram_mb: int = 512
     probe_disk_mb: int = 512
-    cpu_memory_mb: float = 8.0  # a machine without GPUs: A of 0.6 x this, resident in RAM
-    cpu_bandwidth_gbs: float = 1.0
+    cpu_memory_mb: float = 2.0  # a machine without GPUs: A of 0.6 x this, resident in RAM
+    cpu_bandwidth_gbs: float = 0.1  # low on purpose: contended demo CPUs must still beat regeneration 8x
     cpu_regen_rate: float = 1e9  # element-rounds/s any CPU could hash (2-core numpy: ~1.3e8)
     cpu_sustained_seconds: float = 1.0
     cpu_probe_mb: int = 16

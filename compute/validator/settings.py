@@ -49,8 +49,8 @@ class ValidatorSettings(BaseModel):
     sustained_seconds: float = Field(60.0, ge=1, le=3600)
     probe_ram_mb: int = Field(512, ge=1, le=1 << 20)
     probe_disk_mb: int = Field(512, ge=1, le=1 << 20)
-    cpu_memory_mb: float = Field(8.0, gt=0, le=1 << 16)  # machines without GPUs (the demo): small proofs
-    cpu_bandwidth_gbs: float = Field(1.0, gt=0, le=10_000)
+    cpu_memory_mb: float = Field(2.0, gt=0, le=1 << 16)  # machines without GPUs (the demo): small proofs
+    cpu_bandwidth_gbs: float = Field(0.1, gt=0, le=10_000)
     cpu_sustained_seconds: float = Field(1.0, gt=0, le=600)
     wandb_off: bool = False
     wandb_project: str = Field("compute-subnet", min_length=1, max_length=128)
@@ -92,8 +92,8 @@ _FLAGS: dict[str, tuple[str, type, str]] = {
     "validator.sustained_seconds": ("sustained_seconds", float, "length of the sustained-throughput run (default 60)"),
     "validator.probe_ram_mb": ("probe_ram_mb", int, "RAM filled and read back by the host probe (default 512)"),
     "validator.probe_disk_mb": ("probe_disk_mb", int, "disk written and read back by the host probe (default 512)"),
-    "validator.cpu_memory_mb": ("cpu_memory_mb", float, "memory proof size for machines without GPUs (default 8)"),
-    "validator.cpu_bandwidth_gbs": ("cpu_bandwidth_gbs", float, "reference GB/s for machines without GPUs (1.0)"),
+    "validator.cpu_memory_mb": ("cpu_memory_mb", float, "memory proof size for machines without GPUs (default 2)"),
+    "validator.cpu_bandwidth_gbs": ("cpu_bandwidth_gbs", float, "reference GB/s for machines without GPUs (0.1)"),
     "validator.cpu_sustained_seconds": ("cpu_sustained_seconds", float, "sustained run without GPUs (default 1)"),
     "wandb.project": ("wandb_project", str, "wandb project (default compute-subnet)"),
 }
