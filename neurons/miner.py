@@ -51,7 +51,7 @@ async def run(settings: MinerSettings) -> int:
     host = await asyncio.to_thread(specs_cache.get)
     gpus = gpu_specs(host, settings.gpus)
     uuids = [g.uuid for g in gpus] if all(g.uuid for g in gpus) else None
-    backend = build_backend(settings, uuids, settings.ssh_host or public_ip)
+    backend = build_backend(settings, uuids, settings.ssh_host or public_ip, miner_id=keypair.ss58)
     limits = ManagerLimits(
         max_cpu=settings.max_cpu, max_memory_gb=settings.max_memory_gb, max_disk_gb=settings.max_disk_gb,
         max_lease_s=settings.max_lease_s,
