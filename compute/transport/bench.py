@@ -134,8 +134,48 @@ async def _throughput(client: Any, port: int, miner: str, total: int, concurrenc
     return total / elapsed, ok.count(False)
 
 
+def _client_main(conn: Any) -> None:
+    """Load-generator process: for each (mode, port, n, concurrency) job, send n requests."""
+    from bittensor.sp_core import Keypair
+
+    from .auth import KeyWallet
+    from .client import MinerClient
+
+    miner = Keypair.create_from_uri(MINER_URI).ss58_address
+    wallet = KeyWallet(Keypair.create_from_uri(VALIDATOR_URI))
+
+    async def serve() -> None:
+        clients = {
+            "signed": MinerClient(wallet, max_concurrency=256),
+            "plain": MinerClient(wallet, max_concurrency=256, insecure_no_auth=True),
+        }
+        try:
+            conn.send("ready")
+            while (job := conn.recv()) is not None:
+                mode, port, n, concurrency = job
+                cpu = time.process_time()
+                _, failed = await _throughput(clients[mode], port, miner, n, concurrency)
+                conn.send((failed, time.process_time() - cpu))
+        finally:
+            for client in clients.values():
+                await client.aclose()
+
+    asyncio.run(serve())
+
+
+def _fan_out(pipes: list[Any], mode: str, port: int, total: int, concurrency: int) -> tuple[float, int, float]:
+    """One throughput round spread over the client processes: (requests/s, errors, client CPU s)."""
+    share, per_conc = total // len(pipes), max(1, concurrency // len(pipes))
+    started = time.perf_counter()
+    for pipe in pipes:
+        pipe.send((mode, port, share, per_conc))
+    answers = [pipe.recv() for pipe in pipes]
+    elapsed = time.perf_counter() - started
+    return share * len(pipes) / elapsed, sum(a[0] for a in answers), sum(a[1] for a in answers)
+
+
 async def _measure(
-    conn: Any, ports: dict[str, int], sequential: int, total: int, concurrency: int
+    conn: Any, ports: dict[str, int], sequential: int, total: int, concurrency: int, pipes: list[Any]
 ) -> list[ModeResult]:
     from bittensor.sp_core import Keypair
 
@@ -155,11 +195,16 @@ async def _measure(
         server_cpu = dict.fromkeys(clients, 0.0)
         client_cpu = dict.fromkeys(clients, 0.0)
         for _ in range(2):
-            for mode, client in clients.items():
-                s0, c0 = _server_cpu(conn), time.process_time()
-                rate, failed = await _throughput(client, ports[mode], miner, total, concurrency)
+            for mode in clients:
+                s0 = _server_cpu(conn)
+                if pipes:
+                    rate, failed, cpu = await asyncio.to_thread(_fan_out, pipes, mode, ports[mode], total, concurrency)
+                else:
+                    c0 = time.process_time()
+                    rate, failed = await _throughput(clients[mode], ports[mode], miner, total, concurrency)
+                    cpu = time.process_time() - c0
                 server_cpu[mode] += _server_cpu(conn) - s0
-                client_cpu[mode] += time.process_time() - c0
+                client_cpu[mode] += cpu
                 rps[mode].append(rate)
                 errors[mode] += failed
     finally:
@@ -179,18 +224,39 @@ async def _measure(
     ]
 
 
-def run(sequential: int = 300, total: int = 2000, concurrency: int = 8) -> dict[str, Any]:
-    """Run the benchmark and return the figures as a dict (what ``--json`` prints)."""
+def run(sequential: int = 300, total: int = 2000, concurrency: int = 8, clients: int = 2) -> dict[str, Any]:
+    """Run the benchmark and return the figures as a dict (what ``--json`` prints).
+
+    Throughput is driven from ``clients`` load-generator processes (0 = from this process), as a
+    miner is loaded by many validators: one Python client process tops out near 1/client-CPU.
+    """
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
     proc = ctx.Process(target=_server_main, args=(child,), daemon=True)
     proc.start()
+    loaders: list[Any] = []
+    pipes: list[Any] = []
     try:
+        for _ in range(clients):
+            mine, theirs = ctx.Pipe()
+            loader = ctx.Process(target=_client_main, args=(theirs,), daemon=True)
+            loader.start()
+            loaders.append(loader)
+            pipes.append(mine)
         if not parent.poll(60):
             raise RuntimeError("benchmark server did not start within 60 s")
         ports = parent.recv()
-        results = asyncio.run(_measure(parent, ports, sequential, total, concurrency))
+        for pipe in pipes:
+            if not pipe.poll(60) or pipe.recv() != "ready":
+                raise RuntimeError("benchmark client process did not start within 60 s")
+        results = asyncio.run(_measure(parent, ports, sequential, total, concurrency, pipes))
     finally:
+        for pipe in pipes:
+            pipe.send(None)
+        for loader in loaders:
+            loader.join(15)
+            if loader.is_alive():
+                loader.kill()
         parent.send("stop")
         proc.join(15)
         if proc.is_alive():
@@ -202,7 +268,7 @@ def run(sequential: int = 300, total: int = 2000, concurrency: int = 8) -> dict[
         # what one server core could sustain if the load generator were elsewhere
         "signed_server_capacity_rps": round(1e3 / signed.server_cpu_ms) if signed.server_cpu_ms else None,
         "targets": {"p50_ratio_max": 1.5, "signed_rps_min": 500},
-        "sequential": sequential, "total": total, "concurrency": concurrency,
+        "sequential": sequential, "total": total, "concurrency": concurrency, "clients": clients,
         "cpus": os.cpu_count(), "loadavg_1m": round(os.getloadavg()[0], 2),
     }
 
@@ -211,7 +277,8 @@ def _print_table(report: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"compute.transport: signed vs unsigned (concurrency {report['concurrency']})")
+    table = Table(title=f"compute.transport: signed vs unsigned (concurrency {report['concurrency']}, "
+                        f"{report['clients'] or 1} client process(es))")
     columns = ("mode", "p50 ms", "p95 ms", "requests/s", "server CPU ms/req", "client CPU ms/req", "errors")
     for column in columns:
         table.add_column(column, justify="right" if column != "mode" else "left")
@@ -234,11 +301,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sequential", type=int, default=300, help="round trips per mode for latency")
     parser.add_argument("--total", type=int, default=2000, help="requests per throughput round")
     parser.add_argument("--concurrency", type=int, default=8, help="requests in flight during throughput rounds")
+    parser.add_argument("--clients", type=int, default=2,
+                        help="load-generator processes for throughput (0 = this process; default 2)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
-    if min(args.sequential, args.total, args.concurrency) < 1:
-        parser.error("--sequential, --total and --concurrency must be >= 1")
-    report = run(args.sequential, args.total, args.concurrency)
+    if min(args.sequential, args.total, args.concurrency) < 1 or args.clients < 0:
+        parser.error("--sequential, --total and --concurrency must be >= 1, --clients >= 0")
+    report = run(args.sequential, args.total, args.concurrency, args.clients)
     if args.json:
         sys.stdout.write(json.dumps(report, indent=2) + "\n")
     else:
