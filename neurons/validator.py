@@ -18,14 +18,13 @@ from compute import VERSION_KEY, __version__  # noqa: E402
 from compute.chain import ChainError, connect  # noqa: E402
 from compute.logs import configure_logging  # noqa: E402
 from compute.pog import load_gpu_table  # noqa: E402
-from compute.scoring import ScoringConfig  # noqa: E402
+from compute.scoring import ScoringConfig, load_holistic_config  # noqa: E402
 from compute.settings import SettingsError  # noqa: E402
 from compute.store import ValidatorStore  # noqa: E402
 from compute.transport import KeyWallet, MinerClient, WalletError, load_wallet  # noqa: E402
 from compute.validator import (  # noqa: E402
     LoopRunner,
     RoundLoop,
-    RoundParams,
     ValidatorSettings,
     WandbLogger,
     WeightSetter,
@@ -33,18 +32,11 @@ from compute.validator import (  # noqa: E402
     chain_block_seconds,
     chain_block_source,
     parse_validator,
+    round_params,
     round_step_timeout,
 )
 
 logger = logging.getLogger("neurons.validator")
-
-
-def round_params(s: ValidatorSettings) -> RoundParams:
-    return RoundParams(
-        round_id=0, block=0, miner_timeout=s.miner_timeout, retries=s.retries, pog_m=s.pog_m, pog_n=s.pog_n,
-        pog_p=s.pog_p, target_seconds=s.target_seconds, rows_per_gpu=s.rows_per_gpu, cols_per_row=s.cols_per_row,
-        lease_seconds=s.lease_seconds, device=s.device, rented_max_age=s.rented_max_age, rented_decay=s.rented_decay,
-    )
 
 
 async def run(s: ValidatorSettings) -> int:
@@ -71,7 +63,7 @@ async def run(s: ValidatorSettings) -> int:
 
     block_seconds = await chain_block_seconds(chain)
     round_loop = RoundLoop(
-        chain, store, client, keypair.ss58, round_params(s), load_gpu_table(), scoring,
+        chain, store, client, keypair.ss58, round_params(s, load_holistic_config()), load_gpu_table(), scoring,
         interval_blocks=s.round_blocks, concurrency=s.concurrency, allow_same_ip=s.allow_same_ip,
         step_timeout=round_step_timeout(s.miner_timeout, s.round_blocks, block_seconds),
         wandb=wandb, rounds_limit=s.rounds, on_limit=on_limit,

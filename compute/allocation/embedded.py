@@ -321,6 +321,7 @@ class EmbeddedBackend:
             else:
                 _kill_group(proc)
                 finished.cancel()
+                await asyncio.gather(finished, return_exceptions=True)
                 await asyncio.wait_for(proc.wait(), _KILL_GRACE_S)
         except (OSError, asyncio.TimeoutError, asyncssh.Error) as exc:
             logger.debug("embedded: session of lease=%s ended: %s", state.record.lease_id, exc)
@@ -358,9 +359,12 @@ async def _finish(proc: asyncio.subprocess.Process, process: asyncssh.SSHServerP
     """Copy the child's stdout/stderr to the channel until EOF; return its exit code."""
 
     async def pump(source: asyncio.StreamReader, target: asyncssh.SSHWriter) -> None:
-        while chunk := await source.read(65536):
-            target.write(chunk)
-            await target.drain()
+        try:
+            while chunk := await source.read(65536):
+                target.write(chunk)
+                await target.drain()
+        except (OSError, asyncssh.Error):
+            pass  # the channel went away mid-write: the session's end is handled by the caller
 
     assert proc.stdout is not None and proc.stderr is not None
     await asyncio.gather(pump(proc.stdout, process.stdout), pump(proc.stderr, process.stderr))

@@ -62,8 +62,10 @@ async def test_a_stalled_chain_gives_no_measurement_and_the_default_is_used() ->
 async def test_reported_block_time_wins_and_a_failing_report_falls_back_to_measuring() -> None:
     assert await chain_block_seconds(_ReportingChain(0.1, 6.0)) == 6.0
     broken = _ReportingChain(0.1, ChainUnavailable("no answer"))
-    assert await chain_block_seconds(broken, max_wait=5) == pytest.approx(0.1, abs=0.05)
-    assert await chain_block_seconds(_ReportingChain(0.1, 0.0), max_wait=5) == pytest.approx(0.1, abs=0.05)
+    # measured by polling the wall clock: on a loaded 2-core machine a change seen late shortens or
+    # stretches one interval; far from both the 12 s default and the broken report either way
+    assert 0.02 <= await chain_block_seconds(broken, max_wait=5) <= 0.3
+    assert 0.02 <= await chain_block_seconds(_ReportingChain(0.1, 0.0), max_wait=5) <= 0.3
 
 
 async def test_simulated_chain_block_time_is_found(sim_chain) -> None:
