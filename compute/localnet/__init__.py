@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds < 1:
         print("--rounds must be at least 1", file=sys.stderr)
         return 2
-    console = Console(stderr=True, width=None if sys.stderr.isatty() else 132)
+    console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     options = Options(miners=args.miners, rounds=args.rounds, backend=args.backend,
@@ -88,5 +88,5 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
-        render_summary(summary, Console(width=None if sys.stdout.isatty() else 132))
+        render_summary(summary, Console(width=None if sys.stdout.isatty() else 160))
     return 0

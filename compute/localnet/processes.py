@@ -49,7 +49,7 @@ class ProcessGroup:
         """Start ``python -m args...``; its output goes to ``log_dir/name.log`` (and ``on_line``)."""
         log_path = self.log_dir / f"{name}.log"
         # Children print through a pipe: give rich a real width so their tables do not wrap.
-        env = dict(os.environ, PYTHONUNBUFFERED="1", COLUMNS=os.environ.get("COLUMNS", "132"))
+        env = dict(os.environ, PYTHONUNBUFFERED="1", COLUMNS=os.environ.get("COLUMNS", "140"))
         sink = open(log_path, "wb")  # noqa: SIM115 - handed to the child / pump thread
         proc = subprocess.Popen(
             [sys.executable, *args],

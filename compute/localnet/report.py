@@ -43,6 +43,8 @@ def collect_summary(net: LocalNet) -> dict[str, Any]:
                 "device": ", ".join(sorted(set(result.models))) if result and result.models else None,
                 "tflops_fp16": result.tflops_fp16 if result else None,
                 "tflops_fp32": result.tflops_fp32 if result else None,
+                "memory_gbs": result.mem_gbs if result else None,
+                "sustained_ratio": result.sustained_ratio if result else None,
                 "score": score.score if score else 0.0,
                 "weight": weights.get(miner.uid, 0.0),
             })
@@ -78,7 +80,7 @@ def _verdict(result) -> str:
 def render_summary(summary: dict[str, Any], console: Console) -> None:
     table = Table(title=f"Scoreboard after {summary['rounds']} round(s), block {summary['block']}")
     for column in ("uid", "miner", "hotkey", "verdict", "device", "TFLOPS fp16", "TFLOPS fp32",
-                   "score", "weight on chain"):
+                   "memory GB/s", "sustained", "score", "weight on chain"):
         table.add_column(column, justify="right" if column not in ("miner", "hotkey", "verdict",
                                                                    "device") else "left")
     for miner in summary["miners"]:
@@ -86,6 +88,7 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
             str(miner["uid"]), miner["name"], miner["hotkey"][:12] + "…",
             miner["verdict"], miner["device"] or "-",
             _fmt(miner["tflops_fp16"]), _fmt(miner["tflops_fp32"]),
+            _fmt(miner["memory_gbs"], 2), _fmt(miner["sustained_ratio"], 2),
             f"{miner['score']:.6f}", f"{miner['weight']:.4f}",
         )
     console.print(table)
@@ -93,5 +96,5 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
                   f"demo took {summary.get('elapsed_s', '?')} s")
 
 
-def _fmt(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4f}"
+def _fmt(value: float | None, digits: int = 4) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"

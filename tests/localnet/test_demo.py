@@ -28,6 +28,7 @@ def test_demo_verifies_every_honest_miner_and_writes_their_weights(tmp_path: Pat
         assert miner["tflops_fp32"] > 0
         assert miner["score"] > 0
         assert miner["weight"] > 0
+        assert miner["memory_gbs"] > 0  # the memory proof ran and passed both judges
     assert sum(summary["weights_on_chain"].values()) == pytest.approx(1.0, abs=1e-3)
     # Every child process was stopped: nothing keeps the chain database open.
     assert "demo took" not in proc.stdout  # --json prints only JSON on stdout
