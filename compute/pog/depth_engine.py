@@ -7,8 +7,9 @@ Merkle and GEMM code.
 Memory challenge (one per GPU, key ``subkey(key, gpu)``): a square matrix A (n x n, fp32) whose
 every element costs ``hash_rounds`` rounds of the splitmix64 finaliser to regenerate; the prover
 builds A once, keeps it resident, and runs ``passes`` dependent passes ``y_r = A @ x_{r-1}`` with
-``x_0`` generated from the key and ``x_r = tanh(3 y_r / sqrt(n))`` (nonlinear: passes cannot be
-batched or collapsed into a power of A). Each ``y_r`` is hashed into a leaf and streamed at once
+``x_0`` generated from the key and ``x_r = tanh(3 y_r / sqrt(n) + c_r)``, ``c_r`` a keyed offset
+vector per pass (nonlinear: passes cannot be batched or collapsed into a power of A; keyed: no
+vector, zero included, is a fixed point, so the chain cannot collapse into one that skips A). Each ``y_r`` is hashed into a leaf and streamed at once
 through ``emit`` (the validator times the arrivals); the commitment lists every leaf per GPU.
 Opening a pass returns the full vectors ``y_{r-1}`` and ``y_r``.
 
@@ -53,7 +54,7 @@ from .generator import (
 from .host_probe import run_probe
 from .merkle import MerkleTree, hash_rows, leaf_hash
 
-MEM_VERSION = b"compute-pog-mem/1"
+MEM_VERSION = b"compute-pog-mem/2"
 MEM_MATRIX = 2
 MEM_BITS = 24
 MAX_MEM_N = 1 << 18
@@ -130,9 +131,21 @@ def start_vector(start_seed: int, n: int) -> np.ndarray:
     return k.astype(np.float64) * 2.0 ** -(MEM_BITS - 1) - 1.0
 
 
-def nonlinear(y: np.ndarray, n: int) -> np.ndarray:
-    """x_r = tanh(3 y_r / sqrt(n)) in the dtype of ``y`` (the validator uses float64)."""
-    return np.tanh(y * (NONLINEAR_GAIN / math.sqrt(n)))
+def chain_seed(key: bytes, gpu: int) -> int:
+    """Seed of the per-pass offsets ``c_r`` of one GPU's chain."""
+    gpu_key = subkey(hashlib.blake2b(MEM_VERSION + key, digest_size=16).digest(), gpu)
+    return int.from_bytes(hashlib.blake2b(MEM_VERSION + b"|c|" + gpu_key, digest_size=8).digest(), "little")
+
+
+def pass_offsets(seed: int, r: int, n: int) -> np.ndarray:
+    """c_r: n keyed values on the 24-bit grid in [-1, 1), float64 (exact in float32); O(n)."""
+    k = index_values(seed, r * n, n) >> np.uint64(64 - MEM_BITS)
+    return k.astype(np.float64) * 2.0 ** -(MEM_BITS - 1) - 1.0
+
+
+def nonlinear(y: np.ndarray, n: int, offsets: np.ndarray) -> np.ndarray:
+    """x_r = tanh(3 y_r / sqrt(n) + c_r), float64 when ``offsets`` is (the validator's dtype)."""
+    return np.tanh(y * (NONLINEAR_GAIN / math.sqrt(n)) + offsets)
 
 
 def encode_vector(values: np.ndarray) -> dict:
@@ -234,6 +247,8 @@ class MemoryEngine:
         built = time.perf_counter()
         emit({"ok": True, "op": "memory_ready", "gpu": gpu})
         x = start_vector(memory_seeds(bytes.fromhex(spec.key), gpu)[2], spec.n).astype(np.float32)
+        seed = chain_seed(bytes.fromhex(spec.key), gpu)
+        offsets = [pass_offsets(seed, r, spec.n).astype(np.float32) for r in range(1, spec.passes)]
         vectors, pass_s = [], []
         for r in range(1, spec.passes + 1):
             t0 = time.perf_counter()
@@ -242,7 +257,8 @@ class MemoryEngine:
             leaf = leaf_hash(spec.id_bytes, gpu, r, y)
             pass_s.append(time.perf_counter() - t0)
             emit({"ok": True, "op": "memory_pass", "gpu": gpu, "pass": r, "leaf": leaf.hex()})
-            x = nonlinear(y, spec.n).astype(np.float32)
+            if r < spec.passes:
+                x = nonlinear(y, spec.n, offsets[r - 1]).astype(np.float32)
         del a
         return vectors, {"build_s": built - started, "pass_s": pass_s}
 

@@ -2,12 +2,15 @@
 
 A ``MemoryChallenge`` asks each GPU to build a keyed n x n fp32 matrix A (sized to a fraction of the
 memory the device should have; each element costs ``hash_rounds`` hash rounds to regenerate), then
-run ``passes`` dependent passes ``y_r = A @ tanh(3 y_{r-1} / sqrt(n))`` and stream one leaf hash per
-pass (prover: ``depth_engine.MemoryEngine``). The validator timestamps the pass lines, then opens a
-few passes and checks entries of them against its own float64 regeneration of a few rows of A.
+run ``passes`` dependent passes ``y_r = A @ tanh(3 y_{r-1} / sqrt(n) + c_{r-1})`` (``c_r`` keyed per
+pass and row: no fixed point, so the chain cannot collapse to zero) and stream one leaf hash per
+pass (prover: ``depth_engine.MemoryEngine``). The validator timestamps the pass lines, then opens
+pass 1 (tied to the keyed start vector) and a few random passes and checks entries of them against
+its own float64 regeneration of a few rows of A.
 
 Two independent judges, each naming what caught a cheat:
-- mathematics (``verify_memory``): opened vectors hash to the committed leaves, and
+- mathematics (``verify_memory``): opened vectors hash to the committed leaves, are not degenerate
+  (rms at least ``DEGENERATE_RMS_FRACTION`` of the honest scale ``sqrt(n / 3)``), and
   ``y_r[i] = A[i, :] . x_{r-1}`` within a tolerance that separates honest fp32 accumulation from A
   stored in fp16/bf16 (half the memory). Skipped or faked passes fail here.
 - time (``judge_memory_timing``): mean time per pass on the validator's clock (last arrival minus
@@ -37,9 +40,11 @@ from .depth_engine import (
     MAX_HASH_ROUNDS,
     MAX_MEM_N,
     MAX_PASSES,
+    chain_seed,
     expensive_block_np,
     memory_seeds,
     nonlinear,
+    pass_offsets,
     start_vector,
 )
 from .generator import index_values
@@ -50,6 +55,7 @@ log = logging.getLogger(__name__)
 Hex32 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{32}$")]
 Hex64 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 CHEAT_DELTA_FP16_STORAGE = 6e-5  # measured: rms error per element of A stored in fp16 (bf16 is ~8x worse)
+DEGENERATE_RMS_FRACTION = 0.25  # honest y_r: rms 0.57..0.76 x sqrt(n/3) (|A| ~ U[-1,1), |x| ~ 0.6..0.75)
 Judge = Literal["mathematics", "time"]
 
 
@@ -163,11 +169,13 @@ def plan_memory(
 def choose_memory_openings(
     challenge: MemoryChallenge, passes_per_gpu: int = 4, rng: np.random.Generator | None = None
 ) -> MemoryOpenRequest:
-    """Distinct passes to open per GPU, drawn after every pass line arrived."""
+    """Passes to open per GPU, drawn after every pass line arrived: always pass 1 (checked against
+    the keyed start vector, so the chain is tied to its start) plus ``passes_per_gpu`` distinct
+    random passes from 2..passes."""
     rng = rng or np.random.default_rng(secrets.randbits(64))
-    count = min(passes_per_gpu, challenge.passes)
+    count = min(passes_per_gpu, challenge.passes - 1)
     picks = [
-        sorted(int(r) + 1 for r in rng.choice(challenge.passes, count, replace=False))
+        [1] + sorted(int(r) + 2 for r in rng.choice(challenge.passes - 1, count, replace=False))
         for _ in range(challenge.gpu_count)
     ]
     return MemoryOpenRequest(challenge_id=challenge.challenge_id, passes=picks)
@@ -186,6 +194,11 @@ def expected_rows(challenge: MemoryChallenge, gpu: int, rows: list[int]) -> np.n
     row_vals = index_values(row_seed, 0, challenge.n)[rows]
     cols = index_values(col_seed, 0, challenge.n)
     return expensive_block_np(row_vals, cols, challenge.hash_rounds).astype(np.float64)
+
+
+def degenerate_floor(n: int) -> float:
+    """Smallest rms an opened vector may have: a fraction of the honest scale ``sqrt(n / 3)``."""
+    return DEGENERATE_RMS_FRACTION * math.sqrt(n / 3.0)
 
 
 def _decode(vector: VectorB64, n: int) -> np.ndarray:
@@ -217,12 +230,22 @@ def _verify_gpu(challenge, gpu, leaves, wanted, opening, rows) -> GpuMemoryResul
             return fail(f"pass {r}: {exc}")
         if leaf_hash(cid, gpu, r, values).hex() != leaves[r - 1]:
             return fail(f"pass {r}: vector does not match the committed leaf")
+        rms = float(np.sqrt(np.mean(np.square(values, dtype=np.float64))))
+        if rms < degenerate_floor(challenge.n):
+            return fail(
+                f"pass {r}: degenerate vector (rms {rms:.3g} below the floor {degenerate_floor(challenge.n):.3g}:"
+                " the chain collapsed instead of reading A)"
+            )
         vectors[r] = values
     a_rows = expected_rows(challenge, gpu, rows)
-    x0 = start_vector(memory_seeds(bytes.fromhex(challenge.key), gpu)[2], challenge.n)
+    key = bytes.fromhex(challenge.key)
+    x0, seed = start_vector(memory_seeds(key, gpu)[2], challenge.n), chain_seed(key, gpu)
     worst, bad = 0.0, []
     for r in wanted:
-        x = x0 if r == 1 else nonlinear(vectors[r - 1].astype(np.float64), challenge.n)
+        if r == 1:
+            x = x0
+        else:
+            x = nonlinear(vectors[r - 1].astype(np.float64), challenge.n, pass_offsets(seed, r - 1, challenge.n))
         err = np.abs(vectors[r][rows].astype(np.float64) - a_rows @ x)
         worst = max(worst, float(err.max()))
         if err.max() > tol:

@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 import torch
 
-from compute.pog.depth_engine import MemoryEngine, expensive_block_np, expensive_block_torch
+from compute.pog.depth_engine import (
+    NONLINEAR_GAIN,
+    MemoryEngine,
+    chain_seed,
+    expensive_block_np,
+    expensive_block_torch,
+    pass_offsets,
+)
 from compute.pog.generator import index_values
 from compute.pog.memory import (
     MemoryCommitment,
@@ -96,6 +103,47 @@ class HalfPrecision(MemoryEngine):
 
     def multiply(self, spec, gpu, a, x):
         return (a.astype(np.float32) @ x.astype(np.float32)).astype(np.float32)
+
+
+class Collapser(MemoryEngine):
+    """Reads A for pass 1 only, then answers without it: ``mode`` says how the chain collapses."""
+
+    def __init__(self, mode: str) -> None:
+        super().__init__("cpu", 1)
+        self.mode, self.count = mode, 0
+
+    def multiply(self, spec, gpu, a, x):
+        self.count += 1
+        if self.count == 1:
+            return super().multiply(spec, gpu, a, x)
+        if self.mode == "zeros":  # zero was a fixed point of y -> A tanh(y)
+            return np.zeros(spec.n, dtype=np.float32)
+        if self.mode == "drift":  # shrinks toward zero without reading A
+            return np.tanh(x).astype(np.float32) * 0.1
+        # "chaser": the vector whose next x is zero (it knows the key, hence every offset)
+        offsets = pass_offsets(chain_seed(bytes.fromhex(spec.key), gpu), self.count, spec.n)
+        return (-offsets * np.sqrt(spec.n) / NONLINEAR_GAIN).astype(np.float32)
+
+
+@pytest.mark.parametrize("mode", ["zeros", "drift", "chaser"])
+def test_chain_collapsing_after_pass_1_is_caught_in_every_round(mode) -> None:
+    challenge = _challenge(n=128, passes=16)
+    engine = Collapser(mode)
+    commitment = MemoryCommitment.model_validate(engine.commit(challenge.model_dump()))
+    for seed in range(16):  # the validator's default: 3 random passes (and always pass 1)
+        request = choose_memory_openings(challenge, 3, rng=np.random.default_rng(seed))
+        opening = MemoryOpening.model_validate(engine.open(request.model_dump()))
+        verdict = verify_memory(challenge, commitment, request, opening, rng=np.random.default_rng(seed))
+        assert not verdict.ok and verdict.caught_by == "mathematics", (mode, seed)
+        if mode != "chaser":
+            assert "degenerate vector" in verdict.reasons[0], verdict.reasons
+
+
+def test_openings_always_tie_the_chain_to_its_start() -> None:
+    challenge = _challenge(n=128, passes=16)
+    for seed in range(8):
+        picks = choose_memory_openings(challenge, 3, rng=np.random.default_rng(seed)).passes[0]
+        assert picks[0] == 1 and len(set(picks)) == 4 and picks == sorted(picks)
 
 
 def test_honest_prover_passes_both_judges(policy) -> None:
