@@ -46,26 +46,23 @@ def memory_suite(device: str = "cpu", n: int = 2048, passes: int = 8, rounds: in
     rate = regen_rate(rounds)
     policy = MemoryPolicy(max_regen_rate=2 * rate, host_stream_gbs=0.0 if device == "cpu" else 64.0)
     arrivals: list[list[float]] = [[]]
-    stamps: dict[str, float] = {}
 
     def emit(line: dict) -> None:
-        now = time.perf_counter()
-        if line["op"] == "memory_pass":
-            arrivals[line["gpu"]].append(now)
-        else:
-            stamps["ready"] = now
+        arrivals[line["gpu"]].append(time.perf_counter())
 
     engine = MemoryEngine(device)
     sent = time.perf_counter()
-    commitment = MemoryCommitment.model_validate(engine.commit(challenge.model_dump(), emit))
+    engine.prepare(challenge.build_message())
+    build_s = time.perf_counter() - sent
+    started = time.perf_counter()
+    commitment = MemoryCommitment.model_validate(engine.commit(challenge.start_message(), emit))
     request = choose_memory_openings(challenge)
     opening = MemoryOpening.model_validate(engine.open(request.model_dump()))
-    started = time.perf_counter()
+    began = time.perf_counter()
     maths = verify_memory(challenge, commitment, request, opening)
-    verify_s = time.perf_counter() - started
-    timing = judge_memory_timing(challenge, arrivals, policy)
+    verify_s = time.perf_counter() - began
+    timing = judge_memory_timing(challenge, started, arrivals, policy)
     result = timing.per_gpu[0]
-    build_s = stamps["ready"] - sent
     return {
         "n": n,
         "matrix_mb": challenge.matrix_bytes / 1e6,

@@ -4,14 +4,18 @@ Plain dicts validated with plain code (no pydantic), stdlib + numpy (+ torch whe
 module is embedded verbatim in the worker script next to ``engine.py`` and reuses its generator,
 Merkle and GEMM code.
 
-Memory challenge (one per GPU, key ``subkey(key, gpu)``): a square matrix A (n x n, fp32) whose
-every element costs ``hash_rounds`` rounds of the splitmix64 finaliser to regenerate; the prover
-builds A once, keeps it resident, and runs ``passes`` dependent passes ``y_r = A @ x_{r-1}`` with
-``x_0`` generated from the key and ``x_r = tanh(3 y_r / sqrt(n) + c_r)``, ``c_r`` a keyed offset
-vector per pass (nonlinear: passes cannot be batched or collapsed into a power of A; keyed: no
-vector, zero included, is a fixed point, so the chain cannot collapse into one that skips A). Each ``y_r`` is hashed into a leaf and streamed at once
-through ``emit`` (the validator times the arrivals); the commitment lists every leaf per GPU.
-Opening a pass returns the full vectors ``y_{r-1}`` and ``y_r``.
+Memory challenge (one per GPU, key ``subkey(key, gpu)``), in two steps. ``memory_build``: a square
+matrix A (n x n, fp32) whose every element costs ``hash_rounds`` rounds of the splitmix64 finaliser
+to regenerate; the prover builds A once and keeps it resident. ``memory_commit`` then brings the
+validator's fresh ``start`` nonce, sent only after the build reply: ``passes`` dependent passes
+``y_r = A @ x_{r-1}`` with ``x_0`` and the offsets derived from key and start, and
+``x_r = tanh(3 y_r / sqrt(n) + c_r)``, ``c_r`` a keyed offset vector per pass (nonlinear: passes
+cannot be batched or collapsed into a power of A; keyed: no vector, zero included, is a fixed point,
+so the chain cannot collapse into one that skips A; started by the nonce: nothing of the chain can
+be computed while the build is running, so regenerating A per pass cannot hide inside a slow build).
+Each ``y_r`` is hashed into a leaf and streamed at once through ``emit`` (the validator times the
+arrivals from its start send); the commitment lists every leaf per GPU. Opening a pass returns the
+full vectors ``y_{r-1}`` and ``y_r``.
 
 It does not choose challenges, time anything that matters, or verify (see ``memory.py``).
 """
@@ -19,6 +23,7 @@ It does not choose challenges, time anything that matters, or verify (see ``memo
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import math
 import os
@@ -115,26 +120,23 @@ def expensive_block_torch(row_vals, col_vals, rounds: int):  # int64 tensors -> 
     return k24.to(torch.float32).mul_(2.0 ** -(MEM_BITS - 1)).sub_(1.0)
 
 
-def memory_seeds(key: bytes, gpu: int) -> tuple[int, int, int]:
-    """(row seed, column seed, start-vector seed) of one GPU's memory matrix."""
+def memory_seeds(key: bytes, gpu: int) -> tuple[int, int]:
+    """(row seed, column seed) of one GPU's memory matrix."""
     gpu_key = subkey(hashlib.blake2b(MEM_VERSION + key, digest_size=16).digest(), gpu)
-    row_seed, col_seed = matrix_seeds(gpu_key, MEM_MATRIX)
-    start_seed = int.from_bytes(
-        hashlib.blake2b(MEM_VERSION + b"|x0|" + gpu_key, digest_size=8).digest(), "little"
-    )
-    return row_seed, col_seed, start_seed
+    return matrix_seeds(gpu_key, MEM_MATRIX)
+
+
+def chain_seeds(key: bytes, start: bytes, gpu: int) -> tuple[int, int]:
+    """(x_0 seed, offsets seed) of one GPU's chain: from the key and the start nonce."""
+    gpu_key = subkey(hashlib.blake2b(MEM_VERSION + key, digest_size=16).digest(), gpu)
+    seeds = hashlib.blake2b(MEM_VERSION + b"|chain|" + gpu_key + start, digest_size=16).digest()
+    return int.from_bytes(seeds[:8], "little"), int.from_bytes(seeds[8:], "little")
 
 
 def start_vector(start_seed: int, n: int) -> np.ndarray:
     """x_0: n values on the 24-bit grid in [-1, 1), float64 (exact in float32)."""
     k = index_values(start_seed, 0, n) >> np.uint64(64 - MEM_BITS)
     return k.astype(np.float64) * 2.0 ** -(MEM_BITS - 1) - 1.0
-
-
-def chain_seed(key: bytes, gpu: int) -> int:
-    """Seed of the per-pass offsets ``c_r`` of one GPU's chain."""
-    gpu_key = subkey(hashlib.blake2b(MEM_VERSION + key, digest_size=16).digest(), gpu)
-    return int.from_bytes(hashlib.blake2b(MEM_VERSION + b"|c|" + gpu_key, digest_size=8).digest(), "little")
 
 
 def pass_offsets(seed: int, r: int, n: int) -> np.ndarray:
@@ -165,6 +167,7 @@ class MemorySpec:
     passes: int
     hash_rounds: int
     gpu_count: int
+    start: str = ""  # hex nonce of memory_commit, unknown while A is built
 
     @property
     def id_bytes(self) -> bytes:
@@ -204,11 +207,13 @@ class MemoryEngine:
         self.threads = threads or os.cpu_count() or 1
         self._spec: MemorySpec | None = None
         self._vectors: list[list[np.ndarray]] = []
+        self._matrices: list = []
+        self._built: MemorySpec | None = None
 
     # -- the two honest steps -------------------------------------------------------------------
     def build(self, spec: MemorySpec, gpu: int):
         """A (n x n float32) for one GPU: a numpy array on CPU, a torch tensor on ``cuda:gpu``."""
-        row_seed, col_seed, _ = memory_seeds(bytes.fromhex(spec.key), gpu)
+        row_seed, col_seed = memory_seeds(bytes.fromhex(spec.key), gpu)
         rows, cols = index_values(row_seed, 0, spec.n), index_values(col_seed, 0, spec.n)
         step = _block_rows(spec.n)
         if self.device == "cuda":
@@ -242,13 +247,10 @@ class MemoryEngine:
 
     # -- bookkeeping ----------------------------------------------------------------------------
     def _run_gpu(self, spec: MemorySpec, gpu: int, emit) -> tuple[list[np.ndarray], dict]:
-        started = time.perf_counter()
-        a = self.build(spec, gpu)
-        built = time.perf_counter()
-        emit({"ok": True, "op": "memory_ready", "gpu": gpu})
-        x = start_vector(memory_seeds(bytes.fromhex(spec.key), gpu)[2], spec.n).astype(np.float32)
-        seed = chain_seed(bytes.fromhex(spec.key), gpu)
-        offsets = [pass_offsets(seed, r, spec.n).astype(np.float32) for r in range(1, spec.passes)]
+        a = self._matrices[gpu]
+        x0_seed, offset_seed = chain_seeds(bytes.fromhex(spec.key), bytes.fromhex(spec.start), gpu)
+        x = start_vector(x0_seed, spec.n).astype(np.float32)
+        offsets = [pass_offsets(offset_seed, r, spec.n).astype(np.float32) for r in range(1, spec.passes)]
         vectors, pass_s = [], []
         for r in range(1, spec.passes + 1):
             t0 = time.perf_counter()
@@ -259,19 +261,40 @@ class MemoryEngine:
             emit({"ok": True, "op": "memory_pass", "gpu": gpu, "pass": r, "leaf": leaf.hex()})
             if r < spec.passes:
                 x = nonlinear(y, spec.n, offsets[r - 1]).astype(np.float32)
-        del a
-        return vectors, {"build_s": built - started, "pass_s": pass_s}
+        self._matrices[gpu] = None
+        return vectors, {"pass_s": pass_s}
 
-    def commit(self, challenge: object, emit=None) -> dict:
-        """Run every GPU (concurrently on CUDA); ``emit(line)`` gets ready/pass lines as they happen."""
-        spec = parse_memory_challenge(challenge)
-        emit = emit or (lambda line: None)
-        self._spec, self._vectors = None, []
+    def _each_gpu(self, spec: MemorySpec, work) -> list:
         if self.device == "cuda":
             with ThreadPoolExecutor(max_workers=spec.gpu_count) as pool:
-                results = list(pool.map(lambda g: self._run_gpu(spec, g, emit), range(spec.gpu_count)))
-        else:
-            results = [self._run_gpu(spec, g, emit) for g in range(spec.gpu_count)]
+                return list(pool.map(work, range(spec.gpu_count)))
+        return [work(g) for g in range(spec.gpu_count)]
+
+    def prepare(self, challenge: object) -> dict:
+        """Build A on every GPU (concurrently on CUDA) and keep it resident for ``commit``."""
+        spec = parse_memory_challenge(challenge)
+        self._spec, self._vectors, self._matrices, self._built = None, [], [None] * spec.gpu_count, spec
+
+        def build(gpu: int) -> float:
+            started = time.perf_counter()
+            self._matrices[gpu] = self.build(spec, gpu)
+            return time.perf_counter() - started
+
+        build_s = self._each_gpu(spec, build)
+        return {"challenge_id": spec.challenge_id, "build_s": build_s}
+
+    def commit(self, request: object, emit=None) -> dict:
+        """Run the chain from ``request["start"]`` on the resident A; ``emit(line)`` gets each pass
+        line as it happens."""
+        built = getattr(self, "_built", None)
+        if built is None:
+            raise EngineError("nothing built: send memory_build before memory_commit")
+        if not isinstance(request, dict) or request.get("challenge_id") != built.challenge_id:
+            raise EngineError("memory commit request does not match the built challenge")
+        spec = dataclasses.replace(built, start=_hex_field(request, "start", 32))
+        emit = emit or (lambda line: None)
+        self._built = None
+        results = self._each_gpu(spec, lambda g: self._run_gpu(spec, g, emit))
         self._spec, self._vectors = spec, [vectors for vectors, _ in results]
         leaves = [
             [leaf_hash(spec.id_bytes, g, r + 1, y).hex() for r, y in enumerate(vs)]
@@ -353,14 +376,16 @@ class SustainedRunner:
         return self.engine.open(request)
 
 
-DEPTH_OPS = ("memory_commit", "memory_open", "sustained", "sustained_open", "commit_on", "probe")
+DEPTH_OPS = ("memory_build", "memory_commit", "memory_open", "sustained", "sustained_open", "commit_on", "probe")
 
 
 def handle_depth_op(box: dict, engine: ProverEngine, message: dict, emit) -> dict:
     """Worker ops of the in-depth proofs; ``box`` keeps per-session state, ``emit`` writes a line now.
 
-    - ``{"op":"memory_commit","challenge":{...}}`` -> streams ``memory_ready`` / ``memory_pass`` lines,
-      then ``{"ok":true,"op":"memory_commit","commitment":{challenge_id, leaves, timings}}``
+    - ``{"op":"memory_build","challenge":{...}}`` -> builds A on every GPU, then
+      ``{"ok":true,"op":"memory_build","ready":{challenge_id, build_s}}``
+    - ``{"op":"memory_commit","request":{challenge_id, start}}`` -> streams ``memory_pass`` lines, then
+      ``{"ok":true,"op":"memory_commit","commitment":{challenge_id, leaves, timings}}``
     - ``{"op":"memory_open","request":{challenge_id, passes}}`` -> ``{"op":"memory_open","opening":{...}}``
     - ``{"op":"sustained","segments":[challenge, ...]}`` -> one ``segment`` line per segment (with its
       commitment), then ``{"op":"sustained","segments":count}``
@@ -370,9 +395,13 @@ def handle_depth_op(box: dict, engine: ProverEngine, message: dict, emit) -> dic
     - ``{"op":"probe","request":{"what":"cpu"|"ram"|"disk",...}}`` -> ``{"op":"probe","result":{...}}``
     """
     op = message["op"]
-    if op == "memory_commit":
+    if op == "memory_build":
         box["memory"] = MemoryEngine(engine.device, engine.threads)
-        return {"ok": True, "op": op, "commitment": box["memory"].commit(message.get("challenge"), emit)}
+        return {"ok": True, "op": op, "ready": box["memory"].prepare(message.get("challenge"))}
+    if op == "memory_commit":
+        if "memory" not in box:
+            raise EngineError("nothing built: send memory_build before memory_commit")
+        return {"ok": True, "op": op, "commitment": box["memory"].commit(message.get("request"), emit)}
     if op == "memory_open":
         if "memory" not in box:
             raise EngineError("nothing committed: send memory_commit before memory_open")

@@ -13,11 +13,14 @@ Two independent judges, each naming what caught a cheat:
   (rms at least ``DEGENERATE_RMS_FRACTION`` of the honest scale ``sqrt(n / 3)``), and
   ``y_r[i] = A[i, :] . x_{r-1}`` within a tolerance that separates honest fp32 accumulation from A
   stored in fp16/bf16 (half the memory). Skipped or faked passes fail here.
-- time (``judge_memory_timing``): mean time per pass on the validator's clock (last arrival minus
-  first, over passes - 1: a sound upper bound on the real per-pass time, since passes are
-  sequential) must be ``min_margin`` x below the fastest possible regeneration of A
+- time (``judge_memory_timing``): the chain starts from a nonce the validator sends only after A is
+  built, so time per pass = (last arrival - start sent) / passes is a sound upper bound on the real
+  per-pass time (nothing could be computed before, passes are sequential; it includes one round
+  trip). It must be ``min_margin`` x below the fastest possible regeneration of A
   (``n^2 x hash_rounds / max_regen_rate``) and imply a bandwidth above what streaming from host
-  memory could deliver. A prover that regenerates A per pass, or holds less than A, fails here.
+  memory could deliver. Pass lines spaced faster than any device reads A were buffered (held back
+  and released together): rejected as such. A prover that regenerates A per pass, or holds less
+  than A, fails here; a slow build cannot hide it, since the chain is unknown until the start.
 
 Numpy only; ``verify_memory`` and ``judge_memory_timing`` never raise. Choosing the shape
 (``plan_memory``) uses the table's memory and bandwidth; identification is ``identify.py``'s.
@@ -40,7 +43,7 @@ from .depth_engine import (
     MAX_HASH_ROUNDS,
     MAX_MEM_N,
     MAX_PASSES,
-    chain_seed,
+    chain_seeds,
     expensive_block_np,
     memory_seeds,
     nonlinear,
@@ -71,10 +74,19 @@ class MemoryChallenge(_Model):  # validator -> worker
     passes: int = Field(ge=2, le=MAX_PASSES)
     hash_rounds: int = Field(ge=1, le=MAX_HASH_ROUNDS)
     gpu_count: int = Field(ge=1, le=16)
+    start: Hex32  # secret until A is built: sent with memory_commit, never with memory_build
 
     @property
     def matrix_bytes(self) -> int:
         return 4 * self.n * self.n
+
+    def build_message(self) -> dict:
+        """The ``memory_build`` challenge: everything but the start nonce."""
+        return self.model_dump(mode="json", exclude={"start"})
+
+    def start_message(self) -> dict:
+        """The ``memory_commit`` request: the start nonce, sent once A is built."""
+        return {"challenge_id": self.challenge_id, "start": self.start}
 
 
 class MemoryCommitment(_Model):  # worker -> validator
@@ -114,6 +126,10 @@ class MemoryPolicy:
     min_margin: float = 3.0
     host_stream_gbs: float = 64.0
     min_bandwidth_fraction: float = 0.25
+    max_bandwidth_factor: float = 3.0  # pass lines spaced faster than this x the table's GB/s: buffered
+    max_device_gbs: float = 20000.0  # the same ceiling when the bandwidth is unknown; 0 disables
+    max_bunching: float = 10.0  # lines spaced this x closer than (last - start) / passes, and
+    max_lead_s: float = 0.5  # the first one this much later than a pass after the start: buffered
 
 
 @dataclass(frozen=True)
@@ -163,6 +179,7 @@ def plan_memory(
         passes=passes,
         hash_rounds=max(1, min(MAX_HASH_ROUNDS, rounds)),
         gpu_count=gpu_count,
+        start=token(),
     )
 
 
@@ -190,7 +207,7 @@ def memory_tolerance(n: int) -> float:
 
 def expected_rows(challenge: MemoryChallenge, gpu: int, rows: list[int]) -> np.ndarray:
     """Float64 rows of one GPU's A (O(n x hash_rounds) each)."""
-    row_seed, col_seed, _ = memory_seeds(bytes.fromhex(challenge.key), gpu)
+    row_seed, col_seed = memory_seeds(bytes.fromhex(challenge.key), gpu)
     row_vals = index_values(row_seed, 0, challenge.n)[rows]
     cols = index_values(col_seed, 0, challenge.n)
     return expensive_block_np(row_vals, cols, challenge.hash_rounds).astype(np.float64)
@@ -238,8 +255,8 @@ def _verify_gpu(challenge, gpu, leaves, wanted, opening, rows) -> GpuMemoryResul
             )
         vectors[r] = values
     a_rows = expected_rows(challenge, gpu, rows)
-    key = bytes.fromhex(challenge.key)
-    x0, seed = start_vector(memory_seeds(key, gpu)[2], challenge.n), chain_seed(key, gpu)
+    x0_seed, seed = chain_seeds(bytes.fromhex(challenge.key), bytes.fromhex(challenge.start), gpu)
+    x0 = start_vector(x0_seed, challenge.n)
     worst, bad = 0.0, []
     for r in wanted:
         if r == 1:
@@ -294,21 +311,29 @@ def verify_memory(
         return MemoryVerdict(False, [f"malformed input: {type(exc).__name__}: {exc}"], "mathematics")
 
 
-def _judge_gpu(challenge, gpu, times, policy, expected_gbs) -> GpuMemoryResult:
-    if (
-        len(times) != challenge.passes
-        or any(not math.isfinite(t) for t in times)
-        or sorted(times) != list(times)
-    ):
-        return GpuMemoryResult(
-            False, [f"gpu {gpu}: {len(times)} ordered pass arrivals for {challenge.passes} passes"], "time"
-        )
-    pass_s = max((times[-1] - times[0]) / (challenge.passes - 1), 1e-9)
+def _judge_gpu(challenge, gpu, started_at, times, policy, expected_gbs) -> GpuMemoryResult:
+    fail = lambda reason: GpuMemoryResult(False, [f"gpu {gpu}: {reason}"], "time")  # noqa: E731
+    if len(times) != challenge.passes or any(not math.isfinite(t) for t in times) or sorted(times) != times:
+        return fail(f"{len(times)} ordered pass arrivals for {challenge.passes} passes")
+    if times[0] <= started_at:
+        return fail("a pass line arrived before the start was sent")
+    # Sound: the chain cannot begin before the start nonce was sent, and passes are sequential.
+    pass_s = (times[-1] - started_at) / challenge.passes
+    spacing_s = (times[-1] - times[0]) / (challenge.passes - 1)
     gbs = challenge.matrix_bytes / pass_s / 1e9
     regen = challenge.n**2 * challenge.hash_rounds / policy.max_regen_rate
     margin = regen / pass_s
     ratio = gbs / expected_gbs if expected_gbs else None
+    ceiling = expected_gbs * policy.max_bandwidth_factor if expected_gbs else policy.max_device_gbs
     reasons = []
+    too_fast = bool(ceiling) and challenge.matrix_bytes / max(spacing_s, 1e-12) / 1e9 > ceiling
+    lead_s = times[0] - started_at - spacing_s  # honest: about one round trip
+    held = bool(policy.max_bunching) and spacing_s * policy.max_bunching < pass_s and lead_s > policy.max_lead_s
+    if too_fast or held:
+        reasons.append(
+            f"gpu {gpu}: pass lines were buffered (one every {spacing_s * 1e3:.3g} ms, but the last arrived"
+            f" {(times[-1] - started_at) * 1e3:.4g} ms after the start: {pass_s * 1e3:.3g} ms per pass)"
+        )
     if margin < policy.min_margin:
         reasons.append(
             f"gpu {gpu}: {pass_s * 1e3:.3g} ms per pass is only {margin:.3g}x below regenerating A ({regen * 1e3:.3g} ms)"
@@ -319,32 +344,31 @@ def _judge_gpu(challenge, gpu, times, policy, expected_gbs) -> GpuMemoryResult:
         reasons.append(f"gpu {gpu}: {gbs:.3g} GB/s is {ratio:.2f} of the expected {expected_gbs:.4g} GB/s")
     ok = not reasons
     return GpuMemoryResult(
-        ok,
-        reasons,
-        None if ok else "time",
-        pass_s=pass_s,
-        gbs=gbs,
-        regen_bound_s=regen,
-        margin=margin,
+        ok, reasons, None if ok else "time", pass_s=pass_s, gbs=gbs, regen_bound_s=regen, margin=margin,
         bandwidth_ratio=ratio,
     )
 
 
 def judge_memory_timing(
     challenge: MemoryChallenge,
+    started_at: float,
     arrivals: list[list[float]],
     policy: MemoryPolicy | None = None,
     expected_gbs: float | None = None,
 ) -> MemoryVerdict:
-    """The time judge over the validator's arrival times of each GPU's pass lines. Never raises."""
+    """The time judge over the validator's clock: ``started_at`` when it sent the start nonce
+    (``memory_commit``, after A was built), ``arrivals`` of each GPU's pass lines. Never raises."""
     policy = policy or MemoryPolicy()
     try:
         if len(arrivals) != challenge.gpu_count:
             return MemoryVerdict(
                 False, [f"arrivals for {len(arrivals)} GPUs, expected {challenge.gpu_count}"], "time"
             )
+        started_at = float(started_at)
+        if not math.isfinite(started_at):
+            return MemoryVerdict(False, ["start time is not finite"], "time")
         per_gpu = [
-            _judge_gpu(challenge, g, list(map(float, times)), policy, expected_gbs)
+            _judge_gpu(challenge, g, started_at, list(map(float, times)), policy, expected_gbs)
             for g, times in enumerate(arrivals)
         ]
         ok = all(result.ok for result in per_gpu)

@@ -130,7 +130,7 @@ async def prove_memory(
     if not maths.ok:
         raise DepthRejected("memory proof rejected: " + "; ".join(maths.reasons[:3]))
     expected = bandwidth if claimed_names else None
-    timing = judge_memory_timing(challenge, timed.arrivals, policy, expected)
+    timing = judge_memory_timing(challenge, timed.started_at, timed.arrivals, policy, expected)
     proven = tuple(result.ok for result in timing.per_gpu) or (False,) * gpu_count
     gbs = tuple(result.gbs or 0.0 for result in timing.per_gpu) or (0.0,) * gpu_count
     size = challenge.matrix_bytes / 1e9

@@ -93,6 +93,8 @@ class TimedMemory:
     commitment: MemoryCommitment
     arrivals: list[list[float]]  # per GPU, the validator's clock at each memory_pass line
     elapsed_s: float
+    started_at: float = 0.0  # the validator's clock when the start nonce (memory_commit) was written
+    build_s: float = 0.0  # memory_build written -> its reply received (A resident on every GPU)
 
 
 @dataclass(frozen=True)
@@ -267,26 +269,30 @@ class PogSession:
         return TimedCommitment(commitment, elapsed)
 
     async def memory_commit(self, challenge: MemoryChallenge, timeout: float) -> TimedMemory:
-        """Send the memory challenge; stamp every ``memory_pass`` line per GPU on arrival."""
+        """Build A (``memory_build``), then send the start nonce (``memory_commit``) and stamp every
+        ``memory_pass`` line per GPU on arrival; the chain cannot begin before the start is sent."""
         gpus, passes = challenge.gpu_count, challenge.passes
-        ready: set[int] = set()
+        sent_at = time.monotonic()
+        ready = await self._request(
+            {"op": "memory_build", "challenge": challenge.build_message()}, "memory_build", SMALL_LINE, timeout
+        )
+        build_s = time.monotonic() - sent_at
+        if not isinstance(ready.get("ready"), dict) or ready["ready"].get("challenge_id") != challenge.challenge_id:
+            raise WorkerProtocolError("memory_build: reply is for another challenge")
         arrivals: list[list[float]] = [[] for _ in range(gpus)]
-        self._send({"op": "memory_commit", "challenge": challenge.model_dump(mode="json")})
+        self._send({"op": "memory_commit", "request": challenge.start_message()})
         started = time.monotonic()
         while True:
             raw = await self._read_line(SMALL_LINE + gpus * passes * 80, timeout)
             now = time.monotonic()
             line = _parse_json(raw, "memory_commit")
-            op = line.get("op")
-            if op == "memory_commit":
+            if line.get("op") == "memory_commit":
                 break
             gpu = line.get("gpu")
             if line.get("ok") is not True or not isinstance(gpu, int) or isinstance(gpu, bool) or not 0 <= gpu < gpus:
                 _parse_reply(raw, "memory_commit")  # raises the worker's error, or a protocol error
                 raise WorkerProtocolError(f"memory_commit: unexpected line {raw[:80]!r}")
-            if op == "memory_ready":
-                ready.add(gpu)
-            elif op == "memory_pass" and gpu in ready and line.get("pass") == len(arrivals[gpu]) + 1 <= passes:
+            if line.get("op") == "memory_pass" and line.get("pass") == len(arrivals[gpu]) + 1 <= passes:
                 arrivals[gpu].append(now)
             else:
                 raise WorkerProtocolError(f"memory_commit: out-of-order line {raw[:80]!r}")
@@ -294,7 +300,7 @@ class PogSession:
         commitment = _model(MemoryCommitment, reply.get("commitment"), "memory_commit")
         if commitment.challenge_id != challenge.challenge_id:
             raise WorkerProtocolError("memory_commit: commitment is for another challenge")
-        return TimedMemory(commitment, arrivals, time.monotonic() - started)
+        return TimedMemory(commitment, arrivals, time.monotonic() - started, started, build_s)
 
     async def memory_open(self, request: MemoryOpenRequest, n: int, timeout: float) -> MemoryOpening:
         vectors = sum(2 * len(p) for p in request.passes)

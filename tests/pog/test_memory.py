@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import numpy as np
@@ -11,7 +12,7 @@ import torch
 from compute.pog.depth_engine import (
     NONLINEAR_GAIN,
     MemoryEngine,
-    chain_seed,
+    chain_seeds,
     expensive_block_np,
     expensive_block_torch,
     pass_offsets,
@@ -38,7 +39,7 @@ def policy() -> MemoryPolicy:
     started = time.perf_counter()
     expensive_block_np(rows, cols, ROUNDS)
     rate = 64 * 2048 * ROUNDS / (time.perf_counter() - started)
-    return MemoryPolicy(max_regen_rate=2 * rate, min_margin=3.0, host_stream_gbs=0.0)
+    return MemoryPolicy(max_regen_rate=2 * rate, min_margin=3.0, host_stream_gbs=0.0, max_lead_s=0.002)
 
 
 def _challenge(n: int = 512, passes: int = 4):
@@ -54,14 +55,21 @@ def run_round(engine: MemoryEngine, challenge, policy, rng_seed: int = 3):
         if line["op"] == "memory_pass":
             arrivals[line["gpu"]].append(time.perf_counter())
 
-    commitment = MemoryCommitment.model_validate(engine.commit(challenge.model_dump(), emit))
+    engine.prepare(challenge.build_message())
+    started = time.perf_counter()
+    commitment = MemoryCommitment.model_validate(engine.commit(challenge.start_message(), emit))
     request = choose_memory_openings(
         challenge, passes_per_gpu=challenge.passes, rng=np.random.default_rng(rng_seed)
     )
     opening = MemoryOpening.model_validate(engine.open(request.model_dump()))
     maths = verify_memory(challenge, commitment, request, opening, rng=np.random.default_rng(rng_seed))
-    timing = judge_memory_timing(challenge, arrivals, policy)
+    timing = judge_memory_timing(challenge, started, arrivals, policy)
     return maths, timing
+
+
+def commit(engine: MemoryEngine, challenge, emit=None) -> MemoryCommitment:
+    engine.prepare(challenge.build_message())
+    return MemoryCommitment.model_validate(engine.commit(challenge.start_message(), emit))
 
 
 class Regenerator(MemoryEngine):
@@ -121,7 +129,8 @@ class Collapser(MemoryEngine):
         if self.mode == "drift":  # shrinks toward zero without reading A
             return np.tanh(x).astype(np.float32) * 0.1
         # "chaser": the vector whose next x is zero (it knows the key, hence every offset)
-        offsets = pass_offsets(chain_seed(bytes.fromhex(spec.key), gpu), self.count, spec.n)
+        seed = chain_seeds(bytes.fromhex(spec.key), bytes.fromhex(spec.start), gpu)[1]
+        offsets = pass_offsets(seed, self.count, spec.n)
         return (-offsets * np.sqrt(spec.n) / NONLINEAR_GAIN).astype(np.float32)
 
 
@@ -129,7 +138,7 @@ class Collapser(MemoryEngine):
 def test_chain_collapsing_after_pass_1_is_caught_in_every_round(mode) -> None:
     challenge = _challenge(n=128, passes=16)
     engine = Collapser(mode)
-    commitment = MemoryCommitment.model_validate(engine.commit(challenge.model_dump()))
+    commitment = commit(engine, challenge)
     for seed in range(16):  # the validator's default: 3 random passes (and always pass 1)
         request = choose_memory_openings(challenge, 3, rng=np.random.default_rng(seed))
         opening = MemoryOpening.model_validate(engine.open(request.model_dump()))
@@ -202,7 +211,7 @@ def test_torch_generator_is_bit_identical_to_numpy() -> None:
 def test_tampered_vector_fails_leaf_check(policy) -> None:
     challenge = _challenge(n=128, passes=2)
     engine = MemoryEngine("cpu", 1)
-    commitment = MemoryCommitment.model_validate(engine.commit(challenge.model_dump()))
+    commitment = commit(engine, challenge)
     request = choose_memory_openings(challenge, 2, rng=np.random.default_rng(1))
     raw = engine.open(request.model_dump())
     raw["per_gpu"][0]["vectors"][0] = raw["per_gpu"][0]["vectors"][1]
@@ -214,15 +223,17 @@ def test_malformed_inputs_never_raise(policy) -> None:
     challenge = _challenge(n=128, passes=2)
     verdict = verify_memory(challenge, None, None, None)  # type: ignore[arg-type]
     assert not verdict.ok and verdict.reasons[0].startswith("malformed input")
-    timing = judge_memory_timing(challenge, [[3.0, 1.0]], policy)
+    timing = judge_memory_timing(challenge, 0.0, [[3.0, 1.0]], policy)
     assert not timing.ok and "ordered pass arrivals" in timing.reasons[0]
-    assert not judge_memory_timing(challenge, "nonsense", policy).ok  # type: ignore[arg-type]
+    assert not judge_memory_timing(challenge, 0.0, "nonsense", policy).ok  # type: ignore[arg-type]
+    early = judge_memory_timing(challenge, 2.0, [[1.0, 3.0]], policy)
+    assert not early.ok and "before the start was sent" in early.reasons[0]
 
 
 def test_streaming_from_host_is_caught_by_bandwidth_floor() -> None:
     challenge = _challenge(n=4096, passes=3)  # 64 MiB of A
     slow = judge_memory_timing(
-        challenge, [[0.0, 0.01, 0.02]], MemoryPolicy(max_regen_rate=1e9, host_stream_gbs=64.0)
+        challenge, 0.0, [[0.01, 0.02, 0.03]], MemoryPolicy(max_regen_rate=1e9, host_stream_gbs=64.0)
     )
     assert not slow.ok and "streaming A from host memory" in slow.reasons[0]  # 6.7 GB/s
 
@@ -236,3 +247,54 @@ def test_plan_sizes_a_to_memory_and_rounds_to_bandwidth(memory_gb, bandwidth, n,
     assert (challenge.n, challenge.hash_rounds) == (n, rounds)
     assert challenge.matrix_bytes <= 0.6 * memory_gb * 1e9
     assert challenge.matrix_bytes > 40e9 if memory_gb == 80.0 else True  # an A100 40GB cannot hold it
+
+
+class HoldBack(MemoryEngine):
+    """Honest passes, but every pass line is held back and released together at the end."""
+
+    def commit(self, request, emit=None):
+        held: list[dict] = []
+        out = super().commit(request, held.append)
+        for line in held:
+            emit(line)
+        return out
+
+
+def test_buffered_pass_lines_are_rejected_by_time(policy) -> None:
+    held_policy = dataclasses.replace(policy, max_lead_s=0.0)  # in-process: no round trip to allow for
+    maths, timing = run_round(HoldBack("cpu", 2), _challenge(n=1024, passes=8), held_policy)
+    assert maths.ok  # the answers are right...
+    assert not timing.ok and timing.caught_by == "time"  # ...but the arrivals say nothing of the passes
+    assert "pass lines were buffered" in timing.reasons[0], timing.reasons
+
+
+def test_passes_computed_slowly_and_released_paced_are_bounded_from_the_start(policy) -> None:
+    """A prover regenerating A per pass (regen = 40 ms) sends nothing until done, then paces its lines
+    as if each pass took 1 ms: the spacing looks fine, the time since the start does not."""
+    challenge = _challenge(n=512, passes=8)
+    regen = challenge.n**2 * challenge.hash_rounds / policy.max_regen_rate
+    done = 10.0 + challenge.passes * regen
+    arrivals = [[done + 0.001 * r for r in range(challenge.passes)]]
+    timing = judge_memory_timing(challenge, 10.0, arrivals, policy)
+    assert not timing.ok and any("below regenerating A" in r for r in timing.reasons), timing.reasons
+    honest = [[10.0 + regen / 8 * (r + 1) for r in range(challenge.passes)]]
+    assert judge_memory_timing(challenge, 10.0, honest, policy).ok
+
+
+def test_bunched_arrivals_against_the_table_bandwidth_are_buffered() -> None:
+    challenge = _challenge(n=4096, passes=4)  # 67 MB: 3 TB/s reads it in 22 us
+    policy = MemoryPolicy(max_regen_rate=1e9, host_stream_gbs=0.0)
+    bunched = judge_memory_timing(challenge, 0.0, [[0.1, 0.100001, 0.100002, 0.100003]], policy, 3000.0)
+    assert not bunched.ok and "pass lines were buffered" in bunched.reasons[0]
+    paced = judge_memory_timing(challenge, 0.0, [[25e-6, 50e-6, 75e-6, 100e-6]], policy, 3000.0)
+    assert paced.ok, paced.reasons
+
+
+def test_chain_depends_on_the_start_nonce_sent_after_the_build() -> None:
+    challenge = _challenge(n=128, passes=2)
+    other = challenge.model_copy(update={"start": "ab" * 16})
+    assert "start" not in challenge.build_message()
+    assert commit(MemoryEngine("cpu", 1), challenge).leaves != commit(MemoryEngine("cpu", 1), other).leaves
+    engine = MemoryEngine("cpu", 1)
+    with pytest.raises(Exception, match="memory_build before memory_commit"):
+        engine.commit(challenge.start_message())

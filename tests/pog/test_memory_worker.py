@@ -57,7 +57,10 @@ def test_memory_round_through_the_worker(worker) -> None:
     challenge = plan_memory(1.0, 100.0, passes=4, rng=np.random.default_rng(2)).model_copy(
         update={"n": 256, "hash_rounds": 4}
     )
-    send({"op": "memory_commit", "challenge": challenge.model_dump()})
+    send({"op": "memory_build", "challenge": challenge.build_message()})
+    assert read()[1]["ready"]["challenge_id"] == challenge.challenge_id
+    started = time.perf_counter()
+    send({"op": "memory_commit", "request": challenge.start_message()})
     arrivals, ops = [[]], []
     while True:
         at, line = read()
@@ -66,13 +69,13 @@ def test_memory_round_through_the_worker(worker) -> None:
             arrivals[line["gpu"]].append(at)
         if line["op"] == "memory_commit":
             break
-    assert ops == ["memory_ready"] + ["memory_pass"] * 4 + ["memory_commit"]
+    assert ops == ["memory_pass"] * 4 + ["memory_commit"]
     commitment = MemoryCommitment.model_validate(line["commitment"])
     request = choose_memory_openings(challenge, 2)
     send({"op": "memory_open", "request": request.model_dump()})
     opening = MemoryOpening.model_validate(read()[1]["opening"])
     assert verify_memory(challenge, commitment, request, opening).ok
-    timing = judge_memory_timing(challenge, arrivals, MemoryPolicy(max_regen_rate=1e6, host_stream_gbs=0.0))
+    timing = judge_memory_timing(challenge, started, arrivals, MemoryPolicy(max_regen_rate=1e6, host_stream_gbs=0.0))
     assert timing.ok, timing.reasons
 
 
