@@ -32,7 +32,9 @@ def configure_logging(
         directory = Path(logging_dir).expanduser()
         directory.mkdir(parents=True, exist_ok=True)
         handlers.append(
-            logging.handlers.RotatingFileHandler(directory / f"{name}.log", maxBytes=20_000_000, backupCount=5)
+            logging.handlers.RotatingFileHandler(
+                directory / f"{name}.log", maxBytes=20_000_000, backupCount=5
+            )
         )
     for handler in handlers:
         handler.setFormatter(formatter)

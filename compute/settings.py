@@ -153,14 +153,22 @@ class CommonSettings(BaseModel):
 def add_common_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the shared flags. Every default is ``None`` so the environment can fill it."""
     group = parser.add_argument_group("common")
-    group.add_argument("--netuid", type=int, help=f"subnet uid (default {MAINNET_NETUID}; env COMPUTE_NETUID)")
-    group.add_argument("--subtensor.network", help="finney|test|local|ws://...|sim:PATH (default finney; env BT_NETWORK)")
+    group.add_argument(
+        "--netuid", type=int, help=f"subnet uid (default {MAINNET_NETUID}; env COMPUTE_NETUID)"
+    )
+    group.add_argument(
+        "--subtensor.network", help="finney|test|local|ws://...|sim:PATH (default finney; env BT_NETWORK)"
+    )
     group.add_argument("--subtensor.chain_endpoint", help="explicit ws(s):// endpoint, overrides the network")
     group.add_argument("--wallet.name", help="coldkey wallet name (default 'default'; env BT_WALLET)")
     group.add_argument("--wallet.hotkey", help="hotkey name (default 'default'; env BT_WALLET_HOTKEY)")
-    group.add_argument("--wallet.path", help="wallets directory (default ~/.bittensor/wallets; env BT_WALLET_PATH)")
+    group.add_argument(
+        "--wallet.path", help="wallets directory (default ~/.bittensor/wallets; env BT_WALLET_PATH)"
+    )
     group.add_argument("--logging.debug", action="store_true", default=None, help="debug logging")
-    group.add_argument("--logging.trace", action="store_true", default=None, help="debug logging incl. libraries")
+    group.add_argument(
+        "--logging.trace", action="store_true", default=None, help="debug logging incl. libraries"
+    )
     group.add_argument("--logging.logging_dir", help="also write rotating log files here")
     group.add_argument("--env_file", help="dotenv file with secrets and defaults (default ./.env)")
     return parser
@@ -252,21 +260,33 @@ def add_miner_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     group.add_argument("--axon.ip", help="bind address of the miner API (default 0.0.0.0)")
     group.add_argument("--axon.external_ip", help="public ip published on chain")
     group.add_argument("--miner.backend", help="rental backend: docker|embedded (default docker)")
-    group.add_argument("--miner.ssh_port_range", help="host ports for lease SSH/extra ports (default 40000-40999)")
+    group.add_argument(
+        "--miner.ssh_port_range", help="host ports for lease SSH/extra ports (default 40000-40999)"
+    )
     group.add_argument("--miner.ssh_host", help="host name/ip renters use for SSH (default: external ip)")
-    group.add_argument("--miner.base_image", help="docker image of rental containers (default compute-base:cuda)")
+    group.add_argument(
+        "--miner.base_image", help="docker image of rental containers (default compute-base:cuda)"
+    )
     group.add_argument("--miner.max_cpu", type=int, help="most CPUs one lease may ask for")
     group.add_argument("--miner.max_memory_gb", type=float, help="most memory (GB) one lease may ask for")
     group.add_argument("--miner.max_disk_gb", type=float, help="most disk (GB) one lease may ask for")
     group.add_argument("--miner.max_lease_days", type=float, help="longest lease, in days (default 30)")
     group.add_argument("--miner.min_stake", type=float, help="minimum caller stake in TAO (default 1000)")
-    group.add_argument("--miner.allow_non_validators", action="store_true", default=None,
-                       help="accept callers without a validator permit (still subject to min_stake)")
+    group.add_argument(
+        "--miner.allow_non_validators",
+        action="store_true",
+        default=None,
+        help="accept callers without a validator permit (still subject to min_stake)",
+    )
     for name in ("whitelist_hotkeys", "blacklist_hotkeys", "whitelist_coldkeys", "blacklist_coldkeys"):
         group.add_argument(f"--miner.{name}", nargs="*", help="SS58 addresses (space or comma separated)")
     group.add_argument("--miner.data_dir", help="lease database and backend state (default ~/.compute/miner)")
-    group.add_argument("--miner.force_embedded", action="store_true", default=None,
-                       help="allow the embedded backend on the mainnet subnet (not recommended)")
+    group.add_argument(
+        "--miner.force_embedded",
+        action="store_true",
+        default=None,
+        help="allow the embedded backend on the mainnet subnet (not recommended)",
+    )
     group.add_argument("--miner.gpus", help="comma-separated GPU indices to rent out (default all)")
     return parser
 

@@ -53,18 +53,29 @@ async def run(settings: MinerSettings) -> int:
     uuids = [g.uuid for g in gpus] if all(g.uuid for g in gpus) else None
     backend = build_backend(settings, uuids, settings.ssh_host or public_ip, miner_id=keypair.ss58)
     limits = ManagerLimits(
-        max_cpu=settings.max_cpu, max_memory_gb=settings.max_memory_gb, max_disk_gb=settings.max_disk_gb,
+        max_cpu=settings.max_cpu,
+        max_memory_gb=settings.max_memory_gb,
+        max_disk_gb=settings.max_disk_gb,
         max_lease_s=settings.max_lease_s,
     )
     manager = AllocationManager(LeaseStore(settings.data_dir / "leases.db"), backend, gpus, limits)
     report = await manager.reconcile()
-    logger.info("miner hotkey=%s backend=%s gpus=%d leases=%s", keypair.ss58, backend.name, len(gpus),
-                {k: len(v) for k, v in report.items()})
+    logger.info(
+        "miner hotkey=%s backend=%s gpus=%d leases=%s",
+        keypair.ss58,
+        backend.name,
+        len(gpus),
+        {k: len(v) for k, v in report.items()},
+    )
 
     policy = AccessPolicy(
-        chain.metagraph, min_stake=settings.min_stake, require_permit=not settings.allow_non_validators,
-        allow_hotkeys=settings.whitelist_hotkeys, deny_hotkeys=settings.blacklist_hotkeys,
-        allow_coldkeys=settings.whitelist_coldkeys, deny_coldkeys=settings.blacklist_coldkeys,
+        chain.metagraph,
+        min_stake=settings.min_stake,
+        require_permit=not settings.allow_non_validators,
+        allow_hotkeys=settings.whitelist_hotkeys,
+        deny_hotkeys=settings.blacklist_hotkeys,
+        allow_coldkeys=settings.whitelist_coldkeys,
+        deny_coldkeys=settings.blacklist_coldkeys,
         refresh_s=METAGRAPH_REFRESH_S,
     )
     app = build_miner_app(keypair, policy, manager, specs_provider(specs_cache.get, backend.name, gpus))
@@ -81,8 +92,13 @@ async def run(settings: MinerSettings) -> int:
         PeriodicLoop("republish", REPUBLISH_INTERVAL_S, publish),
     ]
     tasks = [asyncio.create_task(item.run(stop), name=item.name) for item in loops]
-    logger.info("serving on %s:%d (published as %s:%d)", settings.axon_ip, settings.axon_port,
-                public_ip, settings.axon_port)
+    logger.info(
+        "serving on %s:%d (published as %s:%d)",
+        settings.axon_ip,
+        settings.axon_port,
+        public_ip,
+        settings.axon_port,
+    )
     try:
         await serve(app, settings.axon_ip, settings.axon_port, stop)
     finally:

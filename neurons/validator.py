@@ -49,8 +49,14 @@ async def run(s: ValidatorSettings) -> int:
     store = ValidatorStore(s.db_path)
     client = MinerClient(keypair, timeout=30.0, max_concurrency=max(64, s.concurrency * 4))
     api_key = common.wandb_api_key.get_secret_value() if common.wandb_api_key else None
-    wandb = WandbLogger(not s.wandb_off, s.wandb_project, f"validator-{keypair.ss58[:8]}", s.data_dir / "wandb",
-                        api_key, {"version": __version__, "netuid": common.netuid})
+    wandb = WandbLogger(
+        not s.wandb_off,
+        s.wandb_project,
+        f"validator-{keypair.ss58[:8]}",
+        s.data_dir / "wandb",
+        api_key,
+        {"version": __version__, "netuid": common.netuid},
+    )
     scoring = ScoringConfig(rented_bonus=s.rented_bonus, ema_alpha=s.ema_alpha, missed_decay=s.missed_decay)
     setter = WeightSetter(chain, wallet, store, VERSION_KEY)
     weights_loop = WeightsLoop(chain, store, setter, keypair.ss58, interval_blocks=s.weights_blocks)
@@ -63,17 +69,34 @@ async def run(s: ValidatorSettings) -> int:
 
     block_seconds = await chain_block_seconds(chain)
     round_loop = RoundLoop(
-        chain, store, client, keypair.ss58, round_params(s, load_holistic_config()), load_gpu_table(), scoring,
-        interval_blocks=s.round_blocks, concurrency=s.concurrency, allow_same_ip=s.allow_same_ip,
+        chain,
+        store,
+        client,
+        keypair.ss58,
+        round_params(s, load_holistic_config()),
+        load_gpu_table(),
+        scoring,
+        interval_blocks=s.round_blocks,
+        concurrency=s.concurrency,
+        allow_same_ip=s.allow_same_ip,
         step_timeout=round_step_timeout(s.miner_timeout, s.round_blocks, block_seconds),
-        wandb=wandb, rounds_limit=s.rounds, on_limit=on_limit,
+        wandb=wandb,
+        rounds_limit=s.rounds,
+        on_limit=on_limit,
     )
     runner = LoopRunner(chain_block_source(chain), [round_loop, weights_loop])
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, runner.stop.set)
-    logger.info("validator hotkey=%s netuid=%d network=%s store=%s block_time=%.2fs round_timeout=%.0fs",
-                keypair.ss58, common.netuid, common.chain_target, s.db_path, block_seconds, round_loop.step_timeout)
+    logger.info(
+        "validator hotkey=%s netuid=%d network=%s store=%s block_time=%.2fs round_timeout=%.0fs",
+        keypair.ss58,
+        common.netuid,
+        common.chain_target,
+        s.db_path,
+        block_seconds,
+        round_loop.step_timeout,
+    )
     try:
         await runner.run()
     finally:

@@ -21,12 +21,33 @@ FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9_.-]*[a-z0-9]")
 COMMANDS = {
     "neurons/miner.py": (miner_main, []),
     "neurons/validator.py": (validator_main, []),
-    **{f"neurons/register.py {sub}": (register_main, [sub]) for sub in
-       ("resources", "allocate", "list", "extend", "deallocate", "exchange-key", "restart",
-        "status", "interactive")},
-    **{f"python -m compute {cmd}": (compute_main, cmd.split()) for cmd in
-       ("localnet", "chain create", "chain register", "chain show", "chain weights",
-        "bench-transport", "bench-allocation", "bench-validator")},
+    **{
+        f"neurons/register.py {sub}": (register_main, [sub])
+        for sub in (
+            "resources",
+            "allocate",
+            "list",
+            "extend",
+            "deallocate",
+            "exchange-key",
+            "restart",
+            "status",
+            "interactive",
+        )
+    },
+    **{
+        f"python -m compute {cmd}": (compute_main, cmd.split())
+        for cmd in (
+            "localnet",
+            "chain create",
+            "chain register",
+            "chain show",
+            "chain weights",
+            "bench-transport",
+            "bench-allocation",
+            "bench-validator",
+        )
+    },
     "python -m compute.pog bench": (pog_main, ["bench"]),
     "python -m compute.pog worker": (pog_main, ["worker"]),
 }

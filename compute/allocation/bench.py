@@ -56,8 +56,16 @@ def _backend(name: str, root: Path, ports: tuple[int, int], miner_id: str) -> An
 
 async def _ssh_ok(ssh: Any, key: asyncssh.SSHKey) -> None:
     pinned = ([asyncssh.import_public_key(ssh.host_key)], [], [])
-    async with asyncssh.connect(ssh.host, ssh.port, username=ssh.username, client_keys=[key], known_hosts=pinned,
-                                agent_path=None, config=None, connect_timeout=30) as conn:
+    async with asyncssh.connect(
+        ssh.host,
+        ssh.port,
+        username=ssh.username,
+        client_keys=[key],
+        known_hosts=pinned,
+        agent_path=None,
+        config=None,
+        connect_timeout=30,
+    ) as conn:
         result = await conn.run("echo ok", timeout=30)
         if result.stdout != "ok\n":
             raise RuntimeError(f"unexpected SSH output {result.stdout!r}")
@@ -70,7 +78,9 @@ def _resources(backend_name: str, miner_id: str) -> dict[str, int]:
         import docker
 
         client = docker.from_env()
-        out["containers"] = len(client.containers.list(all=True, filters={"label": f"compute.miner={miner_id}"}))
+        out["containers"] = len(
+            client.containers.list(all=True, filters={"label": f"compute.miner={miner_id}"})
+        )
         client.close()
     return out
 
@@ -87,16 +97,31 @@ async def run_bench(backend_name: str, iterations: int, ports: tuple[int, int]) 
         backend = _backend(backend_name, root / "data", ports, miner_id)
         gpus = [FAKE_GPU] if backend_name == "embedded" else []  # docker would need a real GPU runtime
         manager = AllocationManager(LeaseStore(root / "leases.db"), backend, gpus)
-        specs = MachineSpecs(cpu_model="bench", cpu_cores=1, cpu_freq_mhz=0, ram_bytes=0, disk_total_bytes=0,
-                             disk_free_bytes=0, backend=backend_name, miner_version="bench")
+        specs = MachineSpecs(
+            cpu_model="bench",
+            cpu_cores=1,
+            cpu_freq_mhz=0,
+            ram_bytes=0,
+            disk_total_bytes=0,
+            disk_free_bytes=0,
+            backend=backend_name,
+            miner_version="bench",
+        )
         keypair = KeyWallet.from_wallet(miner_w)
-        app = build_miner_app(keypair, AccessPolicy(lambda: snapshot), manager, lambda: specs,
-                              ServerLimits(rate_per_s=1000, burst=1000))
+        app = build_miner_app(
+            keypair,
+            AccessPolicy(lambda: snapshot),
+            manager,
+            lambda: specs,
+            ServerLimits(rate_per_s=1000, burst=1000),
+        )
         server = serve_in_thread(app, "127.0.0.1", 0)
         endpoint = f"127.0.0.1:{server.port}"
         key = asyncssh.generate_private_key("ssh-ed25519")
         public = key.export_public_key("openssh").decode().strip()
-        request = AllocateRequest(requirements=Requirements(gpu_count=len(gpus)), duration_s=600, ssh_public_key=public)
+        request = AllocateRequest(
+            requirements=Requirements(gpu_count=len(gpus)), duration_s=600, ssh_public_key=public
+        )
         to_response, to_ssh, to_release = [], [], []
         try:
             async with MinerClient(caller_w, timeout=120) as client:
@@ -149,23 +174,36 @@ def _table(results: list[dict[str, Any]]) -> None:
     from rich.table import Table
 
     table = Table(title="allocation benchmark (127.0.0.1, signed transport, pinned SSH)")
-    for column in ("backend", "n", "allocate resp. median/p95 s", "alloc->ssh median/p95 s",
-                   "dealloc median s", "cycles/min", "fds/threads before->after", "leak"):
+    for column in (
+        "backend",
+        "n",
+        "allocate resp. median/p95 s",
+        "alloc->ssh median/p95 s",
+        "dealloc median s",
+        "cycles/min",
+        "fds/threads before->after",
+        "leak",
+    ):
         table.add_column(column)
     for r in results:
         b, a = r["resources_before"], r["resources_after"]
         table.add_row(
-            r["backend"], str(r["iterations"]),
+            r["backend"],
+            str(r["iterations"]),
             f"{r['allocate_response_s']['median']:.3f} / {r['allocate_response_s']['p95']:.3f}",
             f"{r['allocate_to_ssh_s']['median']:.3f} / {r['allocate_to_ssh_s']['p95']:.3f}",
-            f"{r['deallocate_s']['median']:.3f}", f"{r['cycles_per_minute']:.0f}",
-            f"{b['fds']}/{b['threads']} -> {a['fds']}/{a['threads']}", "YES" if r["leak"] else "no",
+            f"{r['deallocate_s']['median']:.3f}",
+            f"{r['cycles_per_minute']:.0f}",
+            f"{b['fds']}/{b['threads']} -> {a['fds']}/{a['threads']}",
+            "YES" if r["leak"] else "no",
         )
     Console().print(table)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m compute bench-allocation", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m compute bench-allocation", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--backend", choices=["embedded", "docker", "both"], default="embedded")
     parser.add_argument("--iterations", type=int, default=20, help="measured cycles (>= 2)")
     parser.add_argument("--ports", default="44000-44099", help="port range for lease listeners")

@@ -149,7 +149,9 @@ class AllocationManager:
         try:
             endpoint = await asyncio.wait_for(self.backend.start(lease.record), BACKEND_TIMEOUT_S)
         except (BackendError, OSError, asyncio.TimeoutError) as exc:
-            logger.warning("allocate failed lease=%s owner=%s backend error: %s", lease.lease_id, owner_hotkey, exc)
+            logger.warning(
+                "allocate failed lease=%s owner=%s backend error: %s", lease.lease_id, owner_hotkey, exc
+            )
             await self._rollback(lease.lease_id)
             raise _fail(ErrorCode.BACKEND_ERROR, f"the miner could not start the lease: {exc}", 503) from None
         except BaseException:
@@ -158,7 +160,11 @@ class AllocationManager:
         await asyncio.to_thread(self.store.set_endpoint, lease.lease_id, endpoint)
         logger.info(
             "allocated lease=%s owner=%s purpose=%s gpus=%s port=%s until=%.0f",
-            lease.lease_id, owner_hotkey, request.purpose, list(lease.record.gpus), endpoint.ssh_port,
+            lease.lease_id,
+            owner_hotkey,
+            request.purpose,
+            list(lease.record.gpus),
+            endpoint.ssh_port,
             lease.record.expires_at,
         )
         return await self._info(lease.lease_id)
@@ -168,7 +174,9 @@ class AllocationManager:
         async with self._lock:
             active = await asyncio.to_thread(self.store.active)
             if len(active) >= self.limits.max_active_leases:
-                raise _fail(ErrorCode.NO_CAPACITY, f"this miner runs its maximum of {len(active)} leases", 409)
+                raise _fail(
+                    ErrorCode.NO_CAPACITY, f"this miner runs its maximum of {len(active)} leases", 409
+                )
             if sum(1 for s in active if s.record.owner_hotkey == owner) >= self.limits.max_leases_per_owner:
                 raise _fail(
                     ErrorCode.NO_CAPACITY,
@@ -342,8 +350,11 @@ class AllocationManager:
         ssh = None
         if endpoint is not None and lease.state == "active":
             ssh = SshAccess(
-                host=endpoint.host, port=endpoint.ssh_port, username=endpoint.username,
-                host_key=endpoint.host_key, ports=dict(endpoint.ports),
+                host=endpoint.host,
+                port=endpoint.ssh_port,
+                username=endpoint.username,
+                host_key=endpoint.host_key,
+                ports=dict(endpoint.ports),
             )
         record = lease.record
         return LeaseInfo(

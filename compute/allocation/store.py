@@ -112,10 +112,22 @@ class LeaseStore:
             conn.execute(
                 "INSERT INTO leases VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
-                    record.lease_id, record.owner_hotkey, record.purpose, json.dumps(list(record.gpus)),
-                    record.cpu_count, record.memory_mb, record.disk_gb, record.shm_mb, record.extra_ports,
-                    record.ssh_public_key, record.created_at, record.expires_at, "active",
-                    lease.requirements_json, _endpoint_json(lease.endpoint), None,
+                    record.lease_id,
+                    record.owner_hotkey,
+                    record.purpose,
+                    json.dumps(list(record.gpus)),
+                    record.cpu_count,
+                    record.memory_mb,
+                    record.disk_gb,
+                    record.shm_mb,
+                    record.extra_ports,
+                    record.ssh_public_key,
+                    record.created_at,
+                    record.expires_at,
+                    "active",
+                    lease.requirements_json,
+                    _endpoint_json(lease.endpoint),
+                    None,
                 ),
             )
 
@@ -159,7 +171,8 @@ class LeaseStore:
     def by_owner(self, owner_hotkey: str, limit: int = 1024) -> list[StoredLease]:
         """Active leases first, then the most recently ended ones."""
         return self._select(
-            "WHERE owner_hotkey=? ORDER BY state='active' DESC, created_at DESC LIMIT ?", (owner_hotkey, limit)
+            "WHERE owner_hotkey=? ORDER BY state='active' DESC, created_at DESC LIMIT ?",
+            (owner_hotkey, limit),
         )
 
     def due(self, now: float) -> list[StoredLease]:
@@ -197,17 +210,46 @@ def _endpoint_json(endpoint: Endpoint | None) -> str | None:
 
 
 def _from_row(row: tuple) -> StoredLease:
-    (lease_id, owner, purpose, gpus, cpu, mem, disk, shm, ports, key, created, expires, state, req, ep, ended) = row
+    (
+        lease_id,
+        owner,
+        purpose,
+        gpus,
+        cpu,
+        mem,
+        disk,
+        shm,
+        ports,
+        key,
+        created,
+        expires,
+        state,
+        req,
+        ep,
+        ended,
+    ) = row
     record = LeaseRecord(
-        lease_id=lease_id, owner_hotkey=owner, purpose=purpose, gpus=tuple(json.loads(gpus)),
-        cpu_count=cpu, memory_mb=mem, disk_gb=disk, shm_mb=shm, extra_ports=ports,
-        ssh_public_key=key, created_at=created, expires_at=expires,
+        lease_id=lease_id,
+        owner_hotkey=owner,
+        purpose=purpose,
+        gpus=tuple(json.loads(gpus)),
+        cpu_count=cpu,
+        memory_mb=mem,
+        disk_gb=disk,
+        shm_mb=shm,
+        extra_ports=ports,
+        ssh_public_key=key,
+        created_at=created,
+        expires_at=expires,
     )
     endpoint = None
     if ep is not None:
         data = json.loads(ep)
         endpoint = Endpoint(
-            host=data["host"], ssh_port=data["ssh_port"], username=data["username"], host_key=data["host_key"],
+            host=data["host"],
+            ssh_port=data["ssh_port"],
+            username=data["username"],
+            host_key=data["host_key"],
             ports={int(k): int(v) for k, v in data["ports"].items()},
         )
     return StoredLease(record=record, state=state, requirements_json=req, endpoint=endpoint, ended_at=ended)

@@ -31,18 +31,27 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m compute localnet", description=__doc__)
     parser.add_argument("--miners", type=int, default=3, help="number of miners (default 3)")
     parser.add_argument("--rounds", type=int, default=1, help="validator rounds to run (default 1)")
-    parser.add_argument("--backend", choices=["embedded", "docker"], default="embedded",
-                        help="miners' rental backend (default embedded)")
-    parser.add_argument("--workdir", type=Path, default=Path(".localnet"),
-                        help="where chain, wallets, state and logs go (default .localnet)")
+    parser.add_argument(
+        "--backend",
+        choices=["embedded", "docker"],
+        default="embedded",
+        help="miners' rental backend (default embedded)",
+    )
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=Path(".localnet"),
+        help="where chain, wallets, state and logs go (default .localnet)",
+    )
     parser.add_argument("--block-time", type=float, default=1.0, help="simulated block time, s")
     parser.add_argument("--pog-m", type=int, default=512, help="PoG output rows per challenge")
     parser.add_argument("--pog-n", type=int, default=8192, help="PoG inner dimension")
     parser.add_argument("--pog-p", type=int, default=512, help="PoG output columns")
     parser.add_argument("--timeout", type=float, default=170.0, help="give up after this many s")
     parser.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
-    parser.add_argument("--logging.debug", dest="debug", action="store_true",
-                        help="debug logs from every process")
+    parser.add_argument(
+        "--logging.debug", dest="debug", action="store_true", help="debug logs from every process"
+    )
     return parser
 
 
@@ -55,11 +64,23 @@ def main(argv: list[str] | None = None) -> int:
         print("--rounds must be at least 1", file=sys.stderr)
         return 2
     console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
-    logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
-    options = Options(miners=args.miners, rounds=args.rounds, backend=args.backend,
-                      workdir=args.workdir, block_time=args.block_time, pog_m=args.pog_m,
-                      pog_n=args.pog_n, pog_p=args.pog_p, timeout_s=args.timeout, debug=args.debug)
+    logging.basicConfig(
+        level=logging.DEBUG if args.debug else logging.INFO,
+        format="%(asctime)s %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
+    options = Options(
+        miners=args.miners,
+        rounds=args.rounds,
+        backend=args.backend,
+        workdir=args.workdir,
+        block_time=args.block_time,
+        pog_m=args.pog_m,
+        pog_n=args.pog_n,
+        pog_p=args.pog_p,
+        timeout_s=args.timeout,
+        debug=args.debug,
+    )
 
     def show(name: str, line: str) -> None:
         console.print(Text.assemble((f"[{name}] ", "dim"), line), highlight=False)

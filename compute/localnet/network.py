@@ -98,22 +98,28 @@ class LocalNet:
         for index in range(self.options.miners):
             name = f"miner{index + 1}"
             wallet = create_wallet(self.wallet_root, name)
-            uid = state.register(
-                wallet.hotkey.ss58_address, wallet.coldkeypub.ss58_address, MINER_STAKE_TAO
-            )
+            uid = state.register(wallet.hotkey.ss58_address, wallet.coldkeypub.ss58_address, MINER_STAKE_TAO)
             self.miners.append(Participant(name, wallet, uid))
         log.info(
             "simulated chain %s: netuid %d, validator uid %d, %d miners",
-            self.chain_path, NETUID, self.validator.uid, len(self.miners),
+            self.chain_path,
+            NETUID,
+            self.validator.uid,
+            len(self.miners),
         )
 
     def _common_args(self, participant: Participant) -> list[str]:
         args = [
-            "--netuid", str(NETUID),
-            "--subtensor.network", f"sim:{self.chain_path}",
-            "--wallet.name", participant.name,
-            "--wallet.hotkey", "default",
-            "--wallet.path", str(self.wallet_root),
+            "--netuid",
+            str(NETUID),
+            "--subtensor.network",
+            f"sim:{self.chain_path}",
+            "--wallet.name",
+            participant.name,
+            "--wallet.hotkey",
+            "default",
+            "--wallet.path",
+            str(self.wallet_root),
         ]
         return args + (["--logging.debug"] if self.options.debug else [])
 
@@ -123,16 +129,33 @@ class LocalNet:
         for index, miner in enumerate(self.miners):
             port = free_port()
             low = 42000 + index * 50
-            args = ["-m", "neurons.miner", *self._common_args(miner),
-                    "--axon.ip", "127.0.0.1", "--axon.port", str(port),
-                    "--axon.external_ip", "127.0.0.1",
-                    "--miner.backend", self.options.backend,
-                    "--miner.ssh_host", "127.0.0.1",
-                    "--miner.ssh_port_range", f"{low}-{low + 49}",
-                    "--miner.data_dir", str(self.workdir / miner.name)]
+            args = [
+                "-m",
+                "neurons.miner",
+                *self._common_args(miner),
+                "--axon.ip",
+                "127.0.0.1",
+                "--axon.port",
+                str(port),
+                "--axon.external_ip",
+                "127.0.0.1",
+                "--miner.backend",
+                self.options.backend,
+                "--miner.ssh_host",
+                "127.0.0.1",
+                "--miner.ssh_port_range",
+                f"{low}-{low + 49}",
+                "--miner.data_dir",
+                str(self.workdir / miner.name),
+            ]
             children.append(self.processes.start(miner.name, args))
-            log.info("%s uid=%d hotkey=%s starting on 127.0.0.1:%d",
-                     miner.name, miner.uid, miner.wallet.hotkey.ss58_address[:10], port)
+            log.info(
+                "%s uid=%d hotkey=%s starting on 127.0.0.1:%d",
+                miner.name,
+                miner.uid,
+                miner.wallet.hotkey.ss58_address[:10],
+                port,
+            )
         return children
 
     def wait_for_miners(self, children: list[Child], timeout_s: float = 60.0) -> None:
@@ -161,17 +184,29 @@ class LocalNet:
 
     def run_validator(self) -> Child:
         assert self.validator is not None
-        args = ["-m", "neurons.validator", *self._common_args(self.validator),
-                "--validator.rounds", str(self.options.rounds),
-                "--validator.round_blocks", "1",
-                "--validator.weights_blocks", "1",
-                "--validator.pog_m", str(self.options.pog_m),
-                "--validator.pog_n", str(self.options.pog_n),
-                "--validator.pog_p", str(self.options.pog_p),
-                "--validator.data_dir", str(self.workdir / "validator"),
-                "--validator.allow_same_ip",  # every demo miner lives on 127.0.0.1
-                "--validator.device", "cpu",
-                "--wandb.off"]
+        args = [
+            "-m",
+            "neurons.validator",
+            *self._common_args(self.validator),
+            "--validator.rounds",
+            str(self.options.rounds),
+            "--validator.round_blocks",
+            "1",
+            "--validator.weights_blocks",
+            "1",
+            "--validator.pog_m",
+            str(self.options.pog_m),
+            "--validator.pog_n",
+            str(self.options.pog_n),
+            "--validator.pog_p",
+            str(self.options.pog_p),
+            "--validator.data_dir",
+            str(self.workdir / "validator"),
+            "--validator.allow_same_ip",  # every demo miner lives on 127.0.0.1
+            "--validator.device",
+            "cpu",
+            "--wandb.off",
+        ]
         child = self.processes.start("validator", args, on_line=self.on_line)
         log.info("validator uid=%d running %d round(s)", self.validator.uid, self.options.rounds)
         return child

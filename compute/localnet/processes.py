@@ -43,9 +43,7 @@ class ProcessGroup:
         self.cwd = cwd
         self.children: list[Child] = []
 
-    def start(
-        self, name: str, args: list[str], on_line: Callable[[str, str], None] | None = None
-    ) -> Child:
+    def start(self, name: str, args: list[str], on_line: Callable[[str, str], None] | None = None) -> Child:
         """Start ``python -m args...``; its output goes to ``log_dir/name.log`` (and ``on_line``)."""
         log_path = self.log_dir / f"{name}.log"
         # Children print through a pipe: give rich a real width so their tables do not wrap.
@@ -62,9 +60,7 @@ class ProcessGroup:
         )
         child = Child(name, proc, log_path)
         if on_line is not None:
-            child._pump = threading.Thread(
-                target=_pump, args=(proc.stdout, sink, name, on_line), daemon=True
-            )
+            child._pump = threading.Thread(target=_pump, args=(proc.stdout, sink, name, on_line), daemon=True)
             child._pump.start()
         else:
             sink.close()

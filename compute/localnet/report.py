@@ -34,25 +34,26 @@ def collect_summary(net: LocalNet) -> dict[str, Any]:
             hotkey = miner.wallet.hotkey.ss58_address
             result = _latest_result(store, miner.uid, rounds)
             score = scores.get(miner.uid)
-            miners.append({
-                "name": miner.name,
-                "uid": miner.uid,
-                "hotkey": hotkey,
-                "verdict": _verdict(result),
-                "reasons": list(result.reasons) if result else [],
-                "device": ", ".join(sorted(set(result.models))) if result and result.models else None,
-                "tflops_fp16": result.tflops_fp16 if result else None,
-                "tflops_fp32": result.tflops_fp32 if result else None,
-                "memory_gbs": result.mem_gbs if result else None,
-                "sustained_ratio": result.sustained_ratio if result else None,
-                "score": score.score if score else 0.0,
-                "weight": weights.get(miner.uid, 0.0),
-            })
+            miners.append(
+                {
+                    "name": miner.name,
+                    "uid": miner.uid,
+                    "hotkey": hotkey,
+                    "verdict": _verdict(result),
+                    "reasons": list(result.reasons) if result else [],
+                    "device": ", ".join(sorted(set(result.models))) if result and result.models else None,
+                    "tflops_fp16": result.tflops_fp16 if result else None,
+                    "tflops_fp32": result.tflops_fp32 if result else None,
+                    "memory_gbs": result.mem_gbs if result else None,
+                    "sustained_ratio": result.sustained_ratio if result else None,
+                    "score": score.score if score else 0.0,
+                    "weight": weights.get(miner.uid, 0.0),
+                }
+            )
         return {
             "netuid": NETUID,
             "chain": str(net.chain_path),
-            "validator": {"uid": net.validator.uid,
-                          "hotkey": net.validator.wallet.hotkey.ss58_address},
+            "validator": {"uid": net.validator.uid, "hotkey": net.validator.wallet.hotkey.ss58_address},
             "rounds": rounds,
             "block": chain.block(),
             "miners": miners,
@@ -79,21 +80,41 @@ def _verdict(result) -> str:
 
 def render_summary(summary: dict[str, Any], console: Console) -> None:
     table = Table(title=f"Scoreboard after {summary['rounds']} round(s), block {summary['block']}")
-    for column in ("uid", "miner", "hotkey", "verdict", "device", "TFLOPS fp16", "TFLOPS fp32",
-                   "memory GB/s", "sustained", "score", "weight on chain"):
-        table.add_column(column, justify="right" if column not in ("miner", "hotkey", "verdict",
-                                                                   "device") else "left")
+    for column in (
+        "uid",
+        "miner",
+        "hotkey",
+        "verdict",
+        "device",
+        "TFLOPS fp16",
+        "TFLOPS fp32",
+        "memory GB/s",
+        "sustained",
+        "score",
+        "weight on chain",
+    ):
+        table.add_column(
+            column, justify="right" if column not in ("miner", "hotkey", "verdict", "device") else "left"
+        )
     for miner in summary["miners"]:
         table.add_row(
-            str(miner["uid"]), miner["name"], miner["hotkey"][:12] + "…",
-            miner["verdict"], miner["device"] or "-",
-            _fmt(miner["tflops_fp16"]), _fmt(miner["tflops_fp32"]),
-            _fmt(miner["memory_gbs"], 2), _fmt(miner["sustained_ratio"], 2),
-            f"{miner['score']:.6f}", f"{miner['weight']:.4f}",
+            str(miner["uid"]),
+            miner["name"],
+            miner["hotkey"][:12] + "…",
+            miner["verdict"],
+            miner["device"] or "-",
+            _fmt(miner["tflops_fp16"]),
+            _fmt(miner["tflops_fp32"]),
+            _fmt(miner["memory_gbs"], 2),
+            _fmt(miner["sustained_ratio"], 2),
+            f"{miner['score']:.6f}",
+            f"{miner['weight']:.4f}",
         )
     console.print(table)
-    console.print(f"validator uid {summary['validator']['uid']} set weights on {summary['chain']}; "
-                  f"demo took {summary.get('elapsed_s', '?')} s")
+    console.print(
+        f"validator uid {summary['validator']['uid']} set weights on {summary['chain']}; "
+        f"demo took {summary.get('elapsed_s', '?')} s"
+    )
 
 
 def _fmt(value: float | None, digits: int = 4) -> str:

@@ -68,8 +68,11 @@ def build_miner_app(
     @route(HealthRequest)
     async def health(req: HealthRequest, caller: Caller) -> HealthResponse:
         return HealthResponse(
-            version=__version__, hotkey=server.hotkey, backend=manager.backend.name,
-            uptime_s=max(0.0, clock() - started), active_leases=await manager.active_count(),
+            version=__version__,
+            hotkey=server.hotkey,
+            backend=manager.backend.name,
+            uptime_s=max(0.0, clock() - started),
+            active_leases=await manager.active_count(),
             free_gpus=len(await asyncio.to_thread(manager.free_gpus)),
         )
 
@@ -85,7 +88,9 @@ def build_miner_app(
     async def availability(req: CheckAvailabilityRequest, caller: Caller) -> AvailabilityResponse:
         result = await asyncio.to_thread(manager.check, req.requirements)
         return AvailabilityResponse(
-            available=result.available, reason=result.reason[:2000], free_gpus=result.free_gpus,
+            available=result.available,
+            reason=result.reason[:2000],
+            free_gpus=result.free_gpus,
             max_duration_s=result.max_duration_s,
         )
 
@@ -101,27 +106,47 @@ def build_miner_app(
 
     @route(LeaseStatusRequest)
     async def status(req: LeaseStatusRequest, caller: Caller) -> LeaseResponse:
-        return LeaseResponse(lease=await _logged("status", caller, req.lease_id, manager.status(
-            caller.hotkey_ss58, req.lease_id)))
+        return LeaseResponse(
+            lease=await _logged(
+                "status", caller, req.lease_id, manager.status(caller.hotkey_ss58, req.lease_id)
+            )
+        )
 
     @route(ExtendLeaseRequest)
     async def extend(req: ExtendLeaseRequest, caller: Caller) -> LeaseResponse:
-        return LeaseResponse(lease=await _logged("extend", caller, req.lease_id, manager.extend(
-            caller.hotkey_ss58, req.lease_id, req.duration_s)))
+        return LeaseResponse(
+            lease=await _logged(
+                "extend",
+                caller,
+                req.lease_id,
+                manager.extend(caller.hotkey_ss58, req.lease_id, req.duration_s),
+            )
+        )
 
     @route(ExchangeKeyRequest)
     async def exchange_key(req: ExchangeKeyRequest, caller: Caller) -> LeaseResponse:
-        return LeaseResponse(lease=await _logged("exchange_key", caller, req.lease_id, manager.exchange_key(
-            caller.hotkey_ss58, req.lease_id, req.ssh_public_key)))
+        return LeaseResponse(
+            lease=await _logged(
+                "exchange_key",
+                caller,
+                req.lease_id,
+                manager.exchange_key(caller.hotkey_ss58, req.lease_id, req.ssh_public_key),
+            )
+        )
 
     @route(RestartLeaseRequest)
     async def restart(req: RestartLeaseRequest, caller: Caller) -> LeaseResponse:
-        return LeaseResponse(lease=await _logged("restart", caller, req.lease_id, manager.restart(
-            caller.hotkey_ss58, req.lease_id)))
+        return LeaseResponse(
+            lease=await _logged(
+                "restart", caller, req.lease_id, manager.restart(caller.hotkey_ss58, req.lease_id)
+            )
+        )
 
     @route(DeallocateRequest)
     async def deallocate(req: DeallocateRequest, caller: Caller) -> DeallocateResponse:
-        await _logged("deallocate", caller, req.lease_id, manager.deallocate(caller.hotkey_ss58, req.lease_id))
+        await _logged(
+            "deallocate", caller, req.lease_id, manager.deallocate(caller.hotkey_ss58, req.lease_id)
+        )
         return DeallocateResponse(lease_id=req.lease_id)
 
     @route(ListLeasesRequest)
@@ -136,8 +161,14 @@ async def _logged(action: str, caller: Caller, lease_id: str, call):  # noqa: AN
     try:
         return await call
     except RequestFailed as exc:
-        logger.info("%s refused hotkey=%s lease=%s code=%s reason=%s",
-                    action, caller.hotkey_ss58, lease_id, exc.code, exc.reason)
+        logger.info(
+            "%s refused hotkey=%s lease=%s code=%s reason=%s",
+            action,
+            caller.hotkey_ss58,
+            lease_id,
+            exc.code,
+            exc.reason,
+        )
         raise
 
 

@@ -87,8 +87,12 @@ def build_backend(
             "group, or use --miner.backend embedded on a test network"
         )
     return BACKENDS["docker"](
-        image=settings.base_image, host=settings.axon_ip, ssh_port_range=(low, high),
-        gpu_uuids=gpu_uuids, public_host=ssh_host, miner_id=miner_id or wallet_hotkey(settings),
+        image=settings.base_image,
+        host=settings.axon_ip,
+        ssh_port_range=(low, high),
+        gpu_uuids=gpu_uuids,
+        public_host=ssh_host,
+        miner_id=miner_id or wallet_hotkey(settings),
     )
 
 
@@ -131,4 +135,11 @@ class PeriodicLoop:
                 pass
 
 
-__all__ = ["PeriodicLoop", "StartupError", "build_backend", "check_port_free", "check_registered", "wallet_hotkey"]
+__all__ = [
+    "PeriodicLoop",
+    "StartupError",
+    "build_backend",
+    "check_port_free",
+    "check_registered",
+    "wallet_hotkey",
+]

@@ -47,7 +47,9 @@ def machine_specs(host: HostSpecs, backend: str, gpus: Sequence[GpuSpec]) -> Mac
     )
 
 
-def specs_provider(get_host: Callable[[], HostSpecs], backend: str, gpus: Sequence[GpuSpec]) -> Callable[[], MachineSpecs]:
+def specs_provider(
+    get_host: Callable[[], HostSpecs], backend: str, gpus: Sequence[GpuSpec]
+) -> Callable[[], MachineSpecs]:
     """A blocking provider for ``build_miner_app`` (e.g. over ``SpecsCache(ttl_s).get``)."""
     return lambda: machine_specs(get_host(), backend, gpus)
 

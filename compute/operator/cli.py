@@ -36,10 +36,16 @@ _REGISTER_FLAGS = ("register.data_dir", "register.timeout", "register.pog_db", "
 def _add_register_args(parser: argparse.ArgumentParser) -> None:
     add_common_args(parser)
     group = parser.add_argument_group("register")
-    group.add_argument("--register.data_dir", help=f"lease book, keys, known_hosts (default {DEFAULT_DATA_DIR})")
-    group.add_argument("--register.timeout", type=float, help=f"seconds per miner call (default {DEFAULT_TIMEOUT_S:g})")
+    group.add_argument(
+        "--register.data_dir", help=f"lease book, keys, known_hosts (default {DEFAULT_DATA_DIR})"
+    )
+    group.add_argument(
+        "--register.timeout", type=float, help=f"seconds per miner call (default {DEFAULT_TIMEOUT_S:g})"
+    )
     group.add_argument("--register.pog_db", help="validator store (file or directory) with PoG results")
-    group.add_argument("--validator.data_dir", help="a validator's data dir; its PoG results mark verified GPUs")
+    group.add_argument(
+        "--validator.data_dir", help="a validator's data dir; its PoG results mark verified GPUs"
+    )
     group.add_argument("--json", action="store_true", default=None, help="print JSON instead of tables")
 
 
@@ -94,8 +100,11 @@ def build_parser() -> argparse.ArgumentParser:
     listing = sub("list", "my leases with the time left")
     listing.add_argument("--refresh", action="store_true", help="ask the miners for the current state")
     listing.add_argument("--all", action="store_true", help="include released and expired leases")
-    for name, text in (("status", "a lease's state, from its miner"), ("restart", "restart a lease's machine"),
-                       ("deallocate", "end a lease now")):
+    for name, text in (
+        ("status", "a lease's state, from its miner"),
+        ("restart", "restart a lease's machine"),
+        ("deallocate", "end a lease now"),
+    ):
         _add_lease_target(sub(name, text))
     extend = sub("extend", "add time to a lease")
     _add_lease_target(extend)
@@ -122,8 +131,9 @@ def _metagraph_source(settings: CommonSettings):
     return read
 
 
-async def _run(args: argparse.Namespace, settings: CommonSettings, parser: argparse.ArgumentParser,
-               out: Console) -> int:
+async def _run(
+    args: argparse.Namespace, settings: CommonSettings, parser: argparse.ArgumentParser, out: Console
+) -> int:
     timeout = getattr(args, "register.timeout", None) or DEFAULT_TIMEOUT_S
     if not 0 < timeout <= 600:
         raise UsageError(f"--register.timeout must be between 0 and 600 seconds, got {timeout:g}")
@@ -141,9 +151,15 @@ async def _run(args: argparse.Namespace, settings: CommonSettings, parser: argpa
     verified = load_verified(pog_source) if pog_source else {}
     async with MinerClient(wallet, timeout=timeout, max_concurrency=32) as client:
         op = Operator(
-            hotkey=hotkey, client=client, metagraph=_metagraph_source(settings), book=book,
-            data_dir=data_dir, network=settings.chain_target, netuid=settings.netuid,
-            verified=verified, deadline_s=timeout * 2,
+            hotkey=hotkey,
+            client=client,
+            metagraph=_metagraph_source(settings),
+            book=book,
+            data_dir=data_dir,
+            network=settings.chain_target,
+            netuid=settings.netuid,
+            verified=verified,
+            deadline_s=timeout * 2,
         )
         if args.command == "interactive":
             from compute.operator.interactive import run_menu

@@ -45,7 +45,9 @@ def parse_duration(hours: float | None, duration: str | None, default_s: int | N
     elif duration is not None:
         match = _DURATION_RE.match(duration)
         if match is None:
-            raise UsageError(f"--duration {duration!r}: expected a number with s, m, h, d or w (e.g. 90m, 2h)")
+            raise UsageError(
+                f"--duration {duration!r}: expected a number with s, m, h, d or w (e.g. 90m, 2h)"
+            )
         seconds = float(match.group(1)) * _UNITS[match.group(2).lower()]
     elif default_s is not None:
         seconds = default_s
@@ -115,9 +117,7 @@ async def cmd_allocate(op: Operator, args: argparse.Namespace) -> Result:
         target = await op.find_miner(uid=args.uid, hotkey=args.hotkey)
     allocation = await op.allocate(wanted_from(args), duration, key, target)
     result = _lease_result(op, allocation.entry, "Lease allocated")
-    result.payload.update(
-        machine=machine_json(allocation.machine), skipped=list(allocation.skipped)
-    )
+    result.payload.update(machine=machine_json(allocation.machine), skipped=list(allocation.skipped))
     return result
 
 

@@ -227,8 +227,11 @@ async def probe(
     health, specs, availability = answers
     error = errors[0] if errors else None
     machine = build_machine(miner, health, specs, availability, verified, error)  # type: ignore[arg-type]
-    refused = [r for r in results if isinstance(r, OperatorError)
-               and not isinstance(r, (MinerOffline, MinerIdentityError))]
+    refused = [
+        r
+        for r in results
+        if isinstance(r, OperatorError) and not isinstance(r, (MinerOffline, MinerIdentityError))
+    ]
     return replace(machine, refused_us=bool(refused)) if refused and not machine.online else machine
 
 
@@ -257,4 +260,3 @@ async def discover(
     machines = await asyncio.gather(*(one(m) for m in miners))
     logger.info("discovered miners=%d online=%d", len(machines), sum(m.online for m in machines))
     return list(machines)
-

@@ -53,7 +53,9 @@ async def _questions(command: str, ask: Callable[[str], object]) -> list[str]:
         _flag(argv, "--hours", await answer("Hours (blank: 1): "))
         _flag(argv, "--hotkey", await answer("Miner hotkey (blank: best match): "))
         _flag(argv, "--ssh-key", await answer("Public key file (blank: create a key pair): "))
-    if command == "list" and (await answer("Ask the miners for fresh state? [y/N]: ")).lower().startswith("y"):
+    if command == "list" and (await answer("Ask the miners for fresh state? [y/N]: ")).lower().startswith(
+        "y"
+    ):
         argv.append("--refresh")
     if command in ("status", "extend", "exchange-key", "restart", "deallocate"):
         argv.append((await answer("Lease id: ")).strip() or "-")

@@ -90,7 +90,13 @@ def _gpu_cell(machine: Machine) -> str:
     return text if machine.verified else f"{text} [yellow](unverified)[/]"
 
 
-_STATE_STYLE = {"free": "green", "partly rented": "yellow", "rented": "red", "offline": "dim", "refused": "red"}
+_STATE_STYLE = {
+    "free": "green",
+    "partly rented": "yellow",
+    "rented": "red",
+    "offline": "dim",
+    "refused": "red",
+}
 
 
 def show_machines(console: Console, machines: list[Machine]) -> None:
@@ -115,7 +121,9 @@ def show_machines(console: Console, machines: list[Machine]) -> None:
     console.print(table)
     refusals = [m for m in machines if m.refused_us]
     if refusals:
-        console.print(f"[red]{len(refusals)} miner(s) refused this hotkey[/], e.g.: {escape(refusals[0].error or '')}")
+        console.print(
+            f"[red]{len(refusals)} miner(s) refused this hotkey[/], e.g.: {escape(refusals[0].error or '')}"
+        )
 
 
 def show_leases(console: Console, entries: list[BookEntry], now: float, problems: dict[str, str]) -> None:

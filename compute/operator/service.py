@@ -133,7 +133,9 @@ class Operator:
     ) -> Allocation:
         """Rent the best machine for ``wanted`` (or ``target``) for ``duration_s`` seconds."""
         if target is not None:
-            machine = await probe(self.client, target, wanted.requirements(), self.verified.get(target.hotkey))
+            machine = await probe(
+                self.client, target, wanted.requirements(), self.verified.get(target.hotkey)
+            )
             if not machine.online:
                 raise MinerOffline(machine.error or f"miner {target.label()} did not answer")
             candidates = [machine]
@@ -142,7 +144,9 @@ class Operator:
             candidates = rank(machines, wanted)
             if not candidates:
                 refusals = [m for m in machines if m.refused_us]
-                note = f"; {len(refusals)} miner(s) refused this hotkey: {refusals[0].error}" if refusals else ""
+                note = (
+                    f"; {len(refusals)} miner(s) refused this hotkey: {refusals[0].error}" if refusals else ""
+                )
                 raise NoMatchingMachine(f"no available machine matches {_describe(wanted)}{note}")
         generated = key is None
         key = key or generate_keypair(self.keys_dir)
@@ -192,7 +196,11 @@ class Operator:
             private = str(key.private_path) if key.private_path else None
             public, generated = key.public_line, key.generated
         elif previous is not None:
-            private, public, generated = previous.private_key_path, previous.public_key, previous.key_generated
+            private, public, generated = (
+                previous.private_key_path,
+                previous.public_key,
+                previous.key_generated,
+            )
         else:
             private, public, generated = None, "", False
         entry = BookEntry(
@@ -294,14 +302,14 @@ class Operator:
             return None
         return self._ended(entry, "released")
 
-    async def leases(self, refresh: bool = False, include_ended: bool = False) -> tuple[list[BookEntry], dict]:
+    async def leases(
+        self, refresh: bool = False, include_ended: bool = False
+    ) -> tuple[list[BookEntry], dict]:
         """This operator's leases; with ``refresh`` ask each miner first (errors per lease)."""
         problems: dict[str, str] = {}
         if refresh:
             active = self.book.entries(self.hotkey)
-            results = await asyncio.gather(
-                *(self.status(e.lease_id) for e in active), return_exceptions=True
-            )
+            results = await asyncio.gather(*(self.status(e.lease_id) for e in active), return_exceptions=True)
             for entry, result in zip(active, results, strict=True):
                 if isinstance(result, Refused):
                     problems[entry.lease_id] = result.message
@@ -315,8 +323,11 @@ class Operator:
         if entry.state != "active" or not entry.ssh_host or not entry.known_hosts_path:
             return None
         access = SshAccess(
-            host=entry.ssh_host, port=entry.ssh_port or 22, username=entry.ssh_username or "root",
-            host_key=entry.host_key or "", ports=entry.ports,
+            host=entry.ssh_host,
+            port=entry.ssh_port or 22,
+            username=entry.ssh_username or "root",
+            host_key=entry.host_key or "",
+            ports=entry.ports,
         )
         private = Path(entry.private_key_path) if entry.private_key_path else None
         return ssh_command(access, Path(entry.known_hosts_path), private)
@@ -336,4 +347,3 @@ def _gpu_text(count: int, model: str | None) -> str:
 def _describe(wanted: Wanted) -> str:
     parts = [f"{k}={v}" for k, v in vars(wanted).items() if v and k != "available_only"]
     return ", ".join(parts) or "any machine"
-

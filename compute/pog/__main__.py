@@ -43,7 +43,9 @@ def _bench(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"Proof-of-GPU benchmark ({result.device}, {result.precision}, {result.m}x{result.n}x{result.p})")
+    table = Table(
+        title=f"Proof-of-GPU benchmark ({result.device}, {result.precision}, {result.m}x{result.n}x{result.p})"
+    )
     table.add_column("metric")
     table.add_column("value", justify="right")
     for name, value in result.as_dict().items():

@@ -376,7 +376,15 @@ class SustainedRunner:
         return self.engine.open(request)
 
 
-DEPTH_OPS = ("memory_build", "memory_commit", "memory_open", "sustained", "sustained_open", "commit_on", "probe")
+DEPTH_OPS = (
+    "memory_build",
+    "memory_commit",
+    "memory_open",
+    "sustained",
+    "sustained_open",
+    "commit_on",
+    "probe",
+)
 
 
 def handle_depth_op(box: dict, engine: ProverEngine, message: dict, emit) -> dict:

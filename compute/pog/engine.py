@@ -125,7 +125,11 @@ def parse_open_request(obj: object, spec: ChallengeSpec) -> list[list[int]]:
 
 def encode_row(row: np.ndarray) -> dict:
     data = np.ascontiguousarray(row, dtype="<f4")
-    return {"dtype": "<f4", "shape": [int(data.shape[0])], "data": base64.b64encode(data.tobytes()).decode("ascii")}
+    return {
+        "dtype": "<f4",
+        "shape": [int(data.shape[0])],
+        "data": base64.b64encode(data.tobytes()).decode("ascii"),
+    }
 
 
 def _chunks(n: int, chunk: int) -> list[tuple[int, int]]:
@@ -214,7 +218,10 @@ def product_cuda(spec: ChallengeSpec, gpu: int, device_index: int) -> np.ndarray
         row_a, col_b = on_device(index_values(a_rs, 0, spec.m)), on_device(index_values(b_cs, 0, spec.p))
         acc = torch.zeros((spec.m, spec.p), dtype=torch.float32, device=device)
         for t0, t1 in _chunks(spec.n, spec.chunk):
-            col_a, row_b = on_device(index_values(a_cs, t0, t1 - t0)), on_device(index_values(b_rs, t0, t1 - t0))
+            col_a, row_b = (
+                on_device(index_values(a_cs, t0, t1 - t0)),
+                on_device(index_values(b_rs, t0, t1 - t0)),
+            )
             a = mix_block_torch(row_a, col_a, bits).to(dtype)
             b = mix_block_torch(row_b, col_b, bits).to(dtype)
             acc = _mm_accumulate(acc, a, b)
@@ -270,11 +277,22 @@ class ProverEngine:
             for index in range(torch.cuda.device_count()):
                 props = torch.cuda.get_device_properties(index)
                 uuid = str(getattr(props, "uuid", "") or "")
-                devices.append({"index": index, "name": props.name, "memory_bytes": int(props.total_memory), "uuid": uuid})
+                devices.append(
+                    {
+                        "index": index,
+                        "name": props.name,
+                        "memory_bytes": int(props.total_memory),
+                        "uuid": uuid,
+                    }
+                )
         else:
             memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else 0
             devices.append({"index": 0, "name": "cpu", "memory_bytes": int(memory), "uuid": ""})
-        return {"devices": devices, "torch": None if torch is None else str(torch.__version__), "cuda": self.device == "cuda"}
+        return {
+            "devices": devices,
+            "torch": None if torch is None else str(torch.__version__),
+            "cuda": self.device == "cuda",
+        }
 
     def _product(self, spec: ChallengeSpec, gpu: int) -> tuple[np.ndarray, float]:
         started = time.perf_counter()
@@ -321,7 +339,8 @@ class ProverEngine:
         for gpu, indices in enumerate(rows):
             out, tree = committed.outputs[gpu], committed.trees[gpu]
             proofs = [
-                {"index": i, "row": encode_row(out[i]), "path": [node.hex() for node in tree.path(i)]} for i in indices
+                {"index": i, "row": encode_row(out[i]), "path": [node.hex() for node in tree.path(i)]}
+                for i in indices
             ]
             per_gpu.append({"rows": proofs})
         return {"challenge_id": committed.spec.challenge_id, "per_gpu": per_gpu}

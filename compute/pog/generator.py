@@ -73,7 +73,9 @@ def _scale(bits: int) -> float:
 _BLOCK_ELEMENTS = 1 << 17
 
 
-def mix_block_np(row_vals: np.ndarray, col_vals: np.ndarray, bits: int, out: np.ndarray | None = None) -> np.ndarray:
+def mix_block_np(
+    row_vals: np.ndarray, col_vals: np.ndarray, bits: int, out: np.ndarray | None = None
+) -> np.ndarray:
     """Float32 block ``[len(row_vals), len(col_vals)]`` of generated values (numpy)."""
     rows, cols = len(row_vals), len(col_vals)
     if out is None:
@@ -131,7 +133,9 @@ def mix_block_torch(row_vals, col_vals, bits: int):  # torch int64 tensors -> fl
     return out
 
 
-def matrix_block_np(gpu_key: bytes, matrix: int, bits: int, rows: tuple[int, int], cols: tuple[int, int]) -> np.ndarray:
+def matrix_block_np(
+    gpu_key: bytes, matrix: int, bits: int, rows: tuple[int, int], cols: tuple[int, int]
+) -> np.ndarray:
     """Block ``[r0:r1, c0:c1]`` of matrix A or B of one GPU, float32 (convenience for tests)."""
     row_seed, col_seed = matrix_seeds(gpu_key, matrix)
     row_vals = index_values(row_seed, rows[0], rows[1] - rows[0])

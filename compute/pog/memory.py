@@ -262,7 +262,9 @@ def _verify_gpu(challenge, gpu, leaves, wanted, opening, rows) -> GpuMemoryResul
         if r == 1:
             x = x0
         else:
-            x = nonlinear(vectors[r - 1].astype(np.float64), challenge.n, pass_offsets(seed, r - 1, challenge.n))
+            x = nonlinear(
+                vectors[r - 1].astype(np.float64), challenge.n, pass_offsets(seed, r - 1, challenge.n)
+            )
         err = np.abs(vectors[r][rows].astype(np.float64) - a_rows @ x)
         worst = max(worst, float(err.max()))
         if err.max() > tol:
@@ -328,7 +330,9 @@ def _judge_gpu(challenge, gpu, started_at, times, policy, expected_gbs) -> GpuMe
     reasons = []
     too_fast = bool(ceiling) and challenge.matrix_bytes / max(spacing_s, 1e-12) / 1e9 > ceiling
     lead_s = times[0] - started_at - spacing_s  # honest: about one round trip
-    held = bool(policy.max_bunching) and spacing_s * policy.max_bunching < pass_s and lead_s > policy.max_lead_s
+    held = (
+        bool(policy.max_bunching) and spacing_s * policy.max_bunching < pass_s and lead_s > policy.max_lead_s
+    )
     if too_fast or held:
         reasons.append(
             f"gpu {gpu}: pass lines were buffered (one every {spacing_s * 1e3:.3g} ms, but the last arrived"
@@ -344,7 +348,13 @@ def _judge_gpu(challenge, gpu, started_at, times, policy, expected_gbs) -> GpuMe
         reasons.append(f"gpu {gpu}: {gbs:.3g} GB/s is {ratio:.2f} of the expected {expected_gbs:.4g} GB/s")
     ok = not reasons
     return GpuMemoryResult(
-        ok, reasons, None if ok else "time", pass_s=pass_s, gbs=gbs, regen_bound_s=regen, margin=margin,
+        ok,
+        reasons,
+        None if ok else "time",
+        pass_s=pass_s,
+        gbs=gbs,
+        regen_bound_s=regen,
+        margin=margin,
         bandwidth_ratio=ratio,
     )
 

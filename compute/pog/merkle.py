@@ -24,7 +24,9 @@ NODE_TAG = b"\x01"
 def leaf_hash(challenge_id: bytes, gpu_index: int, row_index: int, row: np.ndarray) -> bytes:
     """Hash of one row; ``row`` must be 1-D float32 (converted to little-endian bytes)."""
     data = np.ascontiguousarray(row, dtype="<f4")
-    h = hashlib.sha256(LEAF_TAG + challenge_id + int(gpu_index).to_bytes(4, "little") + int(row_index).to_bytes(8, "little"))
+    h = hashlib.sha256(
+        LEAF_TAG + challenge_id + int(gpu_index).to_bytes(4, "little") + int(row_index).to_bytes(8, "little")
+    )
     h.update(memoryview(data).cast("B"))
     return h.digest()
 

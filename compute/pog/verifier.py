@@ -77,7 +77,10 @@ def _decode_row(proof, p: int) -> tuple[np.ndarray | None, str | None]:
     if row.dtype != "<f4" or list(row.shape) != [p]:
         return None, f"row {proof.index}: expected dtype <f4 shape [{p}], got {row.dtype} {list(row.shape)}"
     if len(row.data) != 4 * ((4 * p + 2) // 3):  # size checked before decoding anything
-        return None, f"row {proof.index}: {len(row.data)} base64 characters, expected {4 * ((4 * p + 2) // 3)}"
+        return (
+            None,
+            f"row {proof.index}: {len(row.data)} base64 characters, expected {4 * ((4 * p + 2) // 3)}",
+        )
     try:
         raw = base64.b64decode(row.data, validate=True)
     except (binascii.Error, ValueError):
@@ -94,7 +97,9 @@ def _verify_gpu(challenge, gpu: int, root_hex: str, rows: list[int], cols: list[
     tol = tolerance(challenge.precision, challenge.n)
     proofs = list(opening.rows)
     if [proof.index for proof in proofs] != list(rows):
-        return GpuVerdict(False, [f"gpu {gpu}: opened rows {[pr.index for pr in proofs]} != requested {rows}"], tol=tol)
+        return GpuVerdict(
+            False, [f"gpu {gpu}: opened rows {[pr.index for pr in proofs]} != requested {rows}"], tol=tol
+        )
     if any(not 0 <= j < challenge.p for j in cols) or any(not 0 <= i < challenge.m for i in rows):
         return GpuVerdict(False, [f"gpu {gpu}: requested index out of range"], tol=tol)
     root = bytes.fromhex(root_hex)
@@ -107,13 +112,17 @@ def _verify_gpu(challenge, gpu: int, root_hex: str, rows: list[int], cols: list[
         path = [bytes.fromhex(node) for node in proof.path]
         leaf = leaf_hash(challenge_id, gpu, proof.index, row)
         if root_from_path(leaf, proof.index, challenge.m, path) != root:
-            return GpuVerdict(False, [f"gpu {gpu}: Merkle path of row {proof.index} does not match the root"], tol=tol)
+            return GpuVerdict(
+                False, [f"gpu {gpu}: Merkle path of row {proof.index} does not match the root"], tol=tol
+            )
         values.append(row[cols].astype(np.float64))
     errors = np.abs(np.stack(values) - expected_entries(challenge, gpu, rows, cols))
     max_err = float(errors.max())
     if max_err > tol:
         bad = int((errors > tol).sum())
-        reason = f"gpu {gpu}: {bad}/{errors.size} sampled entries off by up to {max_err:.3g} (tolerance {tol:.3g})"
+        reason = (
+            f"gpu {gpu}: {bad}/{errors.size} sampled entries off by up to {max_err:.3g} (tolerance {tol:.3g})"
+        )
         return GpuVerdict(False, [reason], max_err=max_err, tol=tol)
     return GpuVerdict(True, [], max_err=max_err, tol=tol)
 

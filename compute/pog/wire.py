@@ -51,7 +51,9 @@ class B64Array(_Model):
             raise ValueError(f"array of {count} elements exceeds the limit of {MAX_ARRAY_ELEMENTS}")
         expected = 4 * ((count * 4 + 2) // 3)
         if len(self.data) != expected:
-            raise ValueError(f"base64 payload has {len(self.data)} characters, shape {self.shape} needs {expected}")
+            raise ValueError(
+                f"base64 payload has {len(self.data)} characters, shape {self.shape} needs {expected}"
+            )
         try:
             raw = base64.b64decode(self.data, validate=True)
         except (binascii.Error, ValueError) as exc:

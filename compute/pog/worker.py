@@ -29,11 +29,11 @@ JSON lines on stdin/stdout: info -> commit -> open -> exit. Needs numpy; torch f
 
 from __future__ import annotations
 '''
-_FOOTER = '''
+_FOOTER = """
 
 if __name__ == "__main__":
     sys.exit(main())
-'''
+"""
 
 
 def _strip_module(source: str) -> str:

@@ -91,7 +91,9 @@ def load_wallet(name: str, hotkey: str, path: str) -> bt.Wallet:
             "(create it with `btcli wallet create` or pass --wallet.name/--wallet.hotkey/--wallet.path)"
         ) from exc
     except Exception as exc:  # keyfile decode errors come from the Rust core as various types
-        raise WalletError(f"wallet name={name!r} hotkey={hotkey!r} path={path!r} is unreadable: {exc}") from exc
+        raise WalletError(
+            f"wallet name={name!r} hotkey={hotkey!r} path={path!r} is unreadable: {exc}"
+        ) from exc
     return wallet
 
 

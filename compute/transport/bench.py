@@ -71,17 +71,23 @@ def _build_app(auth: bool) -> Any:
 
     miner = Keypair.create_from_uri(MINER_URI)
     validator = Keypair.create_from_uri(VALIDATOR_URI)
-    snap = MetagraphSnapshot(27, 1, (
-        NeuronInfo(0, miner.ss58_address, miner.ss58_address, 0.0, False, None, True, 0),
-        NeuronInfo(1, validator.ss58_address, validator.ss58_address, 10_000.0, True, None, True, 0),
-    ))
+    snap = MetagraphSnapshot(
+        27,
+        1,
+        (
+            NeuronInfo(0, miner.ss58_address, miner.ss58_address, 0.0, False, None, True, 0),
+            NeuronInfo(1, validator.ss58_address, validator.ss58_address, 10_000.0, True, None, True, 0),
+        ),
+    )
     policy = AccessPolicy(lambda: snap, min_stake=1000.0, require_permit=True)
     limits = ServerLimits(rate_per_s=1e6, burst=1e6, max_concurrency=256)
     server = SignedServer(miner, policy, limits, insecure_disable_auth=not auth)
 
     @server.route("/v1/bench", BenchRequest, BenchResponse)
     async def handle(req: BenchRequest, caller: Any) -> BenchResponse:
-        return BenchResponse(lease_id=req.lease_id, expires_at=time.time() + req.seconds, caller=caller.hotkey_ss58)
+        return BenchResponse(
+            lease_id=req.lease_id, expires_at=time.time() + req.seconds, caller=caller.hotkey_ss58
+        )
 
     return server.app
 
@@ -99,7 +105,9 @@ def _server_main(conn: Any) -> None:
     plain.stop()
 
 
-async def _latencies(clients: dict[str, Any], ports: dict[str, int], miner: str, n: int) -> dict[str, list[float]]:
+async def _latencies(
+    clients: dict[str, Any], ports: dict[str, int], miner: str, n: int
+) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {mode: [] for mode in clients}
     body = BenchRequest(lease_id="0" * 32, seconds=3600)
     for i in range(n + 20):
@@ -163,7 +171,9 @@ def _client_main(conn: Any) -> None:
     asyncio.run(serve())
 
 
-def _fan_out(pipes: list[Any], mode: str, port: int, total: int, concurrency: int) -> tuple[float, int, float]:
+def _fan_out(
+    pipes: list[Any], mode: str, port: int, total: int, concurrency: int
+) -> tuple[float, int, float]:
     """One throughput round spread over the client processes: (requests/s, errors, client CPU s)."""
     share, per_conc = total // len(pipes), max(1, concurrency // len(pipes))
     started = time.perf_counter()
@@ -198,7 +208,9 @@ async def _measure(
             for mode in clients:
                 s0 = _server_cpu(conn)
                 if pipes:
-                    rate, failed, cpu = await asyncio.to_thread(_fan_out, pipes, mode, ports[mode], total, concurrency)
+                    rate, failed, cpu = await asyncio.to_thread(
+                        _fan_out, pipes, mode, ports[mode], total, concurrency
+                    )
                 else:
                     c0 = time.process_time()
                     rate, failed = await _throughput(clients[mode], ports[mode], miner, total, concurrency)
@@ -268,8 +280,12 @@ def run(sequential: int = 300, total: int = 2000, concurrency: int = 8, clients:
         # what one server core could sustain if the load generator were elsewhere
         "signed_server_capacity_rps": round(1e3 / signed.server_cpu_ms) if signed.server_cpu_ms else None,
         "targets": {"p50_ratio_max": 1.5, "signed_rps_min": 500},
-        "sequential": sequential, "total": total, "concurrency": concurrency, "clients": clients,
-        "cpus": os.cpu_count(), "loadavg_1m": round(os.getloadavg()[0], 2),
+        "sequential": sequential,
+        "total": total,
+        "concurrency": concurrency,
+        "clients": clients,
+        "cpus": os.cpu_count(),
+        "loadavg_1m": round(os.getloadavg()[0], 2),
     }
 
 
@@ -277,15 +293,22 @@ def _print_table(report: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"compute.transport: signed vs unsigned (concurrency {report['concurrency']}, "
-                        f"{report['clients'] or 1} client process(es))")
+    table = Table(
+        title=f"compute.transport: signed vs unsigned (concurrency {report['concurrency']}, "
+        f"{report['clients'] or 1} client process(es))"
+    )
     columns = ("mode", "p50 ms", "p95 ms", "requests/s", "server CPU ms/req", "client CPU ms/req", "errors")
     for column in columns:
         table.add_column(column, justify="right" if column != "mode" else "left")
     for r in report["results"]:
         table.add_row(
-            r["mode"], f"{r['p50_ms']:.2f}", f"{r['p95_ms']:.2f}", f"{r['requests_per_s']:.0f}",
-            f"{r['server_cpu_ms']:.3f}", f"{r['client_cpu_ms']:.3f}", str(r["errors"]),
+            r["mode"],
+            f"{r['p50_ms']:.2f}",
+            f"{r['p95_ms']:.2f}",
+            f"{r['requests_per_s']:.0f}",
+            f"{r['server_cpu_ms']:.3f}",
+            f"{r['client_cpu_ms']:.3f}",
+            str(r["errors"]),
         )
     console = Console()
     console.print(table)
@@ -297,12 +320,20 @@ def _print_table(report: dict[str, Any]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m compute bench-transport", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m compute bench-transport", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--sequential", type=int, default=300, help="round trips per mode for latency")
     parser.add_argument("--total", type=int, default=2000, help="requests per throughput round")
-    parser.add_argument("--concurrency", type=int, default=8, help="requests in flight during throughput rounds")
-    parser.add_argument("--clients", type=int, default=2,
-                        help="load-generator processes for throughput (0 = this process; default 2)")
+    parser.add_argument(
+        "--concurrency", type=int, default=8, help="requests in flight during throughput rounds"
+    )
+    parser.add_argument(
+        "--clients",
+        type=int,
+        default=2,
+        help="load-generator processes for throughput (0 = this process; default 2)",
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
     if min(args.sequential, args.total, args.concurrency) < 1 or args.clients < 0:

@@ -133,13 +133,20 @@ class MinerClient:
         if peer is None:
             n = self.per_peer_concurrency
             http = httpx.AsyncClient(
-                limits=httpx.Limits(max_connections=n, max_keepalive_connections=n, keepalive_expiry=KEEPALIVE_S),
-                timeout=self.timeout, transport=self._transport, trust_env=False, verify=self._ssl,
+                limits=httpx.Limits(
+                    max_connections=n, max_keepalive_connections=n, keepalive_expiry=KEEPALIVE_S
+                ),
+                timeout=self.timeout,
+                transport=self._transport,
+                trust_env=False,
+                verify=self._ssl,
             )
             peer = self._peers[base_url] = _Peer(http, asyncio.Semaphore(n))
         return peer
 
-    async def call(self, endpoint: str, hotkey: str, request: BaseModel, *, timeout: float | None = None) -> Any:
+    async def call(
+        self, endpoint: str, hotkey: str, request: BaseModel, *, timeout: float | None = None
+    ) -> Any:
         """Send a ``compute.protocol`` request; path and response model come from ``route_for``."""
         path, response_model = route_for(request)  # type: ignore[arg-type]
         return await self.request(endpoint, hotkey, path, request, response_model, timeout=timeout)
@@ -177,13 +184,17 @@ class MinerClient:
             except httpx.InvalidURL as exc:
                 raise PeerUnreachable(f"{where}: invalid endpoint: {exc}") from None
         if not self.insecure_no_auth:
-            self._check_signature(where, hotkey, int(headers[http_auth.HEADER_NONCE]), status, resp_headers, content)
+            self._check_signature(
+                where, hotkey, int(headers[http_auth.HEADER_NONCE]), status, resp_headers, content
+            )
         if 200 <= status < 300:
             try:
                 return response_model.model_validate_json(content)
             except ValidationError as exc:
-                raise InvalidResponse(f"{where}: response is not a valid {response_model.__name__}: "
-                                      f"{exc.error_count()} error(s), first: {exc.errors()[0]['msg']}") from None
+                raise InvalidResponse(
+                    f"{where}: response is not a valid {response_model.__name__}: "
+                    f"{exc.error_count()} error(s), first: {exc.errors()[0]['msg']}"
+                ) from None
         try:
             error = ErrorResponse.model_validate_json(content)
             code, reason = error.code, error.reason
@@ -197,7 +208,9 @@ class MinerClient:
         async with http.stream("POST", url, content=raw, headers=headers, timeout=timeout) as resp:
             declared = resp.headers.get("content-length")
             if declared is not None and declared.isdigit() and int(declared) > self.max_response_bytes:
-                raise InvalidResponse(f"{url}: response of {declared} bytes exceeds {self.max_response_bytes}")
+                raise InvalidResponse(
+                    f"{url}: response of {declared} bytes exceeds {self.max_response_bytes}"
+                )
             chunks: list[bytes] = []
             size = 0
             async for chunk in resp.aiter_bytes():
@@ -216,6 +229,8 @@ class MinerClient:
         if signature is None:
             raise BadResponseSignature(f"{where}: HTTP {status} response is not signed", status)
         if signer is not None and signer != hotkey:
-            raise BadResponseSignature(f"{where}: HTTP {status} response signed by {signer}, expected {hotkey}", status)
+            raise BadResponseSignature(
+                f"{where}: HTTP {status} response signed by {signer}, expected {hotkey}", status
+            )
         if not verify_response(hotkey, nonce, content, signature):
             raise BadResponseSignature(f"{where}: HTTP {status} response signature does not verify", status)

@@ -106,7 +106,9 @@ class AccessPolicy:
         self.failures = 0
         logger.info(
             "metagraph loaded netuid=%s block=%s neurons=%d",
-            self._view.netuid, self._view.block, len(self._view.by_hotkey),
+            self._view.netuid,
+            self._view.block,
+            len(self._view.by_hotkey),
         )
 
     async def refresh(self) -> bool:

@@ -165,7 +165,9 @@ class SignedServer:
                 async with self.slots.slot(priority, self.limits.queue_timeout_s):
                     payload = await self._run(route, body, caller)
             except Busy as exc:
-                raise _Refusal(503, ErrorCode.BUSY, f"miner is saturated: {exc}", {"Retry-After": "1"}) from None
+                raise _Refusal(
+                    503, ErrorCode.BUSY, f"miner is saturated: {exc}", {"Retry-After": "1"}
+                ) from None
             return self._respond(200, payload, nonce)
         except _Refusal as refusal:
             return self._error(refusal.status, refusal.code, refusal.reason, nonce, refusal.headers)
@@ -216,8 +218,13 @@ class SignedServer:
             status, label = next(
                 (v for k, v in _AUTH_STATUS.items() if isinstance(exc, k)), (401, "authentication failed")
             )
-            logger.info("auth refused path=%s hotkey=%s reason=%s: %s",
-                        request.url.path, headers.get(http_auth.HEADER_HOTKEY), label, exc)
+            logger.info(
+                "auth refused path=%s hotkey=%s reason=%s: %s",
+                request.url.path,
+                headers.get(http_auth.HEADER_HOTKEY),
+                label,
+                exc,
+            )
             raise _Refusal(status, ErrorCode.UNAUTHORIZED, f"{label}: {exc}") from None
 
     def _admit(self, hotkey: str) -> float:
@@ -256,13 +263,19 @@ class SignedServer:
             logger.exception("handler failed path=%s hotkey=%s", route.path, caller.hotkey_ss58)
             raise _Refusal(500, ErrorCode.INTERNAL, "internal error while handling the request") from None
         if not isinstance(result, route.response_model):
-            logger.error("handler for %s returned %s, not %s", route.path,
-                         type(result).__name__, route.response_model.__name__)
+            logger.error(
+                "handler for %s returned %s, not %s",
+                route.path,
+                type(result).__name__,
+                route.response_model.__name__,
+            )
             raise _Refusal(500, ErrorCode.INTERNAL, "internal error while handling the request")
         return result.model_dump_json().encode()
 
     # ------------------------------------------------------------------ responses
-    def _respond(self, status: int, body: bytes, nonce: int | None, headers: dict[str, str] | None = None) -> Response:
+    def _respond(
+        self, status: int, body: bytes, nonce: int | None, headers: dict[str, str] | None = None
+    ) -> Response:
         out = dict(headers or {})
         if nonce is not None and not self.insecure_disable_auth:
             out[HEADER_RESPONSE_HOTKEY] = self.hotkey
@@ -280,7 +293,10 @@ class SignedServer:
         if status == 404:
             code, reason = ErrorCode.NOT_FOUND, f"no route {request.url.path}"
         elif status == 405:
-            code, reason = ErrorCode.INVALID_REQUEST, f"{request.method} is not allowed on {request.url.path}; use POST"
+            code, reason = (
+                ErrorCode.INVALID_REQUEST,
+                f"{request.method} is not allowed on {request.url.path}; use POST",
+            )
         else:
             code, reason = ErrorCode.INTERNAL, str(getattr(exc, "detail", "error"))
         return self._error(status, code, reason, _claimed_nonce(request))
@@ -328,12 +344,21 @@ class RunningServer:
 
 def _config(app: Any, host: str, port: int) -> uvicorn.Config:
     return uvicorn.Config(
-        app, host=host, port=port, log_level="warning", access_log=False, lifespan="on",
-        server_header=False, timeout_graceful_shutdown=5, timeout_keep_alive=15,
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        server_header=False,
+        timeout_graceful_shutdown=5,
+        timeout_keep_alive=15,
     )
 
 
-def serve_in_thread(app: Any, host: str = "127.0.0.1", port: int = 0, start_timeout: float = 20.0) -> RunningServer:
+def serve_in_thread(
+    app: Any, host: str = "127.0.0.1", port: int = 0, start_timeout: float = 20.0
+) -> RunningServer:
     """Start uvicorn in a daemon thread and return once it accepts connections.
 
     ``port=0`` binds a free port first, so the reported port is the real one.
@@ -347,7 +372,9 @@ def serve_in_thread(app: Any, host: str = "127.0.0.1", port: int = 0, start_time
     sock.set_inheritable(True)
     bound = sock.getsockname()[1]
     server = uvicorn.Server(_config(app, host, bound))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=f"uvicorn-{bound}", daemon=True)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, name=f"uvicorn-{bound}", daemon=True
+    )
     thread.start()
     deadline = threading.Event()
     for _ in range(int(start_timeout / 0.01)):

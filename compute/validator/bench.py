@@ -45,17 +45,36 @@ async def _serve_miners(count: int, root: Path) -> None:
     (stub / "torch").mkdir(parents=True, exist_ok=True)
     (stub / "torch" / "__init__.py").write_text("raise ImportError('torch hidden by the benchmark')\n")
 
-    specs = MachineSpecs(cpu_model="bench", cpu_cores=1, cpu_freq_mhz=0, ram_bytes=8 << 30, disk_total_bytes=1 << 40,
-                         disk_free_bytes=1 << 39, gpus=[], backend="embedded", miner_version="bench")
+    specs = MachineSpecs(
+        cpu_model="bench",
+        cpu_cores=1,
+        cpu_freq_mhz=0,
+        ram_bytes=8 << 30,
+        disk_total_bytes=1 << 40,
+        disk_free_bytes=1 << 39,
+        gpus=[],
+        backend="embedded",
+        miner_version="bench",
+    )
     stop, tasks, listed = asyncio.Event(), [], []
     for i in range(count):
         keypair = Keypair.create_from_uri(f"//BenchMiner{i}")
         base = 46000 + i * 4
-        backend = EmbeddedBackend(root / f"m{i}", bind_host="127.0.0.1", port_range=(base, base + 3),
-                                  extra_env={"PYTHONPATH": str(stub)})
-        manager = AllocationManager(LeaseStore(root / f"m{i}" / "leases.db"), backend, [],
-                                    ManagerLimits(max_cpu=2, max_memory_gb=4, max_disk_gb=10))
-        app = build_miner_app(KeyWallet(keypair), None, manager, lambda: specs, ServerLimits(rate_per_s=1000, burst=1000))
+        backend = EmbeddedBackend(
+            root / f"m{i}",
+            bind_host="127.0.0.1",
+            port_range=(base, base + 3),
+            extra_env={"PYTHONPATH": str(stub)},
+        )
+        manager = AllocationManager(
+            LeaseStore(root / f"m{i}" / "leases.db"),
+            backend,
+            [],
+            ManagerLimits(max_cpu=2, max_memory_gb=4, max_disk_gb=10),
+        )
+        app = build_miner_app(
+            KeyWallet(keypair), None, manager, lambda: specs, ServerLimits(rate_per_s=1000, burst=1000)
+        )
         port = _free_port()
         tasks.append(asyncio.create_task(serve(app, "127.0.0.1", port, stop)))
         listed.append({"hotkey": keypair.ss58_address, "port": port})
@@ -86,11 +105,31 @@ async def _round(args: argparse.Namespace, root: Path, miners: list[dict]) -> di
     chain = connect(f"sim:{root / 'chain.db'}", NETUID)
     store = ValidatorStore(root / "validator.db")
     client = MinerClient(KeyWallet(validator), timeout=60, max_concurrency=256)
-    params = RoundParams(round_id=0, block=0, miner_timeout=args.miner_timeout, retries=0, pog_m=args.m,
-                         pog_n=args.n, pog_p=args.p, device="cpu", lease_seconds=120)
-    loop = RoundLoop(chain, store, client, validator.ss58_address, params, load_gpu_table(), ScoringConfig(),
-                     interval_blocks=1, concurrency=args.concurrency, allow_same_ip=True, step_timeout=1800,
-                     show_table=False)
+    params = RoundParams(
+        round_id=0,
+        block=0,
+        miner_timeout=args.miner_timeout,
+        retries=0,
+        pog_m=args.m,
+        pog_n=args.n,
+        pog_p=args.p,
+        device="cpu",
+        lease_seconds=120,
+    )
+    loop = RoundLoop(
+        chain,
+        store,
+        client,
+        validator.ss58_address,
+        params,
+        load_gpu_table(),
+        ScoringConfig(),
+        interval_blocks=1,
+        concurrency=args.concurrency,
+        allow_same_ip=True,
+        step_timeout=1800,
+        show_table=False,
+    )
     block = chain.block()
     cpu0, wall0 = time.process_time(), time.monotonic()
     await loop.run_step(block)
@@ -99,14 +138,24 @@ async def _round(args: argparse.Namespace, root: Path, miners: list[dict]) -> di
     await client.aclose()
     store.close()
     chain.close()
-    return {"miners": len(miners), "verified": sum(r.ok for r in results), "wall_s": round(wall, 2),
-            "validator_cpu_s": round(cpu, 2), "cpu_s_per_miner": round(cpu / max(1, len(miners)), 4),
-            "concurrency": args.concurrency, "m": args.m, "n": args.n, "p": args.p,
-            "failures": sorted({r.reasons[0] for r in results if not r.ok})[:5]}
+    return {
+        "miners": len(miners),
+        "verified": sum(r.ok for r in results),
+        "wall_s": round(wall, 2),
+        "validator_cpu_s": round(cpu, 2),
+        "cpu_s_per_miner": round(cpu / max(1, len(miners)), 4),
+        "concurrency": args.concurrency,
+        "m": args.m,
+        "n": args.n,
+        "p": args.p,
+        "failures": sorted({r.reasons[0] for r in results if not r.ok})[:5],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m compute bench-validator", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m compute bench-validator", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--miners", type=int, default=64)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--m", type=int, default=64)
@@ -125,8 +174,18 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-validator-") as tmp:
         root = Path(tmp)
         child = subprocess.Popen(
-            [sys.executable, "-m", "compute.validator.bench", "--serve-miners", str(args.miners), "--dir", tmp],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                "-m",
+                "compute.validator.bench",
+                "--serve-miners",
+                str(args.miners),
+                "--dir",
+                tmp,
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         try:
             miners = json.loads(child.stdout.readline())

@@ -104,7 +104,9 @@ def memory_shape(
 ) -> tuple[float, float, MemoryPolicy] | None:
     """(memory GB, bandwidth GB/s, policy) to plan with; None when a claimed model is unknown."""
     if not claimed_names:
-        policy = MemoryPolicy(max_regen_rate=depth.cpu_regen_rate, host_stream_gbs=0.0, min_bandwidth_fraction=0.0)
+        policy = MemoryPolicy(
+            max_regen_rate=depth.cpu_regen_rate, host_stream_gbs=0.0, min_bandwidth_fraction=0.0
+        )
         return depth.cpu_memory_mb / 1000.0, depth.cpu_bandwidth_gbs, policy
     models = [table.models.get(table.resolve_name(name) or "") for name in claimed_names]
     if any(model is None for model in models):
@@ -114,7 +116,11 @@ def memory_shape(
 
 
 async def prove_memory(
-    session: PogSession, table: GpuTable, claimed_names: list[str], gpu_count: int, depth: DepthParams,
+    session: PogSession,
+    table: GpuTable,
+    claimed_names: list[str],
+    gpu_count: int,
+    depth: DepthParams,
     timeout: float,
 ) -> MemoryOutcome | None:
     shape = memory_shape(table, claimed_names, depth)
@@ -138,15 +144,22 @@ async def prove_memory(
 
 
 async def prove_sustained(
-    session: PogSession, expected_tflops: float, gpu_count: int, cpu: bool, depth: DepthParams, timeout: float,
+    session: PogSession,
+    expected_tflops: float,
+    gpu_count: int,
+    cpu: bool,
+    depth: DepthParams,
+    timeout: float,
 ) -> SustainedReport:
     """Segments back to back, stamped on arrival; a few opened and verified (always the last)."""
     if cpu:
-        plan = plan_sustained(expected_tflops, "fp32", 1, depth.cpu_sustained_seconds,
-                              depth.cpu_sustained_seconds / 4, m=256)
+        plan = plan_sustained(
+            expected_tflops, "fp32", 1, depth.cpu_sustained_seconds, depth.cpu_sustained_seconds / 4, m=256
+        )
     else:
-        plan = plan_sustained(expected_tflops, "fp16", gpu_count, depth.sustained_seconds,
-                              depth.sustained_segment_s)
+        plan = plan_sustained(
+            expected_tflops, "fp16", gpu_count, depth.sustained_seconds, depth.sustained_segment_s
+        )
     segments = plan.challenges()
     series = await session.sustained(segments, timeout)
     for index in choose_segments(plan, 3):
@@ -170,7 +183,9 @@ async def prove_scaling(
     together_tflops = [per_gpu_flops / max(together_s, 1e-6) / 1e12] * gpu_count
     alone: list[float] = []
     for device in range(gpu_count):
-        challenge = new_challenge(together.precision, together.m, together.n, together.p, 1, chunk=together.chunk)
+        challenge = new_challenge(
+            together.precision, together.m, together.n, together.p, 1, chunk=together.chunk
+        )
         timed = await session.commit_on(challenge, device, timeout)
         request = choose_openings(challenge, 4, 4)
         opening = await session.open_rows(request, challenge.p, timeout)
@@ -182,13 +197,19 @@ async def prove_scaling(
     return ScalingOutcome(scaling_efficiency(together_tflops, alone), credit)
 
 
-async def probe_host(session: PogSession, cpu_count: int, cpu: bool, depth: DepthParams, timeout: float) -> HostOutcome:
+async def probe_host(
+    session: PogSession, cpu_count: int, cpu: bool, depth: DepthParams, timeout: float
+) -> HostOutcome:
     """CPU, RAM and disk probes; each checked from its seed. A failed probe only leaves a figure out."""
     ram = (depth.cpu_probe_mb if cpu else depth.probe_ram_mb) << 20
     disk = (depth.cpu_probe_mb if cpu else depth.probe_disk_mb) << 20
     requests = [
-        {"what": "cpu", "seed": secrets.token_hex(16), "chains": max(1, min(cpu_count, 512)),
-         "steps": 64 if cpu else 2000},
+        {
+            "what": "cpu",
+            "seed": secrets.token_hex(16),
+            "chains": max(1, min(cpu_count, 512)),
+            "steps": 64 if cpu else 2000,
+        },
         {"what": "ram", "seed": secrets.token_hex(16), "bytes": ram},
         {"what": "disk", "seed": secrets.token_hex(16), "bytes": disk, "path": "."},
     ]

@@ -61,7 +61,9 @@ def _identify(measured: Measured, table: GpuTable) -> tuple[list[str], list[str]
     return models, reasons
 
 
-def _evidence(models: list[str], measured: Measured, table: GpuTable, params: RoundParams) -> list[GpuEvidence]:
+def _evidence(
+    models: list[str], measured: Measured, table: GpuTable, params: RoundParams
+) -> list[GpuEvidence]:
     f16, f32 = measured.tflops.get("fp16") or 0.0, measured.tflops.get("fp32") or 0.0
     credited = measured.scaling.credit.credited if measured.scaling is not None else len(models)
     memory = measured.memory
@@ -96,8 +98,11 @@ def scored_result(
     ratio, factor, host, depth_round = _carried(measured, previous, params.round_id)
     host_fields = {k: float(v) for k, v in host.items() if k in ("cpu_cores", "cpu_gbs", "ram_gb", "disk_gb")}
     score = holistic_score(
-        _evidence(models, measured, table, params), HostEvidence(**host_fields), rented=False,
-        sustained_factor=1.0 if factor is None else factor, config=params.holistic,
+        _evidence(models, measured, table, params),
+        HostEvidence(**host_fields),
+        rented=False,
+        sustained_factor=1.0 if factor is None else factor,
+        config=params.holistic,
     )
     memory, scaling = measured.memory, measured.scaling
     if memory is not None:
@@ -105,18 +110,35 @@ def scored_result(
     if measured.host is not None:
         reasons.extend(measured.host.reasons[:1])
     if scaling is not None and scaling.credit.credited < scaling.credit.claimed:
-        reasons.append(f"credited {scaling.credit.credited} of {scaling.credit.claimed} GPUs "
-                       f"(delivered {scaling.credit.delivered:.2f})")
+        reasons.append(
+            f"credited {scaling.credit.credited} of {scaling.credit.claimed} GPUs "
+            f"(delivered {scaling.credit.delivered:.2f})"
+        )
     if measured.history_reset:
         reasons.append("GPU set changed: score history reset")
     gbs = [g for g in (memory.gbs if memory is not None else ()) if math.isfinite(g) and g > 0]
     return PogResult(
-        round_id=params.round_id, uid=target.uid, hotkey=target.hotkey, ok=True, sample=score.total,
-        reasons=tuple(dict.fromkeys(reasons)), models=tuple(models), tflops_fp16=measured.tflops.get("fp16"),
-        tflops_fp32=measured.tflops.get("fp32"), gpu_count=measured.gpu_count, timings=measured.timings,
-        block=params.block, created=time.time(), mem_gbs=statistics.median(gbs) if gbs else None,
-        mem_proven_gb=memory.proven_gb if memory is not None else None, sustained_ratio=ratio,
-        sustained_factor=factor, scaling_efficiency=scaling.efficiency if scaling is not None else None,
-        credited_gpus=scaling.credit.credited if scaling is not None else measured.gpu_count, host=host,
-        gpu_uuids=measured.uuids, depth_round=depth_round, history_reset=measured.history_reset,
+        round_id=params.round_id,
+        uid=target.uid,
+        hotkey=target.hotkey,
+        ok=True,
+        sample=score.total,
+        reasons=tuple(dict.fromkeys(reasons)),
+        models=tuple(models),
+        tflops_fp16=measured.tflops.get("fp16"),
+        tflops_fp32=measured.tflops.get("fp32"),
+        gpu_count=measured.gpu_count,
+        timings=measured.timings,
+        block=params.block,
+        created=time.time(),
+        mem_gbs=statistics.median(gbs) if gbs else None,
+        mem_proven_gb=memory.proven_gb if memory is not None else None,
+        sustained_ratio=ratio,
+        sustained_factor=factor,
+        scaling_efficiency=scaling.efficiency if scaling is not None else None,
+        credited_gpus=scaling.credit.credited if scaling is not None else measured.gpu_count,
+        host=host,
+        gpu_uuids=measured.uuids,
+        depth_round=depth_round,
+        history_reset=measured.history_reset,
     )

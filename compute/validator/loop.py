@@ -45,8 +45,13 @@ class BlockLoop(ABC):
 class LoopRunner:
     """Runs block loops until ``stop`` is set; one task per loop plus a watchdog."""
 
-    def __init__(self, block: Callable[[], Awaitable[int]], loops: Iterable[BlockLoop], poll_s: float = 2.0,
-                 watchdog_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        block: Callable[[], Awaitable[int]],
+        loops: Iterable[BlockLoop],
+        poll_s: float = 2.0,
+        watchdog_s: float = 30.0,
+    ) -> None:
         self._block = block
         self.loops = list(loops)
         self.poll_s = poll_s
@@ -123,8 +128,11 @@ def select_targets(metagraph: MetagraphSnapshot, own_hotkey: str, allow_same_ip:
 
 
 def score_updates(
-    results: Iterable[PogResult], scores: Mapping[int, ScoreRecord], miners: Iterable[NeuronInfo],
-    config: ScoringConfig, own_hotkey: str | None = None,
+    results: Iterable[PogResult],
+    scores: Mapping[int, ScoreRecord],
+    miners: Iterable[NeuronInfo],
+    config: ScoringConfig,
+    own_hotkey: str | None = None,
 ) -> list[ScoreUpdate]:
     """EMA for every tested miner, decay for every registered miner not tested this round.
 
@@ -135,7 +143,9 @@ def score_updates(
         prev_score = prev.score if prev is not None and prev.hotkey == result.hotkey else None
         if result.history_reset:  # a changed GPU set: the machine's history starts again
             prev_score = None
-        updates[result.uid] = ScoreUpdate(result.uid, result.hotkey, update_score(prev_score, result.sample, config))
+        updates[result.uid] = ScoreUpdate(
+            result.uid, result.hotkey, update_score(prev_score, result.sample, config)
+        )
     for neuron in miners:
         if neuron.uid in updates or neuron.hotkey == own_hotkey:
             continue
@@ -148,16 +158,35 @@ def score_updates(
 class RoundLoop(BlockLoop):
     name = "pog_round"
 
-    def __init__(self, chain: Chain, store: ValidatorStore, client: MinerClient, own_hotkey: str,
-                 params: RoundParams, table: GpuTable, scoring: ScoringConfig, *, interval_blocks: int,
-                 concurrency: int, allow_same_ip: bool, step_timeout: float, wandb: WandbLogger | None = None,
-                 rounds_limit: int = 0, on_limit: Callable[[], Awaitable[None]] | None = None,
-                 show_table: bool = True) -> None:
+    def __init__(
+        self,
+        chain: Chain,
+        store: ValidatorStore,
+        client: MinerClient,
+        own_hotkey: str,
+        params: RoundParams,
+        table: GpuTable,
+        scoring: ScoringConfig,
+        *,
+        interval_blocks: int,
+        concurrency: int,
+        allow_same_ip: bool,
+        step_timeout: float,
+        wandb: WandbLogger | None = None,
+        rounds_limit: int = 0,
+        on_limit: Callable[[], Awaitable[None]] | None = None,
+        show_table: bool = True,
+    ) -> None:
         self.chain, self.store, self.client, self.own_hotkey = chain, store, client, own_hotkey
         self.params, self.table, self.scoring = params, table, scoring
         self.interval_blocks, self.step_timeout = interval_blocks, step_timeout
         self.concurrency, self.allow_same_ip = concurrency, allow_same_ip
-        self.wandb, self.rounds_limit, self.on_limit, self.show_table = wandb, rounds_limit, on_limit, show_table
+        self.wandb, self.rounds_limit, self.on_limit, self.show_table = (
+            wandb,
+            rounds_limit,
+            on_limit,
+            show_table,
+        )
         self.rounds_done = 0
 
     async def run_step(self, block: int) -> None:
@@ -166,21 +195,32 @@ class RoundLoop(BlockLoop):
         record = self.store.begin_round(block)
         params = replace(self.params, round_id=record.round_id, block=record.block)
         done = self.store.tested_uids(record.round_id)
-        targets = [t for t in select_targets(metagraph, self.own_hotkey, self.allow_same_ip) if t.uid not in done]
-        log.info("round=%d block=%d testing %d miners (%d already done)", record.round_id, block, len(targets),
-                 len(done))
+        targets = [
+            t for t in select_targets(metagraph, self.own_hotkey, self.allow_same_ip) if t.uid not in done
+        ]
+        log.info(
+            "round=%d block=%d testing %d miners (%d already done)",
+            record.round_id,
+            block,
+            len(targets),
+            len(done),
+        )
         deadline = time.monotonic() + self.step_timeout * 0.9
         gate = asyncio.Semaphore(self.concurrency)
 
         async def one(target: MinerTarget) -> None:
             async with gate:
                 previous = self.store.last_verified(target.uid, target.hotkey)
-                result = await check_miner(self.client, target, params, self.table, self.scoring, previous, deadline)
+                result = await check_miner(
+                    self.client, target, params, self.table, self.scoring, previous, deadline
+                )
                 self.store.record_result(result)
 
         await asyncio.gather(*(one(t) for t in targets))
         results = self.store.results(record.round_id)
-        updates = score_updates(results, self.store.scores(), metagraph.neurons, self.scoring, self.own_hotkey)
+        updates = score_updates(
+            results, self.store.scores(), metagraph.neurons, self.scoring, self.own_hotkey
+        )
         self.store.finish_round(record.round_id, updates)
         self._report(record.round_id, results, metagraph)
         self.rounds_done += 1
@@ -200,8 +240,16 @@ class RoundLoop(BlockLoop):
 class WeightsLoop(BlockLoop):
     name = "set_weights"
 
-    def __init__(self, chain: Chain, store: ValidatorStore, setter: WeightSetter, own_hotkey: str, *,
-                 interval_blocks: int, step_timeout: float = 600.0) -> None:
+    def __init__(
+        self,
+        chain: Chain,
+        store: ValidatorStore,
+        setter: WeightSetter,
+        own_hotkey: str,
+        *,
+        interval_blocks: int,
+        step_timeout: float = 600.0,
+    ) -> None:
         self.chain, self.store, self.setter, self.own_hotkey = chain, store, setter, own_hotkey
         self.interval_blocks, self.step_timeout = interval_blocks, step_timeout
         self._idle_logged = False
@@ -209,7 +257,9 @@ class WeightsLoop(BlockLoop):
     async def run_step(self, block: int) -> None:
         if self.store.rounds_finished() == 0:
             # said once at INFO, then at DEBUG on every later idle poll
-            log.log(logging.DEBUG if self._idle_logged else logging.INFO, "no finished round yet; weights not set")
+            log.log(
+                logging.DEBUG if self._idle_logged else logging.INFO, "no finished round yet; weights not set"
+            )
             self._idle_logged = True
             return
         metagraph = await asyncio.wait_for(asyncio.to_thread(self.chain.metagraph), 60)

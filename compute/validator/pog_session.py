@@ -47,7 +47,7 @@ BOOTSTRAP = (
     "sys.stdout.write(hashlib.sha256(s).hexdigest()+chr(10))\n"
     "sys.stdout.flush()\n"
     "del i,n\n"
-    "exec(compile(s,\"pog_worker\",\"exec\"),globals())\n"
+    'exec(compile(s,"pog_worker","exec"),globals())\n'
 )
 DEVICES = ("auto", "cpu", "cuda")
 SMALL_LINE = 1 << 16
@@ -147,8 +147,14 @@ class PogSession:
         try:
             conn = await asyncio.wait_for(
                 asyncssh.connect(
-                    host, port, username=username, client_keys=[client_key], known_hosts=([pinned], [], []),
-                    agent_path=None, config=(), connect_timeout=timeout,
+                    host,
+                    port,
+                    username=username,
+                    client_keys=[client_key],
+                    known_hosts=([pinned], [], []),
+                    agent_path=None,
+                    config=(),
+                    connect_timeout=timeout,
                 ),
                 timeout,
             )
@@ -157,7 +163,9 @@ class PogSession:
         except (OSError, asyncssh.Error) as exc:
             raise SshFailed(f"ssh connect to {host}:{port} failed: {exc}") from None
         try:
-            process = await asyncio.wait_for(conn.create_process(bootstrap_command(device), encoding=None), timeout)
+            process = await asyncio.wait_for(
+                conn.create_process(bootstrap_command(device), encoding=None), timeout
+            )
         except (asyncio.TimeoutError, OSError, asyncssh.Error) as exc:
             conn.close()
             raise SshFailed(f"could not start the worker: {exc or 'timeout'}") from None
@@ -226,8 +234,12 @@ class PogSession:
             raise WorkerProtocolError("info: 'devices' must be a list of 1..64 entries")
         try:
             return [
-                DeviceInfo(int(d["index"]), str(d["name"])[:128], max(0, int(d["memory_bytes"])),
-                           str(d.get("uuid") or "")[:128])
+                DeviceInfo(
+                    int(d["index"]),
+                    str(d["name"])[:128],
+                    max(0, int(d["memory_bytes"])),
+                    str(d.get("uuid") or "")[:128],
+                )
                 for d in devices
             ]
         except (KeyError, TypeError, ValueError) as exc:
@@ -250,7 +262,10 @@ class PogSession:
 
     async def open_rows(self, request: OpeningRequest, p: int, timeout: float) -> Opening:
         reply = await self._request(
-            {"op": "open", "request": request.model_dump(mode="json")}, "open", opening_line_limit(request, p), timeout
+            {"op": "open", "request": request.model_dump(mode="json")},
+            "open",
+            opening_line_limit(request, p),
+            timeout,
         )
         return _model(Opening, reply.get("opening"), "open")
 
@@ -274,10 +289,16 @@ class PogSession:
         gpus, passes = challenge.gpu_count, challenge.passes
         sent_at = time.monotonic()
         ready = await self._request(
-            {"op": "memory_build", "challenge": challenge.build_message()}, "memory_build", SMALL_LINE, timeout
+            {"op": "memory_build", "challenge": challenge.build_message()},
+            "memory_build",
+            SMALL_LINE,
+            timeout,
         )
         build_s = time.monotonic() - sent_at
-        if not isinstance(ready.get("ready"), dict) or ready["ready"].get("challenge_id") != challenge.challenge_id:
+        if (
+            not isinstance(ready.get("ready"), dict)
+            or ready["ready"].get("challenge_id") != challenge.challenge_id
+        ):
             raise WorkerProtocolError("memory_build: reply is for another challenge")
         arrivals: list[list[float]] = [[] for _ in range(gpus)]
         self._send({"op": "memory_commit", "request": challenge.start_message()})
@@ -289,7 +310,12 @@ class PogSession:
             if line.get("op") == "memory_commit":
                 break
             gpu = line.get("gpu")
-            if line.get("ok") is not True or not isinstance(gpu, int) or isinstance(gpu, bool) or not 0 <= gpu < gpus:
+            if (
+                line.get("ok") is not True
+                or not isinstance(gpu, int)
+                or isinstance(gpu, bool)
+                or not 0 <= gpu < gpus
+            ):
                 _parse_reply(raw, "memory_commit")  # raises the worker's error, or a protocol error
                 raise WorkerProtocolError(f"memory_commit: unexpected line {raw[:80]!r}")
             if line.get("op") == "memory_pass" and line.get("pass") == len(arrivals[gpu]) + 1 <= passes:
@@ -322,7 +348,11 @@ class PogSession:
             line = _parse_json(raw, "sustained")
             if line.get("op") != "segment":
                 break
-            if line.get("ok") is not True or line.get("index") != len(arrivals) or len(arrivals) >= len(segments):
+            if (
+                line.get("ok") is not True
+                or line.get("index") != len(arrivals)
+                or len(arrivals) >= len(segments)
+            ):
                 raise WorkerProtocolError(f"sustained: unexpected segment line {raw[:80]!r}")
             commitment = _model(Commitment, line.get("commitment"), "sustained")
             if commitment.challenge_id != segments[len(arrivals)].challenge_id:
@@ -337,7 +367,9 @@ class PogSession:
     async def sustained_open(self, index: int, request: OpeningRequest, p: int, timeout: float) -> Opening:
         reply = await self._request(
             {"op": "sustained_open", "index": index, "request": request.model_dump(mode="json")},
-            "sustained_open", opening_line_limit(request, p), timeout,
+            "sustained_open",
+            opening_line_limit(request, p),
+            timeout,
         )
         return _model(Opening, reply.get("opening"), "sustained_open")
 

@@ -92,15 +92,32 @@ class RoundParams:
 def round_params(s: ValidatorSettings, holistic: HolisticConfig | None = None) -> RoundParams:
     """The round's parameters from the validator settings (round id and block filled in per round)."""
     depth = DepthParams(
-        memory_passes=s.memory_passes, sustained_every=s.sustained_every, sustained_seconds=s.sustained_seconds,
-        probe_ram_mb=s.probe_ram_mb, probe_disk_mb=s.probe_disk_mb, cpu_memory_mb=s.cpu_memory_mb,
-        cpu_bandwidth_gbs=s.cpu_bandwidth_gbs, cpu_sustained_seconds=s.cpu_sustained_seconds,
+        memory_passes=s.memory_passes,
+        sustained_every=s.sustained_every,
+        sustained_seconds=s.sustained_seconds,
+        probe_ram_mb=s.probe_ram_mb,
+        probe_disk_mb=s.probe_disk_mb,
+        cpu_memory_mb=s.cpu_memory_mb,
+        cpu_bandwidth_gbs=s.cpu_bandwidth_gbs,
+        cpu_sustained_seconds=s.cpu_sustained_seconds,
     )
     return RoundParams(
-        round_id=0, block=0, miner_timeout=s.miner_timeout, retries=s.retries, pog_m=s.pog_m, pog_n=s.pog_n,
-        pog_p=s.pog_p, target_seconds=s.target_seconds, rows_per_gpu=s.rows_per_gpu, cols_per_row=s.cols_per_row,
-        lease_seconds=s.lease_seconds, device=s.device, rented_max_age=s.rented_max_age, rented_decay=s.rented_decay,
-        depth=depth, holistic=holistic or HolisticConfig(),
+        round_id=0,
+        block=0,
+        miner_timeout=s.miner_timeout,
+        retries=s.retries,
+        pog_m=s.pog_m,
+        pog_n=s.pog_n,
+        pog_p=s.pog_p,
+        target_seconds=s.target_seconds,
+        rows_per_gpu=s.rows_per_gpu,
+        cols_per_row=s.cols_per_row,
+        lease_seconds=s.lease_seconds,
+        device=s.device,
+        rented_max_age=s.rented_max_age,
+        rented_decay=s.rented_decay,
+        depth=depth,
+        holistic=holistic or HolisticConfig(),
     )
 
 
@@ -153,7 +170,11 @@ async def check_miner(
 
 
 async def _attempt(
-    client: MinerClient, target: MinerTarget, params: RoundParams, table: GpuTable, scoring: ScoringConfig,
+    client: MinerClient,
+    target: MinerTarget,
+    params: RoundParams,
+    table: GpuTable,
+    scoring: ScoringConfig,
     previous: PogResult | None,
 ) -> PogResult:
     started = time.monotonic()
@@ -186,7 +207,9 @@ async def _allocate(
     client: MinerClient, target: MinerTarget, params: RoundParams, key: asyncssh.SSHKey, gpu_count: int
 ) -> LeaseInfo:
     request = AllocateRequest(
-        requirements=Requirements(gpu_count=gpu_count, cpu_count=1, memory_gb=params.lease_memory_gb, disk_gb=1.0),
+        requirements=Requirements(
+            gpu_count=gpu_count, cpu_count=1, memory_gb=params.lease_memory_gb, disk_gb=1.0
+        ),
         duration_s=params.lease_seconds,
         ssh_public_key=" ".join(key.export_public_key("openssh").decode().split()[:2]),
         purpose="validation",
@@ -225,7 +248,9 @@ class _released:
 
 async def _deallocate(client: MinerClient, target: MinerTarget, lease_id: str) -> None:
     try:
-        await asyncio.wait_for(client.call(target.endpoint, target.hotkey, DeallocateRequest(lease_id=lease_id)), 15)
+        await asyncio.wait_for(
+            client.call(target.endpoint, target.hotkey, DeallocateRequest(lease_id=lease_id)), 15
+        )
     except (asyncio.TimeoutError, TransportError) as exc:
         log.warning("uid=%d lease=%s release failed (it expires on its own): %s", target.uid, lease_id, exc)
 
@@ -234,7 +259,12 @@ async def _session(lease: LeaseInfo, key: asyncssh.SSHKey, params: RoundParams) 
     ssh = lease.ssh
     try:
         return await PogSession.open(
-            ssh.host, ssh.port, ssh.username, key, ssh.host_key, timeout=min(60.0, params.miner_timeout),
+            ssh.host,
+            ssh.port,
+            ssh.username,
+            key,
+            ssh.host_key,
+            timeout=min(60.0, params.miner_timeout),
             device=params.device,
         )
     except PogSessionError as exc:
@@ -274,7 +304,12 @@ def _expected_tflops(table: GpuTable, specs: MachineSpecs, precision: str) -> fl
 
 
 async def _prove(
-    lease: LeaseInfo, key: asyncssh.SSHKey, params: RoundParams, table: GpuTable, claimed: list, specs: MachineSpecs,
+    lease: LeaseInfo,
+    key: asyncssh.SSHKey,
+    params: RoundParams,
+    table: GpuTable,
+    claimed: list,
+    specs: MachineSpecs,
     previous: PogResult | None,
 ) -> Measured:
     session = await _session(lease, key, params)
@@ -302,8 +337,14 @@ async def _prove(
 
 
 async def _prove_depth(
-    session: PogSession, params: RoundParams, table: GpuTable, claimed: list, specs: MachineSpecs,
-    previous: PogResult | None, measured: Measured, together: tuple[Challenge, float],
+    session: PogSession,
+    params: RoundParams,
+    table: GpuTable,
+    claimed: list,
+    specs: MachineSpecs,
+    previous: PogResult | None,
+    measured: Measured,
+    together: tuple[Challenge, float],
 ) -> None:
     """Memory every round; scaling with 2+ GPUs; sustained and host probes on their cadence."""
     depth, timeout, cpu = params.depth, params.miner_timeout, not claimed
@@ -323,7 +364,9 @@ async def _prove_depth(
     if not (params.force_depth or sustained_due(params.round_id, last, depth.sustained_every)):
         return
     started = time.monotonic()
-    expected = measured.tflops["fp32"] if cpu else _expected_tflops(table, specs, "fp16") or measured.tflops["fp16"]
+    expected = (
+        measured.tflops["fp32"] if cpu else _expected_tflops(table, specs, "fp16") or measured.tflops["fp16"]
+    )
     measured.sustained = await prove_sustained(session, expected, count, cpu, depth, timeout)
     measured.timings["sustained_s"] = time.monotonic() - started
     started = time.monotonic()
@@ -354,21 +397,44 @@ def rented_sample(
     return score * params.rented_decay ** max(0, age - params.rented_max_age)
 
 
-def _rented_result(target: MinerTarget, params: RoundParams, previous: PogResult | None, scoring: ScoringConfig,
-                   table: GpuTable, total_s: float) -> PogResult:
+def _rented_result(
+    target: MinerTarget,
+    params: RoundParams,
+    previous: PogResult | None,
+    scoring: ScoringConfig,
+    table: GpuTable,
+    total_s: float,
+) -> PogResult:
     sample = rented_sample(previous, params.round_id, params, table, scoring)
     reason = "rented: liveness only" if sample > 0 else "rented: never verified, no score"
     return PogResult(
-        round_id=params.round_id, uid=target.uid, hotkey=target.hotkey, ok=True, sample=sample, rented=True,
-        reasons=(reason,), models=previous.models if previous else (), gpu_count=previous.gpu_count if previous else 0,
-        tflops_fp16=previous.tflops_fp16 if previous else None, tflops_fp32=previous.tflops_fp32 if previous else None,
-        timings={"total_s": total_s}, block=params.block, created=time.time(),
+        round_id=params.round_id,
+        uid=target.uid,
+        hotkey=target.hotkey,
+        ok=True,
+        sample=sample,
+        rented=True,
+        reasons=(reason,),
+        models=previous.models if previous else (),
+        gpu_count=previous.gpu_count if previous else 0,
+        tflops_fp16=previous.tflops_fp16 if previous else None,
+        tflops_fp32=previous.tflops_fp32 if previous else None,
+        timings={"total_s": total_s},
+        block=params.block,
+        created=time.time(),
     )
 
 
 def _failure(target: MinerTarget, params: RoundParams, reasons: tuple[str, ...], timings: dict) -> PogResult:
     log.info("uid=%d hotkey=%s failed: %s", target.uid, target.hotkey[:8], "; ".join(reasons))
     return PogResult(
-        round_id=params.round_id, uid=target.uid, hotkey=target.hotkey, ok=False, sample=0.0, reasons=reasons,
-        timings=timings, block=params.block, created=time.time(),
+        round_id=params.round_id,
+        uid=target.uid,
+        hotkey=target.hotkey,
+        ok=False,
+        sample=0.0,
+        reasons=reasons,
+        timings=timings,
+        block=params.block,
+        created=time.time(),
     )

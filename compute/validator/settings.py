@@ -74,27 +74,67 @@ _FLAGS: dict[str, tuple[str, type, str]] = {
     "validator.pog_m": ("pog_m", int, "rows of the PoG product per GPU (default 8192)"),
     "validator.pog_n": ("pog_n", int, "inner size; 0 = sized from the GPU table (default 0)"),
     "validator.pog_p": ("pog_p", int, "columns of the PoG product per GPU (default 8192)"),
-    "validator.target_seconds": ("target_seconds", float, "expected compute seconds per precision (default 3)"),
+    "validator.target_seconds": (
+        "target_seconds",
+        float,
+        "expected compute seconds per precision (default 3)",
+    ),
     "validator.rows_per_gpu": ("rows_per_gpu", int, "rows opened per GPU (default 8)"),
     "validator.cols_per_row": ("cols_per_row", int, "entries checked per opened row (default 4)"),
     "validator.ema_alpha": ("ema_alpha", float, "weight of the newest round in the score EMA (default 0.3)"),
     "validator.missed_decay": ("missed_decay", float, "score factor per round a miner was not tested (0.9)"),
     "validator.weights_blocks": ("weights_blocks", int, "blocks between weight settings (default 100)"),
-    "validator.rented_bonus": ("rented_bonus", float, "score bonus of verified rented machines (default 0.1)"),
-    "validator.rented_max_age": ("rented_max_age", int, "rounds a verification stays fresh while rented (24)"),
+    "validator.rented_bonus": (
+        "rented_bonus",
+        float,
+        "score bonus of verified rented machines (default 0.1)",
+    ),
+    "validator.rented_max_age": (
+        "rented_max_age",
+        int,
+        "rounds a verification stays fresh while rented (24)",
+    ),
     "validator.rented_decay": ("rented_decay", float, "factor per round past rented_max_age (0.95)"),
     "validator.lease_seconds": ("lease_seconds", int, "duration of the validation lease (default 600)"),
     "validator.device": ("device", str, "worker device: auto|cpu|cuda (default auto)"),
     "validator.data_dir": ("data_dir", str, "state directory (default ~/.compute/validator)"),
     "validator.rounds": ("rounds", int, "stop after this many rounds; 0 = run forever (default 0)"),
     "validator.memory_passes": ("memory_passes", int, "dependent passes of the memory proof (default 16)"),
-    "validator.sustained_every": ("sustained_every", int, "rounds between sustained runs and host probes per miner (10)"),
-    "validator.sustained_seconds": ("sustained_seconds", float, "length of the sustained-throughput run (default 60)"),
-    "validator.probe_ram_mb": ("probe_ram_mb", int, "RAM filled and read back by the host probe (default 512)"),
-    "validator.probe_disk_mb": ("probe_disk_mb", int, "disk written and read back by the host probe (default 512)"),
-    "validator.cpu_memory_mb": ("cpu_memory_mb", float, "memory proof size for machines without GPUs (default 2)"),
-    "validator.cpu_bandwidth_gbs": ("cpu_bandwidth_gbs", float, "reference GB/s for machines without GPUs (0.1)"),
-    "validator.cpu_sustained_seconds": ("cpu_sustained_seconds", float, "sustained run without GPUs (default 1)"),
+    "validator.sustained_every": (
+        "sustained_every",
+        int,
+        "rounds between sustained runs and host probes per miner (10)",
+    ),
+    "validator.sustained_seconds": (
+        "sustained_seconds",
+        float,
+        "length of the sustained-throughput run (default 60)",
+    ),
+    "validator.probe_ram_mb": (
+        "probe_ram_mb",
+        int,
+        "RAM filled and read back by the host probe (default 512)",
+    ),
+    "validator.probe_disk_mb": (
+        "probe_disk_mb",
+        int,
+        "disk written and read back by the host probe (default 512)",
+    ),
+    "validator.cpu_memory_mb": (
+        "cpu_memory_mb",
+        float,
+        "memory proof size for machines without GPUs (default 2)",
+    ),
+    "validator.cpu_bandwidth_gbs": (
+        "cpu_bandwidth_gbs",
+        float,
+        "reference GB/s for machines without GPUs (0.1)",
+    ),
+    "validator.cpu_sustained_seconds": (
+        "cpu_sustained_seconds",
+        float,
+        "sustained run without GPUs (default 1)",
+    ),
     "wandb.project": ("wandb_project", str, "wandb project (default compute-subnet)"),
 }
 _SWITCHES = {"validator.allow_same_ip": "allow_same_ip", "wandb.off": "wandb_off"}
@@ -105,8 +145,12 @@ def add_validator_args(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
     group = parser.add_argument_group("validator")
     for flag, (_field, kind, text) in _FLAGS.items():
         group.add_argument(f"--{flag}", type=kind, help=text)
-    group.add_argument("--validator.allow_same_ip", action="store_true", default=None,
-                       help="test several uids behind one IP (default: one uid per IP)")
+    group.add_argument(
+        "--validator.allow_same_ip",
+        action="store_true",
+        default=None,
+        help="test several uids behind one IP (default: one uid per IP)",
+    )
     group.add_argument("--wandb.off", action="store_true", default=None, help="disable wandb logging")
     return parser
 
@@ -123,12 +167,18 @@ def validator_from_args(ns: argparse.Namespace, env: Mapping[str, str] | None = 
     for flag, field in _SWITCHES.items():
         value = _lookup(ns, env, flag)
         if value is not None:
-            values[field] = value if isinstance(value, bool) else str(value).strip().lower() in ("1", "true", "yes", "on")
+            values[field] = (
+                value if isinstance(value, bool) else str(value).strip().lower() in ("1", "true", "yes", "on")
+            )
     try:
         return ValidatorSettings(**values)
     except ValidationError as exc:
-        names = {field: flag for flag, (field, _k, _t) in _FLAGS.items()} | {v: k for k, v in _SWITCHES.items()}
-        problems = "; ".join(f"--{names.get(str(e['loc'][0]), e['loc'][0])}: {e['msg']}" for e in exc.errors())
+        names = {field: flag for flag, (field, _k, _t) in _FLAGS.items()} | {
+            v: k for k, v in _SWITCHES.items()
+        }
+        problems = "; ".join(
+            f"--{names.get(str(e['loc'][0]), e['loc'][0])}: {e['msg']}" for e in exc.errors()
+        )
         raise SettingsError(problems) from None
 
 

@@ -59,8 +59,19 @@ def _scaling(result: PogResult) -> str:
     return text
 
 
-COLUMNS = ("uid", "hotkey", "GPUs", "TFLOPS fp16", "TFLOPS fp32", "mem GB/s", "sustained", "scaling", "verdict",
-           "score", "weight")
+COLUMNS = (
+    "uid",
+    "hotkey",
+    "GPUs",
+    "TFLOPS fp16",
+    "TFLOPS fp32",
+    "mem GB/s",
+    "sustained",
+    "scaling",
+    "verdict",
+    "score",
+    "weight",
+)
 
 
 def round_table(
@@ -71,8 +82,16 @@ def round_table(
         table.add_column(column, justify="right" if column in ("uid", "score", "weight") else "left")
     for result in sorted(results, key=lambda r: r.uid):
         table.add_row(
-            str(result.uid), result.hotkey[:10], _gpus(result), _tflops(result.tflops_fp16),
-            _tflops(result.tflops_fp32), _mem(result), _sustained(result), _scaling(result), _verdict(result), f"{scores.get(result.uid, 0.0):.4g}",
+            str(result.uid),
+            result.hotkey[:10],
+            _gpus(result),
+            _tflops(result.tflops_fp16),
+            _tflops(result.tflops_fp32),
+            _mem(result),
+            _sustained(result),
+            _scaling(result),
+            _verdict(result),
+            f"{scores.get(result.uid, 0.0):.4g}",
             f"{weights.get(result.uid, 0.0):.4f}",
         )
     return table

@@ -16,8 +16,16 @@ from compute.store import PogResult
 log = logging.getLogger(__name__)
 
 
-_FIGURES = ("tflops_fp16", "tflops_fp32", "mem_gbs", "mem_proven_gb", "sustained_ratio", "sustained_factor",
-            "scaling_efficiency", "credited_gpus")
+_FIGURES = (
+    "tflops_fp16",
+    "tflops_fp32",
+    "mem_gbs",
+    "mem_proven_gb",
+    "sustained_ratio",
+    "sustained_factor",
+    "scaling_efficiency",
+    "credited_gpus",
+)
 
 
 def result_figures(result: PogResult) -> dict[str, float]:
@@ -35,8 +43,15 @@ def result_figures(result: PogResult) -> dict[str, float]:
 
 
 class WandbLogger:
-    def __init__(self, enabled: bool, project: str, run_name: str, directory: Path,
-                 api_key: str | None = None, config: Mapping[str, object] | None = None) -> None:
+    def __init__(
+        self,
+        enabled: bool,
+        project: str,
+        run_name: str,
+        directory: Path,
+        api_key: str | None = None,
+        config: Mapping[str, object] | None = None,
+    ) -> None:
         self._run = None
         if not enabled:
             return
@@ -47,8 +62,14 @@ class WandbLogger:
             if api_key:
                 wandb.login(key=api_key, relogin=False)
             directory.mkdir(parents=True, exist_ok=True)
-            self._run = wandb.init(project=project, name=run_name, mode=mode, dir=str(directory),
-                                   config=dict(config or {}), reinit=True)
+            self._run = wandb.init(
+                project=project,
+                name=run_name,
+                mode=mode,
+                dir=str(directory),
+                config=dict(config or {}),
+                reinit=True,
+            )
             log.info("wandb logging %s project=%s", mode, project)
         except Exception as exc:  # optional dependency boundary
             log.warning("wandb disabled: %s: %s", type(exc).__name__, exc)
@@ -58,13 +79,21 @@ class WandbLogger:
     def active(self) -> bool:
         return self._run is not None
 
-    def log_round(self, round_id: int, results: Iterable[PogResult], scores: Mapping[int, float],
-                  weights: Mapping[int, float]) -> None:
+    def log_round(
+        self,
+        round_id: int,
+        results: Iterable[PogResult],
+        scores: Mapping[int, float],
+        weights: Mapping[int, float],
+    ) -> None:
         if self._run is None:
             return
         rows = list(results)
-        data: dict[str, object] = {"round": round_id, "miners_tested": len(rows),
-                                   "miners_verified": sum(r.ok and not r.rented for r in rows)}
+        data: dict[str, object] = {
+            "round": round_id,
+            "miners_tested": len(rows),
+            "miners_verified": sum(r.ok and not r.rented for r in rows),
+        }
         for r in rows:
             data[f"uid/{r.uid}/score"] = scores.get(r.uid, 0.0)
             data[f"uid/{r.uid}/weight"] = weights.get(r.uid, 0.0)

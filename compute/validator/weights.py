@@ -33,7 +33,9 @@ def weights_from_scores(
     """L1-normalised weights for registered uids whose stored hotkey still owns the uid."""
     current = {n.uid: n.hotkey for n in metagraph.neurons}
     kept = {
-        uid: rec.score for uid, rec in scores.items() if current.get(uid) == rec.hotkey and rec.hotkey != own_hotkey
+        uid: rec.score
+        for uid, rec in scores.items()
+        if current.get(uid) == rec.hotkey and rec.hotkey != own_hotkey
     }
     return {uid: w for uid, w in normalise(kept).items() if w > 0}
 
@@ -63,15 +65,24 @@ class WeightSetter:
                 self.store.log_weights(block, weights, self.version_key, ok=False, error=str(exc))
                 raise WeightsError(f"validator hotkey not registered: {exc}") from exc
             except (ChainError, asyncio.TimeoutError, ValueError) as exc:
-                last = exc if not isinstance(exc, asyncio.TimeoutError) else TimeoutError(
-                    f"set_weights gave no answer in {self.call_timeout:.0f}s"
+                last = (
+                    exc
+                    if not isinstance(exc, asyncio.TimeoutError)
+                    else TimeoutError(f"set_weights gave no answer in {self.call_timeout:.0f}s")
                 )
-                self.store.log_weights(block, weights, self.version_key, ok=False, error=f"{type(exc).__name__}: {last}")
+                self.store.log_weights(
+                    block, weights, self.version_key, ok=False, error=f"{type(exc).__name__}: {last}"
+                )
                 if isinstance(exc, ValueError) or attempt == self.attempts:
                     break
                 wait = self.backoff_s * attempt
-                log.warning("set_weights attempt %d failed (%s: %s); retry in %.0fs", attempt,
-                            type(exc).__name__, last, wait)
+                log.warning(
+                    "set_weights attempt %d failed (%s: %s); retry in %.0fs",
+                    attempt,
+                    type(exc).__name__,
+                    last,
+                    wait,
+                )
                 await asyncio.sleep(wait)
                 continue
             self.store.log_weights(block, weights, self.version_key, ok=True)

@@ -11,8 +11,9 @@ from compute.allocation import Endpoint, GpuConflict, LeaseRecord, LeaseStore, S
 
 
 def lease(lease_id: str, gpus: tuple[int, ...]) -> StoredLease:
-    record = LeaseRecord(lease_id, "5" + "C" * 47, "rental", gpus, 2, 2048, 10, 512, 1, "ssh-ed25519 AAAAkey",
-                         1.0, 100.0)
+    record = LeaseRecord(
+        lease_id, "5" + "C" * 47, "rental", gpus, 2, 2048, 10, 512, 1, "ssh-ed25519 AAAAkey", 1.0, 100.0
+    )
     return StoredLease(record, "active", f'{{"gpu_count": {len(gpus)}}}')
 
 
@@ -23,7 +24,9 @@ def test_lease_survives_reopen_with_endpoint(tmp_path):
     store.set_endpoint("a" * 32, endpoint)
     store.close()
     again = LeaseStore(tmp_path / "l.db")
-    assert again.get("a" * 32) == StoredLease(lease("a" * 32, (0, 1)).record, "active", '{"gpu_count": 2}', endpoint)
+    assert again.get("a" * 32) == StoredLease(
+        lease("a" * 32, (0, 1)).record, "active", '{"gpu_count": 2}', endpoint
+    )
     assert again.held_gpus() == {0, 1}
     assert sqlite3.connect(tmp_path / "l.db").execute("PRAGMA journal_mode").fetchone() == ("wal",)
 

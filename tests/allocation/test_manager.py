@@ -26,12 +26,17 @@ class Clock:
 
 def make(tmp_path: Path, clock: Clock, ports=PORTS, **limits) -> AllocationManager:
     backend = EmbeddedBackend(tmp_path / "data", bind_host="127.0.0.1", port_range=ports)
-    return AllocationManager(LeaseStore(tmp_path / "leases.db"), backend, GPUS, ManagerLimits(**limits), clock)
+    return AllocationManager(
+        LeaseStore(tmp_path / "leases.db"), backend, GPUS, ManagerLimits(**limits), clock
+    )
 
 
 def request(gpus: int = 1, duration_s: int = 600, key=None) -> AllocateRequest:
-    return AllocateRequest(requirements=Requirements(gpu_count=gpus), duration_s=duration_s,
-                           ssh_public_key=(key or new_renter_key()).public_line)
+    return AllocateRequest(
+        requirements=Requirements(gpu_count=gpus),
+        duration_s=duration_s,
+        ssh_public_key=(key or new_renter_key()).public_line,
+    )
 
 
 async def test_expired_lease_is_stopped_and_its_gpu_freed(tmp_path):
@@ -109,4 +114,6 @@ async def test_reconcile_restarts_vanished_leases_and_stops_orphans(tmp_path):
     assert await second.backend.running() == {kept.lease_id}
     again = await second.status(OWNER, kept.lease_id)
     assert again.ssh == kept.ssh  # same host key and port: the renter's pin still holds
-    assert (await ssh_run(again.ssh.host, again.ssh.port, again.ssh.host_key, key, "echo back")).stdout == "back\n"
+    assert (
+        await ssh_run(again.ssh.host, again.ssh.port, again.ssh.host_key, key, "echo back")
+    ).stdout == "back\n"

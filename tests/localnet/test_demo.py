@@ -15,9 +15,23 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.mark.slow
 def test_demo_verifies_every_honest_miner_and_writes_their_weights(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "compute", "localnet", "--miners", "2", "--rounds", "1",
-         "--workdir", str(tmp_path / "net"), "--json"],
-        cwd=REPO, capture_output=True, text=True, timeout=240,
+        [
+            sys.executable,
+            "-m",
+            "compute",
+            "localnet",
+            "--miners",
+            "2",
+            "--rounds",
+            "1",
+            "--workdir",
+            str(tmp_path / "net"),
+            "--json",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=240,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout)
@@ -37,7 +51,10 @@ def test_demo_verifies_every_honest_miner_and_writes_their_weights(tmp_path: Pat
 def test_demo_refuses_bad_arguments_with_a_clear_message(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "compute", "localnet", "--miners", "0", "--workdir", str(tmp_path)],
-        cwd=REPO, capture_output=True, text=True, timeout=60,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 2
     assert "--miners must be between 1 and 64" in proc.stderr

@@ -20,15 +20,29 @@ def wallets(make_wallet):
 
 @pytest.fixture
 def miner(tmp_path: Path, wallets):
-    neurons = [(wallets[n].hotkey.ss58_address, wallets[n].coldkeypub.ss58_address, 5000.0, n != "miner")
-               for n in ("miner", "validator", "stranger")]
+    neurons = [
+        (wallets[n].hotkey.ss58_address, wallets[n].coldkeypub.ss58_address, 5000.0, n != "miner")
+        for n in ("miner", "validator", "stranger")
+    ]
     policy = AccessPolicy(lambda: snapshot(*neurons), min_stake=1000.0, require_permit=True)
     backend = EmbeddedBackend(tmp_path / "data", bind_host="127.0.0.1", port_range=port_block())
-    manager = AllocationManager(LeaseStore(tmp_path / "data" / "leases.db"), backend, [H100],
-                                ManagerLimits(max_cpu=4, max_memory_gb=8, max_disk_gb=50, max_lease_s=7 * 86400))
-    specs = MachineSpecs(cpu_model="test cpu", cpu_cores=2, cpu_freq_mhz=0, ram_bytes=8 << 30,
-                         disk_total_bytes=1 << 40, disk_free_bytes=1 << 39, gpus=[H100], backend="embedded",
-                         miner_version="0.1.0")
+    manager = AllocationManager(
+        LeaseStore(tmp_path / "data" / "leases.db"),
+        backend,
+        [H100],
+        ManagerLimits(max_cpu=4, max_memory_gb=8, max_disk_gb=50, max_lease_s=7 * 86400),
+    )
+    specs = MachineSpecs(
+        cpu_model="test cpu",
+        cpu_cores=2,
+        cpu_freq_mhz=0,
+        ram_bytes=8 << 30,
+        disk_total_bytes=1 << 40,
+        disk_free_bytes=1 << 39,
+        gpus=[H100],
+        backend="embedded",
+        miner_version="0.1.0",
+    )
     keypair = KeyWallet.from_wallet(wallets["miner"])
     app = build_miner_app(keypair, policy, manager, lambda: specs, ServerLimits(rate_per_s=100, burst=100))
     running = serve_in_thread(app, "127.0.0.1", 0)

@@ -30,8 +30,16 @@ def new_renter_key() -> RenterKey:
 async def ssh_run(ssh, key: RenterKey, command: str) -> asyncssh.SSHCompletedProcess:
     """Run ``command`` on a lease's ``SshAccess`` with its host key pinned."""
     pinned = ([asyncssh.import_public_key(ssh.host_key)], [], [])
-    async with asyncssh.connect(ssh.host, ssh.port, username=ssh.username, client_keys=[key.private],
-                                known_hosts=pinned, agent_path=None, config=None, connect_timeout=10) as conn:
+    async with asyncssh.connect(
+        ssh.host,
+        ssh.port,
+        username=ssh.username,
+        client_keys=[key.private],
+        known_hosts=pinned,
+        agent_path=None,
+        config=None,
+        connect_timeout=10,
+    ) as conn:
         return await conn.run(command, timeout=20)
 
 
@@ -49,8 +57,14 @@ class Miner:
 
 
 def snapshot(*neurons: tuple[str, str, float, bool]) -> MetagraphSnapshot:
-    return MetagraphSnapshot(27, 100, tuple(
-        NeuronInfo(uid, hk, ck, stake, permit, None, True, 0) for uid, (hk, ck, stake, permit) in enumerate(neurons)))
+    return MetagraphSnapshot(
+        27,
+        100,
+        tuple(
+            NeuronInfo(uid, hk, ck, stake, permit, None, True, 0)
+            for uid, (hk, ck, stake, permit) in enumerate(neurons)
+        ),
+    )
 
 
 def free_port() -> int:

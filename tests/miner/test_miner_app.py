@@ -27,8 +27,11 @@ from compute.transport import Rejected
 
 
 def allocate(key, gpus: int = 1, duration_s: int = 3600, **req) -> AllocateRequest:
-    return AllocateRequest(requirements=Requirements(gpu_count=gpus, **req), duration_s=duration_s,
-                           ssh_public_key=key.public_line)
+    return AllocateRequest(
+        requirements=Requirements(gpu_count=gpus, **req),
+        duration_s=duration_s,
+        ssh_public_key=key.public_line,
+    )
 
 
 async def test_allocate_ssh_run_deallocate_closes_listener(miner, clients):
@@ -41,7 +44,9 @@ async def test_allocate_ssh_run_deallocate_closes_listener(miner, clients):
     assert gone.lease_id == lease.lease_id
     with pytest.raises(OSError):
         socket.create_connection((lease.ssh.host, lease.ssh.port), timeout=1).close()
-    status = (await client.call(miner.endpoint, miner.hotkey, LeaseStatusRequest(lease_id=lease.lease_id))).lease
+    status = (
+        await client.call(miner.endpoint, miner.hotkey, LeaseStatusRequest(lease_id=lease.lease_id))
+    ).lease
     assert (status.state, status.ssh) == ("released", None)
 
 
@@ -49,9 +54,13 @@ async def test_stranger_cannot_touch_anothers_lease(miner, clients):
     key = new_renter_key()
     lease = (await clients["validator"].call(miner.endpoint, miner.hotkey, allocate(key))).lease
     lid = lease.lease_id
-    for request in (DeallocateRequest(lease_id=lid), ExtendLeaseRequest(lease_id=lid, duration_s=600),
-                    ExchangeKeyRequest(lease_id=lid, ssh_public_key=new_renter_key().public_line),
-                    RestartLeaseRequest(lease_id=lid), LeaseStatusRequest(lease_id=lid)):
+    for request in (
+        DeallocateRequest(lease_id=lid),
+        ExtendLeaseRequest(lease_id=lid, duration_s=600),
+        ExchangeKeyRequest(lease_id=lid, ssh_public_key=new_renter_key().public_line),
+        RestartLeaseRequest(lease_id=lid),
+        LeaseStatusRequest(lease_id=lid),
+    ):
         with pytest.raises(Rejected) as refused:
             await clients["stranger"].call(miner.endpoint, miner.hotkey, request)
         assert (refused.value.status, refused.value.code) == (403, ErrorCode.NOT_OWNER)
@@ -68,16 +77,21 @@ async def test_unregistered_hotkey_is_forbidden(miner, clients):
 async def test_exchange_key_refuses_old_key_and_accepts_new(miner, clients):
     old, new = new_renter_key(), new_renter_key()
     lease = (await clients["validator"].call(miner.endpoint, miner.hotkey, allocate(old, gpus=0))).lease
-    await clients["validator"].call(miner.endpoint, miner.hotkey,
-                                    ExchangeKeyRequest(lease_id=lease.lease_id, ssh_public_key=new.public_line))
+    await clients["validator"].call(
+        miner.endpoint,
+        miner.hotkey,
+        ExchangeKeyRequest(lease_id=lease.lease_id, ssh_public_key=new.public_line),
+    )
     with pytest.raises(asyncssh.PermissionDenied):
         await ssh_run(lease.ssh, old, "true")
     assert (await ssh_run(lease.ssh, new, "echo new")).stdout == "new\n"
 
 
 async def test_concurrent_allocations_for_last_gpu_have_one_winner(miner, clients):
-    tries = [clients[n].call(miner.endpoint, miner.hotkey, allocate(new_renter_key()))
-             for n in ("validator", "stranger", "validator", "stranger")]
+    tries = [
+        clients[n].call(miner.endpoint, miner.hotkey, allocate(new_renter_key()))
+        for n in ("validator", "stranger", "validator", "stranger")
+    ]
     results = await asyncio.gather(*tries, return_exceptions=True)
     winners = [r for r in results if not isinstance(r, Exception)]
     losers = [r for r in results if isinstance(r, Rejected)]
@@ -90,13 +104,18 @@ async def test_concurrent_allocations_for_last_gpu_have_one_winner(miner, client
 async def test_validation_lease_without_gpus_shares_a_rented_machine(miner, clients):
     await clients["stranger"].call(miner.endpoint, miner.hotkey, allocate(new_renter_key()))
     key = new_renter_key()
-    request = AllocateRequest(requirements=Requirements(gpu_count=0), duration_s=600,
-                              ssh_public_key=key.public_line, purpose="validation")
+    request = AllocateRequest(
+        requirements=Requirements(gpu_count=0),
+        duration_s=600,
+        ssh_public_key=key.public_line,
+        purpose="validation",
+    )
     lease = (await clients["validator"].call(miner.endpoint, miner.hotkey, request)).lease
     assert (lease.purpose, lease.gpus) == ("validation", [])
     assert (await ssh_run(lease.ssh, key, "echo -n $CUDA_VISIBLE_DEVICES")).stdout == ""
     refused = await clients["validator"].call(
-        miner.endpoint, miner.hotkey, CheckAvailabilityRequest(requirements=Requirements(gpu_count=1)))
+        miner.endpoint, miner.hotkey, CheckAvailabilityRequest(requirements=Requirements(gpu_count=1))
+    )
     assert (refused.available, refused.free_gpus) == (False, 0)
 
 
@@ -111,15 +130,28 @@ async def test_validation_lease_without_gpus_shares_a_rented_machine(miner, clie
         ({"memory_gb": -5}, 3600, None, 422, ErrorCode.INVALID_REQUEST, "requirements.memory_gb"),
         ({}, 10**9, None, 422, ErrorCode.INVALID_REQUEST, "duration_s"),
         ({}, 30 * 86400, None, 400, ErrorCode.INVALID_REQUEST, "maximum of 604800s"),
-        ({}, 3600, "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQ== me", 400, ErrorCode.INVALID_REQUEST, "ssh_public_key"),
+        (
+            {},
+            3600,
+            "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQ== me",
+            400,
+            ErrorCode.INVALID_REQUEST,
+            "ssh_public_key",
+        ),
         ({}, 3600, "rm -rf /", 422, ErrorCode.INVALID_REQUEST, "ssh_public_key"),
     ],
 )
-async def test_bad_requirements_get_clear_errors(miner, clients, requirements, duration_s, key, status, code, says):
+async def test_bad_requirements_get_clear_errors(
+    miner, clients, requirements, duration_s, key, status, code, says
+):
     request = AllocateRequest.model_construct(
         requirements=Requirements.model_construct(**{**Requirements().model_dump(), **requirements}),
-        duration_s=duration_s, ssh_public_key=key or new_renter_key().public_line,
-        purpose="rental", kind="allocate", protocol_version=1)
+        duration_s=duration_s,
+        ssh_public_key=key or new_renter_key().public_line,
+        purpose="rental",
+        kind="allocate",
+        protocol_version=1,
+    )
     with pytest.raises(Rejected) as refused:
         await clients["validator"].call(miner.endpoint, miner.hotkey, request)
     assert (refused.value.status, refused.value.code) == (status, code)
@@ -129,10 +161,15 @@ async def test_bad_requirements_get_clear_errors(miner, clients, requirements, d
 async def test_extend_restart_and_list_own_leases(miner, clients):
     client, key = clients["validator"], new_renter_key()
     lease = (await client.call(miner.endpoint, miner.hotkey, allocate(key, gpus=0))).lease
-    extended = (await client.call(miner.endpoint, miner.hotkey,
-                                  ExtendLeaseRequest(lease_id=lease.lease_id, duration_s=600))).lease
+    extended = (
+        await client.call(
+            miner.endpoint, miner.hotkey, ExtendLeaseRequest(lease_id=lease.lease_id, duration_s=600)
+        )
+    ).lease
     assert extended.expires_at == pytest.approx(lease.expires_at + 600)
-    restarted = (await client.call(miner.endpoint, miner.hotkey, RestartLeaseRequest(lease_id=lease.lease_id))).lease
+    restarted = (
+        await client.call(miner.endpoint, miner.hotkey, RestartLeaseRequest(lease_id=lease.lease_id))
+    ).lease
     assert restarted.ssh == lease.ssh
     assert (await ssh_run(lease.ssh, key, "echo up")).stdout == "up\n"
     listed = (await client.call(miner.endpoint, miner.hotkey, ListLeasesRequest())).leases

@@ -23,11 +23,18 @@ NETUID = 5
 
 def start_miner(args: list[str], log: Path) -> subprocess.Popen:
     out = open(log, "ab")
-    return subprocess.Popen([sys.executable, str(ROOT / "neurons" / "miner.py"), *args], stdout=out,
-                            stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "neurons" / "miner.py"), *args],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
 
 
-async def wait_healthy(client: MinerClient, endpoint: str, hotkey: str, proc: subprocess.Popen, log: Path) -> None:
+async def wait_healthy(
+    client: MinerClient, endpoint: str, hotkey: str, proc: subprocess.Popen, log: Path
+) -> None:
     deadline = time.monotonic() + 40
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -52,18 +59,37 @@ def sim_network(tmp_path: Path, wallets) -> str:
 @pytest.mark.slow
 async def test_lease_survives_miner_kill_and_restart(tmp_path: Path, wallets, sim_network):
     port, (low, high) = free_port(), port_block()
-    args = ["--subtensor.network", sim_network, "--netuid", str(NETUID), "--wallet.path", str(tmp_path / "wallets"),
-            "--wallet.name", "miner", "--axon.ip", "127.0.0.1", "--axon.port", str(port),
-            "--miner.backend", "embedded", "--miner.data_dir", str(tmp_path / "data"),
-            "--miner.ssh_port_range", f"{low}-{high}", "--env_file", str(tmp_path / "none.env")]
+    args = [
+        "--subtensor.network",
+        sim_network,
+        "--netuid",
+        str(NETUID),
+        "--wallet.path",
+        str(tmp_path / "wallets"),
+        "--wallet.name",
+        "miner",
+        "--axon.ip",
+        "127.0.0.1",
+        "--axon.port",
+        str(port),
+        "--miner.backend",
+        "embedded",
+        "--miner.data_dir",
+        str(tmp_path / "data"),
+        "--miner.ssh_port_range",
+        f"{low}-{high}",
+        "--env_file",
+        str(tmp_path / "none.env"),
+    ]
     log, endpoint, hotkey = tmp_path / "miner.log", f"127.0.0.1:{port}", wallets["miner"].hotkey.ss58_address
     key = new_renter_key()
     async with MinerClient(wallets["validator"], timeout=30) as client:
         proc = start_miner(args, log)
         try:
             await wait_healthy(client, endpoint, hotkey, proc, log)
-            request = AllocateRequest(requirements=Requirements(gpu_count=0), duration_s=600,
-                                      ssh_public_key=key.public_line)
+            request = AllocateRequest(
+                requirements=Requirements(gpu_count=0), duration_s=600, ssh_public_key=key.public_line
+            )
             lease = (await client.call(endpoint, hotkey, request)).lease
             assert (await ssh_run(lease.ssh, key, "echo before")).stdout == "before\n"
             proc.kill()
@@ -82,21 +108,48 @@ async def test_lease_survives_miner_kill_and_restart(tmp_path: Path, wallets, si
 
 
 def test_miner_refuses_unregistered_hotkey_with_clear_error(tmp_path: Path, wallets, sim_network):
-    args = ["--subtensor.network", sim_network, "--netuid", str(NETUID), "--wallet.path", str(tmp_path / "wallets"),
-            "--wallet.name", "stranger", "--axon.ip", "127.0.0.1", "--axon.port", str(free_port()),
-            "--miner.backend", "embedded", "--miner.data_dir", str(tmp_path / "data"),
-            "--env_file", str(tmp_path / "none.env")]
-    done = subprocess.run([sys.executable, str(ROOT / "neurons" / "miner.py"), *args], capture_output=True,
-                          text=True, timeout=60, cwd=ROOT)
+    args = [
+        "--subtensor.network",
+        sim_network,
+        "--netuid",
+        str(NETUID),
+        "--wallet.path",
+        str(tmp_path / "wallets"),
+        "--wallet.name",
+        "stranger",
+        "--axon.ip",
+        "127.0.0.1",
+        "--axon.port",
+        str(free_port()),
+        "--miner.backend",
+        "embedded",
+        "--miner.data_dir",
+        str(tmp_path / "data"),
+        "--env_file",
+        str(tmp_path / "none.env"),
+    ]
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "neurons" / "miner.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert done.returncode == 1
     assert f"is not registered on netuid {NETUID}; register with `btcli subnets register" in done.stderr
 
 
 def test_miner_refuses_missing_wallet_and_bad_flags(tmp_path: Path):
     base = [sys.executable, str(ROOT / "neurons" / "miner.py"), "--env_file", str(tmp_path / "none.env")]
-    missing = subprocess.run([*base, "--wallet.path", str(tmp_path / "nowhere"), "--subtensor.network", "sim:/x"],
-                             capture_output=True, text=True, timeout=60, cwd=ROOT)
+    missing = subprocess.run(
+        [*base, "--wallet.path", str(tmp_path / "nowhere"), "--subtensor.network", "sim:/x"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert missing.returncode == 1 and "cannot be loaded" in missing.stderr
-    bad = subprocess.run([*base, "--miner.ssh_port_range", "9-8"], capture_output=True, text=True, timeout=60,
-                         cwd=ROOT)
+    bad = subprocess.run(
+        [*base, "--miner.ssh_port_range", "9-8"], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
     assert bad.returncode == 2 and "--miner.ssh_port_range" in bad.stderr

@@ -12,13 +12,20 @@ from compute.settings import SettingsError, load_dotenv, parse_miner
 def test_defaults_match_the_documented_values():
     s = parse_miner([], env={})
     assert (s.common.netuid, s.common.network, s.axon_port, s.backend, s.ssh_port_range) == (
-        27, "finney", 8091, "docker", (40000, 40999))
+        27,
+        "finney",
+        8091,
+        "docker",
+        (40000, 40999),
+    )
     assert s.common.is_mainnet and s.common.wallet_path == Path("~/.bittensor/wallets").expanduser()
 
 
 def test_flag_beats_environment_beats_dotenv(tmp_path: Path):
     env_file = tmp_path / ".env"
-    env_file.write_text('# secrets\nexport BT_WALLET="from-file"\nBT_WALLET_HOTKEY=hk-file\nWANDB_API_KEY=k1 # c\n')
+    env_file.write_text(
+        '# secrets\nexport BT_WALLET="from-file"\nBT_WALLET_HOTKEY=hk-file\nWANDB_API_KEY=k1 # c\n'
+    )
     env = {**load_dotenv(env_file), "BT_WALLET_HOTKEY": "hk-env", "COMPUTE_MINER_MAX_CPU": "8"}
     s = parse_miner(["--wallet.hotkey", "hk-flag", "--miner.whitelist_hotkeys", "a,b", "c"], env=env)
     assert (s.common.wallet_name, s.common.wallet_hotkey, s.max_cpu) == ("from-file", "hk-flag", 8)

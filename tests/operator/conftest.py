@@ -35,9 +35,15 @@ FAKE_GPU = GpuSpec(index=0, name=GPU_NAME, memory_bytes=80 * 1024**3, uuid="GPU-
 
 def static_specs(backend: str, gpus: list[GpuSpec]) -> Callable[[], MachineSpecs]:
     specs = MachineSpecs(
-        cpu_model="test cpu", cpu_cores=4, cpu_freq_mhz=2000.0, ram_bytes=16 * 1024**3,
-        disk_total_bytes=200 * 10**9, disk_free_bytes=100 * 10**9, gpus=gpus,
-        backend=backend, miner_version=__version__,
+        cpu_model="test cpu",
+        cpu_cores=4,
+        cpu_freq_mhz=2000.0,
+        ram_bytes=16 * 1024**3,
+        disk_total_bytes=200 * 10**9,
+        disk_free_bytes=100 * 10**9,
+        gpus=gpus,
+        backend=backend,
+        miner_version=__version__,
     )
     return lambda: specs
 
@@ -60,9 +66,18 @@ class Subnet:
 
     def flags(self, operator: str) -> list[str]:
         return [
-            "--subtensor.network", f"sim:{self.chain_path}", "--netuid", str(NETUID),
-            "--wallet.name", operator, "--wallet.path", str(self.wallets_dir),
-            "--register.data_dir", str(self.root / f"register-{operator}"), "--register.timeout", "20",
+            "--subtensor.network",
+            f"sim:{self.chain_path}",
+            "--netuid",
+            str(NETUID),
+            "--wallet.name",
+            operator,
+            "--wallet.path",
+            str(self.wallets_dir),
+            "--register.data_dir",
+            str(self.root / f"register-{operator}"),
+            "--register.timeout",
+            "20",
         ]
 
     def cli(self, operator: str, *args: str) -> tuple[int, Any]:
@@ -75,12 +90,17 @@ class Subnet:
 def _make_backend(kind: str, root: Path):
     base = random.randrange(200, 590) * 100
     if kind == "embedded":
-        return EmbeddedBackend(root / "miner", ssh_host="127.0.0.1", bind_host="127.0.0.1",
-                               port_range=(base, base + 99))
+        return EmbeddedBackend(
+            root / "miner", ssh_host="127.0.0.1", bind_host="127.0.0.1", port_range=(base, base + 99)
+        )
     from compute.allocation import DockerBackend
 
-    return DockerBackend(image="compute-base:cpu", host="127.0.0.1", ssh_port_range=(base, base + 99),
-                         name_prefix=f"test-operator-{base}")
+    return DockerBackend(
+        image="compute-base:cpu",
+        host="127.0.0.1",
+        ssh_port_range=(base, base + 99),
+        name_prefix=f"test-operator-{base}",
+    )
 
 
 def start_subnet(
@@ -104,8 +124,9 @@ def start_subnet(
     server = serve_in_thread(app, "127.0.0.1", 0)
     chain.serve(miner, "127.0.0.1", server.port)
     chain.serve(offline, "127.0.0.1", free_port())  # nothing listens there
-    subnet = Subnet(chain_path, root / "wallets", root, miner.hotkey.ss58_address, miner_uid, offline_uid,
-                    operators)
+    subnet = Subnet(
+        chain_path, root / "wallets", root, miner.hotkey.ss58_address, miner_uid, offline_uid, operators
+    )
 
     def stop() -> None:
         server.stop()

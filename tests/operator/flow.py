@@ -19,7 +19,17 @@ def ssh(command_line: str, remote: str, binary: bool = True) -> subprocess.Compl
     the same key and known_hosts files when ``binary`` is False or no ssh is installed."""
     parts = shlex.split(command_line)
     if binary and shutil.which("ssh"):
-        argv = [parts[0], "-F", "/dev/null", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", *parts[1:], remote]
+        argv = [
+            parts[0],
+            "-F",
+            "/dev/null",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "ConnectTimeout=10",
+            *parts[1:],
+            remote,
+        ]
         return subprocess.run(argv, capture_output=True, text=True, timeout=60)
     return _asyncssh_run(parts, remote)
 
@@ -34,9 +44,16 @@ def _asyncssh_run(parts: list[str], remote: str) -> subprocess.CompletedProcess:
 
     async def go() -> subprocess.CompletedProcess:
         try:
-            async with asyncssh.connect(host, port, username=user, client_keys=[key],
-                                        known_hosts=options["UserKnownHostsFile"], agent_path=None,
-                                        config=None, connect_timeout=10) as conn:
+            async with asyncssh.connect(
+                host,
+                port,
+                username=user,
+                client_keys=[key],
+                known_hosts=options["UserKnownHostsFile"],
+                agent_path=None,
+                config=None,
+                connect_timeout=10,
+            ) as conn:
                 done = await conn.run(remote, timeout=30)
                 return subprocess.CompletedProcess(parts, done.exit_status or 0, done.stdout, done.stderr)
         except (asyncssh.Error, OSError) as exc:
@@ -121,8 +138,13 @@ def lease_command_with_key(command_line: str, key: Path) -> str:
 def second_operator_is_refused(subnet, lease_id: str) -> None:
     """operator_b names the miner explicitly; the miner, not the local book, refuses it."""
     target = ["--miner-hotkey", subnet.miner_hotkey]
-    for args in (["deallocate", lease_id], ["extend", lease_id, "--hours", "1"], ["exchange-key", lease_id],
-                 ["restart", lease_id], ["status", lease_id]):
+    for args in (
+        ["deallocate", lease_id],
+        ["extend", lease_id, "--hours", "1"],
+        ["exchange-key", lease_id],
+        ["restart", lease_id],
+        ["status", lease_id],
+    ):
         code, body = subnet.cli("operator_b", *args, *target)
         assert code == EXIT_REFUSED and body["error"]["code"] == "not_owner", (args, body)
     keys = subnet.root / "register-operator_b" / "keys"

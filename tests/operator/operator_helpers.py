@@ -9,12 +9,31 @@ from compute.operator import BookEntry
 HOST_LINE = asyncssh.generate_private_key("ssh-ed25519").export_public_key("openssh").decode().strip()
 
 
-def book_entry(lease_id: str, owner: str = "5Owner", state: str = "active", created: float = 1.0) -> BookEntry:
+def book_entry(
+    lease_id: str, owner: str = "5Owner", state: str = "active", created: float = 1.0
+) -> BookEntry:
     return BookEntry(
-        lease_id=lease_id, owner_hotkey=owner, network="sim:x", netuid=27, miner_uid=3,
-        miner_hotkey="5Miner", endpoint="127.0.0.1:8091", state=state, verified=True,
-        gpu_summary="1 x H100", requirements={"gpu_count": 1}, ssh_host="127.0.0.1", ssh_port=40100,
-        ssh_username="lease", host_key=HOST_LINE, ports={8080: 40101}, known_hosts_path="/k",
-        private_key_path="/p", public_key="ssh-ed25519 AAAA", key_generated=True,
-        created_at=created, expires_at=3601.0, updated_at=1.0,
+        lease_id=lease_id,
+        owner_hotkey=owner,
+        network="sim:x",
+        netuid=27,
+        miner_uid=3,
+        miner_hotkey="5Miner",
+        endpoint="127.0.0.1:8091",
+        state=state,
+        verified=True,
+        gpu_summary="1 x H100",
+        requirements={"gpu_count": 1},
+        ssh_host="127.0.0.1",
+        ssh_port=40100,
+        ssh_username="lease",
+        host_key=HOST_LINE,
+        ports={8080: 40101},
+        known_hosts_path="/k",
+        private_key_path="/p",
+        public_key="ssh-ed25519 AAAA",
+        key_generated=True,
+        created_at=created,
+        expires_at=3601.0,
+        updated_at=1.0,
     )

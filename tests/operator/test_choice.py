@@ -22,10 +22,24 @@ from compute.operator.errors import LeaseNotFound
 from compute.store import PogResult, ValidatorStore
 
 BASE = Machine(
-    uid=1, hotkey="5A", endpoint="127.0.0.1:1", online=True, error=None, verified=True,
-    gpu_model="NVIDIA H100 80GB HBM3", gpu_count=2, gpu_memory_gb=79.6, cpu=32, ram_gb=256.0,
-    disk_gb=900.0, available=True, free_gpus=2, active_leases=0, max_duration_s=86400,
-    backend="docker", version="1.0.0",
+    uid=1,
+    hotkey="5A",
+    endpoint="127.0.0.1:1",
+    online=True,
+    error=None,
+    verified=True,
+    gpu_model="NVIDIA H100 80GB HBM3",
+    gpu_count=2,
+    gpu_memory_gb=79.6,
+    cpu=32,
+    ram_gb=256.0,
+    disk_gb=900.0,
+    available=True,
+    free_gpus=2,
+    active_leases=0,
+    max_duration_s=86400,
+    backend="docker",
+    version="1.0.0",
 )
 
 
@@ -101,8 +115,15 @@ def test_nothing_matching_ranks_empty():
 
 @pytest.mark.parametrize(
     "hours, duration, seconds",
-    [(None, None, 3600), (2.0, None, 7200), (None, "90m", 5400), (None, "3d", 259200), (None, "600", 600),
-     (None, "1.5h", 5400), (None, "2W", 1209600)],
+    [
+        (None, None, 3600),
+        (2.0, None, 7200),
+        (None, "90m", 5400),
+        (None, "3d", 259200),
+        (None, "600", 600),
+        (None, "1.5h", 5400),
+        (None, "2W", 1209600),
+    ],
 )
 def test_durations_parse_to_seconds(hours, duration, seconds):
     assert parse_duration(hours, duration) == seconds
@@ -110,8 +131,13 @@ def test_durations_parse_to_seconds(hours, duration, seconds):
 
 @pytest.mark.parametrize(
     "hours, duration, message",
-    [(1.0, "1h", "not both"), (None, "soon", "expected a number"), (None, "10s", "between"),
-     (None, "91d", "between"), (-1.0, None, "between")],
+    [
+        (1.0, "1h", "not both"),
+        (None, "soon", "expected a number"),
+        (None, "10s", "between"),
+        (None, "91d", "between"),
+        (-1.0, None, "between"),
+    ],
 )
 def test_bad_durations_are_usage_errors(hours, duration, message):
     with pytest.raises(UsageError, match=message):
@@ -139,8 +165,17 @@ def test_lease_ids_resolve_from_a_unique_prefix_of_my_leases(tmp_path):
 
 
 def _result(round_id: int, uid: int, hotkey: str, ok: bool, models: tuple[str, ...], rented: bool = False):
-    return PogResult(round_id=round_id, uid=uid, hotkey=hotkey, ok=ok, sample=1.0 if ok else 0.0,
-                     models=models, gpu_count=len(models), rented=rented, created=100.0 + round_id)
+    return PogResult(
+        round_id=round_id,
+        uid=uid,
+        hotkey=hotkey,
+        ok=ok,
+        sample=1.0 if ok else 0.0,
+        models=models,
+        gpu_count=len(models),
+        rented=rented,
+        created=100.0 + round_id,
+    )
 
 
 def test_verified_gpus_come_from_the_latest_passing_unrented_pog_result(tmp_path):

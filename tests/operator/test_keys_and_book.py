@@ -89,7 +89,9 @@ def test_known_hosts_line_uses_bracket_syntax_for_non_default_ports():
     assert known_hosts_line("10.0.0.5", 22, HOST_LINE + " comment") == f"10.0.0.5 ssh-ed25519 {body}"
 
 
-@pytest.mark.parametrize("host, key", [("1.2.3.4", "ssh-ed25519 garbage"), ("a b", HOST_LINE), ("h,x", HOST_LINE)])
+@pytest.mark.parametrize(
+    "host, key", [("1.2.3.4", "ssh-ed25519 garbage"), ("a b", HOST_LINE), ("h,x", HOST_LINE)]
+)
 def test_invalid_host_or_host_key_from_a_miner_is_refused(host, key):
     with pytest.raises(Refused):
         known_hosts_line(host, 40022, key)
@@ -101,15 +103,29 @@ def test_ssh_command_pins_the_host_key_and_quotes_every_part(tmp_path):
     command = ssh_command(access, hosts, tmp_path / "k ey")
     parts = shlex.split(command)
     assert parts == [
-        "ssh", "-i", str(tmp_path / "k ey"), "-o", "IdentitiesOnly=yes", "-p", "40100",
-        "-o", f"UserKnownHostsFile={hosts}", "-o", "StrictHostKeyChecking=yes", "lease@127.0.0.1",
+        "ssh",
+        "-i",
+        str(tmp_path / "k ey"),
+        "-o",
+        "IdentitiesOnly=yes",
+        "-p",
+        "40100",
+        "-o",
+        f"UserKnownHostsFile={hosts}",
+        "-o",
+        "StrictHostKeyChecking=yes",
+        "lease@127.0.0.1",
     ]
     assert hosts.read_text() == known_hosts_line("127.0.0.1", 40100, HOST_LINE) + "\n"
 
 
 def test_book_round_trips_entries_and_lists_only_the_owners_active_leases(tmp_path):
     book = LeaseBook(tmp_path / "leases.db")
-    mine, old, theirs = _entry("a" * 32, created=2.0), _entry("b" * 32, state="released"), _entry("c" * 32, "5Other")
+    mine, old, theirs = (
+        _entry("a" * 32, created=2.0),
+        _entry("b" * 32, state="released"),
+        _entry("c" * 32, "5Other"),
+    )
     for entry in (mine, old, theirs):
         book.save(entry)
     assert book.get("a" * 32) == mine

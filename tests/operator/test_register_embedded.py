@@ -25,7 +25,11 @@ def test_resources_lists_online_and_offline_miners_as_json(subnet):
     assert set(by_uid) == {subnet.miner_uid, subnet.offline_uid}
     online = by_uid[subnet.miner_uid]
     assert (online["state"], online["gpu_model"], online["gpu_count"], online["verified"]) == (
-        "free", "NVIDIA H100 80GB HBM3", 1, False)
+        "free",
+        "NVIDIA H100 80GB HBM3",
+        1,
+        False,
+    )
     assert (online["cpu"], online["backend"]) == (4, "embedded")
     assert by_uid[subnet.offline_uid]["state"] == "offline" and by_uid[subnet.offline_uid]["error"]
     code, body = subnet.cli("operator_a", "resources", "--available-only", "--gpu-model", "A100")
@@ -80,8 +84,17 @@ def test_unknown_lease_not_in_book_needs_a_miner(subnet):
 
 def test_subprocess_cli_prints_parsable_json(subnet, tmp_path):
     pub = renter_key(tmp_path / "k")
-    argv = [sys.executable, str(REPO / "neurons" / "register.py"), *subnet.flags("operator_a"),
-            "allocate", "--ssh-key", str(pub), "--hours", "1", "--json"]
+    argv = [
+        sys.executable,
+        str(REPO / "neurons" / "register.py"),
+        *subnet.flags("operator_a"),
+        "allocate",
+        "--ssh-key",
+        str(pub),
+        "--hours",
+        "1",
+        "--json",
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     body = json.loads(done.stdout)

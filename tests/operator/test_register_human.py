@@ -46,12 +46,26 @@ def test_errors_go_to_stderr_in_one_readable_line(subnet):
 
 
 def test_interactive_menu_drives_the_same_commands(subnet, monkeypatch):
-    answers = iter(["1", "", "", "n",        # resources: any model, any count, not only available
-                    "2", "", "", "", "", "",  # allocate: defaults, generated key
-                    "9",                      # unknown choice
-                    "3", "n",                 # list
-                    "4", "zz",                # status of a bad id: argparse says so, menu goes on
-                    "q"])
+    answers = iter(
+        [
+            "1",
+            "",
+            "",
+            "n",  # resources: any model, any count, not only available
+            "2",
+            "",
+            "",
+            "",
+            "",
+            "",  # allocate: defaults, generated key
+            "9",  # unknown choice
+            "3",
+            "n",  # list
+            "4",
+            "zz",  # status of a bad id: argparse says so, menu goes on
+            "q",
+        ]
+    )
     monkeypatch.setattr("builtins.input", lambda prompt="": next(answers))
     code, out, err = run_plain(subnet, "operator_a", "interactive")
     assert code == EXIT_OK
@@ -63,8 +77,18 @@ def test_interactive_menu_drives_the_same_commands(subnet, monkeypatch):
 def _verified(store_dir, hotkey: str, uid: int, model: str) -> None:
     store = ValidatorStore(store_dir / "validator.db")
     round_id = store.begin_round(1).round_id
-    store.record_result(PogResult(round_id=round_id, uid=uid, hotkey=hotkey, ok=True, sample=1.0,
-                                  models=(model,), gpu_count=1, created=1.0))
+    store.record_result(
+        PogResult(
+            round_id=round_id,
+            uid=uid,
+            hotkey=hotkey,
+            ok=True,
+            sample=1.0,
+            models=(model,),
+            gpu_count=1,
+            created=1.0,
+        )
+    )
     store.close()
 
 
@@ -72,13 +96,16 @@ def test_pog_verified_model_is_shown_and_wins_over_the_miners_claim(subnet, tmp_
     _verified(tmp_path / "validator", subnet.miner_hotkey, subnet.miner_uid, GPU_NAME)
     pog = ["--validator.data_dir", str(tmp_path / "validator")]
     code, body = subnet.cli("operator_a", *pog, "resources", "--available-only")
-    assert code == EXIT_OK and [(m["uid"], m["verified"]) for m in body["machines"]] == [(subnet.miner_uid, True)]
+    assert code == EXIT_OK and [(m["uid"], m["verified"]) for m in body["machines"]] == [
+        (subnet.miner_uid, True)
+    ]
     code, body = subnet.cli("operator_a", *pog, "allocate", "--gpu-model", "H100", "--gpu-count", "1")
     assert code == EXIT_OK and body["machine"]["verified"] is True and body["lease"]["verified"] is True
     assert subnet.cli("operator_a", "deallocate", body["lease"]["lease_id"])[0] == EXIT_OK
 
     other = tmp_path / "liar"
     _verified(other, subnet.miner_hotkey, subnet.miner_uid, "NVIDIA A100 40GB")
-    code, body = subnet.cli("operator_a", "--register.pog_db", str(other / "validator.db"),
-                            "allocate", "--gpu-model", "H100")
+    code, body = subnet.cli(
+        "operator_a", "--register.pog_db", str(other / "validator.db"), "allocate", "--gpu-model", "H100"
+    )
     assert code == 1 and body["error"]["code"] == "no_matching_machine"

@@ -8,11 +8,43 @@ from compute.pog.__main__ import main
 
 
 def test_bench_json_reports_all_figures(capsys) -> None:
-    assert main(["bench", "--device", "cpu", "--precision", "fp16", "--m", "64", "--n", "256", "--p", "64",
-                 "--verify-n", "4096", "--json"]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                "--device",
+                "cpu",
+                "--precision",
+                "fp16",
+                "--m",
+                "64",
+                "--n",
+                "256",
+                "--p",
+                "64",
+                "--verify-n",
+                "4096",
+                "--json",
+            ]
+        )
+        == 0
+    )
     result = json.loads(capsys.readouterr().out)
-    assert {"device", "precision", "m", "n", "p", "gemm_s", "commit_s", "overhead_ratio", "tflops", "verify_s",
-            "verified_entries", "verify_s_per_entry", "verify_n_s"} <= result.keys()
+    assert {
+        "device",
+        "precision",
+        "m",
+        "n",
+        "p",
+        "gemm_s",
+        "commit_s",
+        "overhead_ratio",
+        "tflops",
+        "verify_s",
+        "verified_entries",
+        "verify_s_per_entry",
+        "verify_n_s",
+    } <= result.keys()
     assert result["device"] == "cpu" and result["verified_entries"] == 32
     assert result["overhead_ratio"] > 0 and result["verify_n_s"] > 0
 

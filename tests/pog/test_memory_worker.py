@@ -75,7 +75,9 @@ def test_memory_round_through_the_worker(worker) -> None:
     send({"op": "memory_open", "request": request.model_dump()})
     opening = MemoryOpening.model_validate(read()[1]["opening"])
     assert verify_memory(challenge, commitment, request, opening).ok
-    timing = judge_memory_timing(challenge, started, arrivals, MemoryPolicy(max_regen_rate=1e6, host_stream_gbs=0.0))
+    timing = judge_memory_timing(
+        challenge, started, arrivals, MemoryPolicy(max_regen_rate=1e6, host_stream_gbs=0.0)
+    )
     assert timing.ok, timing.reasons
 
 

@@ -190,12 +190,28 @@ def test_commitment_replayed_from_another_challenge_is_rejected(honest_round) ->
         (lambda p: {"path": p.path + p.path[:1]}, "does not match the root"),
         (lambda p: {"index": (p.index + 1) % 32}, "opened rows"),
         (lambda p: {"row": _raw_row(np.zeros(23))}, "expected dtype <f4 shape [24]"),
-        (lambda p: {"row": B64Array.model_construct(dtype="<f8", shape=[24], data=p.row.data)}, "expected dtype"),
+        (
+            lambda p: {"row": B64Array.model_construct(dtype="<f8", shape=[24], data=p.row.data)},
+            "expected dtype",
+        ),
         (lambda p: {"row": _raw_row([float("nan")] * 24)}, "NaN or infinity"),
         (lambda p: {"row": _raw_row([float("inf")] * 24)}, "NaN or infinity"),
-        (lambda p: {"row": B64Array.model_construct(dtype="<f4", shape=[24], data="A" * 10**6)}, "base64 characters, expected"),
+        (
+            lambda p: {"row": B64Array.model_construct(dtype="<f4", shape=[24], data="A" * 10**6)},
+            "base64 characters, expected",
+        ),
     ],
-    ids=["truncated-path", "forged-path", "long-path", "wrong-index", "short-row", "wrong-dtype", "nan", "inf", "oversized"],
+    ids=[
+        "truncated-path",
+        "forged-path",
+        "long-path",
+        "wrong-index",
+        "short-row",
+        "wrong-dtype",
+        "nan",
+        "inf",
+        "oversized",
+    ],
 )
 def test_tampered_openings_are_rejected_with_a_reason(honest_round, tamper, reason: str) -> None:
     challenge, commitment, request, opening = honest_round
@@ -219,8 +235,12 @@ def test_a_correct_row_committed_under_a_wrong_value_is_caught(honest_round) -> 
 @pytest.mark.parametrize("junk", [None, 42, "x", object()])
 def test_garbage_inputs_never_raise(honest_round, junk) -> None:
     challenge, commitment, request, opening = honest_round
-    for args in ((junk, commitment, request, opening), (challenge, junk, request, opening),
-                 (challenge, commitment, junk, opening), (challenge, commitment, request, junk)):
+    for args in (
+        (junk, commitment, request, opening),
+        (challenge, junk, request, opening),
+        (challenge, commitment, junk, opening),
+        (challenge, commitment, request, junk),
+    ):
         verdict = verify(*args)
         assert not verdict.ok and verdict.reasons
 

@@ -213,17 +213,33 @@ def test_schema_1_file_is_migrated_in_place_and_old_rows_read_without_depth_figu
     assert again.last_verified(4, "hkOld") == old
     again.close()
     con = sqlite3.connect(path)
-    assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+    assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(
+        SCHEMA_VERSION
+    )
     con.close()
 
 
 def test_depth_figures_and_gpu_uuids_round_trip(store: ValidatorStore) -> None:
     rnd = store.begin_round(block=1)
     result = PogResult(
-        rnd.round_id, 5, "hk", ok=True, sample=6.1, models=("H100 SXM",) * 2, gpu_count=2, mem_gbs=2900.0,
-        mem_proven_gb=48.1, sustained_ratio=0.82, sustained_factor=0.911, scaling_efficiency=0.97,
-        credited_gpus=2, host={"cpu_cores": 32.0, "ram_gb": 0.5}, gpu_uuids=("GPU-a", "GPU-b"),
-        depth_round=rnd.round_id, history_reset=True, created=1.0,
+        rnd.round_id,
+        5,
+        "hk",
+        ok=True,
+        sample=6.1,
+        models=("H100 SXM",) * 2,
+        gpu_count=2,
+        mem_gbs=2900.0,
+        mem_proven_gb=48.1,
+        sustained_ratio=0.82,
+        sustained_factor=0.911,
+        scaling_efficiency=0.97,
+        credited_gpus=2,
+        host={"cpu_cores": 32.0, "ram_gb": 0.5},
+        gpu_uuids=("GPU-a", "GPU-b"),
+        depth_round=rnd.round_id,
+        history_reset=True,
+        created=1.0,
     )
     assert store.record_result(result)
     assert store.results(rnd.round_id) == [result]

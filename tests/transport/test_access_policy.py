@@ -29,7 +29,9 @@ def chain_of(cast):
 
 async def test_each_refused_caller_gets_403_with_its_reason(cast, start):
     policy = AccessPolicy(
-        lambda: chain_of(cast), min_stake=1000.0, require_permit=True,
+        lambda: chain_of(cast),
+        min_stake=1000.0,
+        require_permit=True,
         deny_hotkeys=[cast["denied-hot"].ss58],
         deny_coldkeys=[cast["denied-cold"].coldkeypub.ss58_address],
     )
@@ -41,7 +43,7 @@ async def test_each_refused_caller_gets_403_with_its_reason(cast, start):
         "no-permit": f"hotkey {cast['no-permit'].ss58} has no validator permit",
         "denied-hot": f"hotkey {cast['denied-hot'].ss58} is denied by this miner",
         "denied-cold": f"coldkey {cast['denied-cold'].coldkeypub.ss58_address} of hotkey "
-                       f"{cast['denied-cold'].ss58} is denied by this miner",
+        f"{cast['denied-cold'].ss58} is denied by this miner",
     }
     for name, reason in expected.items():
         async with MinerClient(cast[name]) as client:
@@ -55,16 +57,21 @@ async def test_each_refused_caller_gets_403_with_its_reason(cast, start):
 
 def test_allow_lists_restrict_and_deny_wins(cast):
     validator, other = cast["validator"], cast["no-permit"]
-    policy = AccessPolicy(lambda: chain_of(cast), require_permit=False,
-                          allow_hotkeys=[validator.ss58, other.ss58], deny_hotkeys=[other.ss58])
+    policy = AccessPolicy(
+        lambda: chain_of(cast),
+        require_permit=False,
+        allow_hotkeys=[validator.ss58, other.ss58],
+        deny_hotkeys=[other.ss58],
+    )
     policy.load()
     policy.check(validator.ss58)
     with pytest.raises(Forbidden, match="denied"):
         policy.check(other.ss58)
     with pytest.raises(Forbidden, match="not on this miner's allow list"):
         policy.check(cast["minnow"].ss58)
-    cold = AccessPolicy(lambda: chain_of(cast), require_permit=False,
-                        allow_coldkeys=[validator.coldkeypub.ss58_address])
+    cold = AccessPolicy(
+        lambda: chain_of(cast), require_permit=False, allow_coldkeys=[validator.coldkeypub.ss58_address]
+    )
     cold.load()
     cold.check(validator.ss58)
     with pytest.raises(Forbidden, match="coldkey .* is not on this miner's allow list"):
@@ -169,7 +176,9 @@ async def test_saturated_miner_serves_higher_stake_caller_first(cast, start):
 
     miner, whale, minnow = cast["miner"], cast["validator"], cast["minnow"]
     policy = AccessPolicy(lambda: chain_of(cast), require_permit=False)
-    server = SignedServer(miner, policy, ServerLimits(max_concurrency=1, queue_timeout_s=5, rate_per_s=100, burst=100))
+    server = SignedServer(
+        miner, policy, ServerLimits(max_concurrency=1, queue_timeout_s=5, rate_per_s=100, burst=100)
+    )
     served: list[str] = []
 
     @server.route("/work", EchoRequest, EchoResponse)
@@ -180,8 +189,11 @@ async def test_saturated_miner_serves_higher_stake_caller_first(cast, start):
 
     endpoint = start(server)
     async with MinerClient(whale) as big, MinerClient(minnow) as small:
+
         def send(client, text):
-            return asyncio.create_task(client.request(endpoint, miner.ss58, "/work", EchoRequest(text=text), EchoResponse))
+            return asyncio.create_task(
+                client.request(endpoint, miner.ss58, "/work", EchoRequest(text=text), EchoResponse)
+            )
 
         hold = send(big, "hold")
         await asyncio.sleep(0.15)

@@ -55,14 +55,18 @@ async def _raw_exchange(port: int, head: bytes, body_parts: list[bytes]) -> tupl
 @pytest.fixture
 def small_miner(keys, start):
     miner = keys("miner")
-    endpoint = start(build_server(miner, None, ServerLimits(max_body_bytes=64 * 1024, rate_per_s=100, burst=100)))
+    endpoint = start(
+        build_server(miner, None, ServerLimits(max_body_bytes=64 * 1024, rate_per_s=100, burst=100))
+    )
     return miner, int(endpoint.rsplit(":", 1)[1])
 
 
 async def test_declared_oversized_body_is_refused_before_it_is_sent(small_miner):
     _, port = small_miner
-    head = (b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            b"Content-Length: 1000000000\r\n\r\n")
+    head = (
+        b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 1000000000\r\n\r\n"
+    )
     data, _ = await _raw_exchange(port, head, [])
     assert data.startswith(b"HTTP/1.1 413")
     assert b"exceeds 65536 bytes" in data
@@ -84,7 +88,9 @@ async def test_body_at_the_cap_is_accepted(small_miner, keys):
     validator = keys("validator")
     async with MinerClient(validator) as client:
         # ~1000 chars of text: well under the cap, parsed fine
-        resp = await client.request(f"127.0.0.1:{port}", miner.ss58, "/echo", EchoRequest(text="z" * 1000), EchoResponse)
+        resp = await client.request(
+            f"127.0.0.1:{port}", miner.ss58, "/echo", EchoRequest(text="z" * 1000), EchoResponse
+        )
     assert len(resp.text) == 1000
 
 
@@ -107,7 +113,9 @@ async def test_saturated_miner_admits_highest_stake_first():
             order.append(name)
             await asyncio.sleep(0.01)
 
-    tasks = [asyncio.create_task(waiter(n, p)) for n, p in [("low", 1), ("mid", 50), ("high", 1000), ("mid2", 50)]]
+    tasks = [
+        asyncio.create_task(waiter(n, p)) for n, p in [("low", 1), ("mid", 50), ("high", 1000), ("mid2", 50)]
+    ]
     await asyncio.sleep(0.05)
     sem.release()
     await asyncio.gather(*tasks)
@@ -133,7 +141,9 @@ async def test_waiter_times_out_with_busy_and_slot_is_not_leaked():
 
 async def test_server_queue_timeout_returns_503(keys, start):
     miner, validator = keys("miner"), keys("validator")
-    server = build_server(miner, None, ServerLimits(max_concurrency=1, queue_timeout_s=0.2, rate_per_s=100, burst=100))
+    server = build_server(
+        miner, None, ServerLimits(max_concurrency=1, queue_timeout_s=0.2, rate_per_s=100, burst=100)
+    )
 
     @server.route("/hold", EchoRequest, EchoResponse)
     async def hold(req, caller):
@@ -142,7 +152,9 @@ async def test_server_queue_timeout_returns_503(keys, start):
 
     endpoint = start(server)
     async with MinerClient(validator) as client:
-        first = asyncio.create_task(client.request(endpoint, miner.ss58, "/hold", EchoRequest(text="x"), EchoResponse))
+        first = asyncio.create_task(
+            client.request(endpoint, miner.ss58, "/hold", EchoRequest(text="x"), EchoResponse)
+        )
         await asyncio.sleep(0.1)
         with pytest.raises(Rejected) as exc:
             await client.request(endpoint, miner.ss58, "/echo", EchoRequest(text="x"), EchoResponse)
@@ -174,10 +186,13 @@ async def test_thousand_concurrent_requests_across_sixteen_miners(keys, start):
         miners.append((start(build_server(miner, None, limits)), miner.ss58))
     started = time.monotonic()
     async with MinerClient(validator, timeout=30, max_concurrency=64) as client:
-        results = await asyncio.gather(*[
-            client.request(*miners[i % 16], "/echo", EchoRequest(text=f"n{i}"), EchoResponse)
-            for i in range(1000)
-        ], return_exceptions=True)
+        results = await asyncio.gather(
+            *[
+                client.request(*miners[i % 16], "/echo", EchoRequest(text=f"n{i}"), EchoResponse)
+                for i in range(1000)
+            ],
+            return_exceptions=True,
+        )
     elapsed = time.monotonic() - started
     errors = [r for r in results if isinstance(r, Exception)]
     assert errors == [], errors[:3]
@@ -191,8 +206,8 @@ async def test_concurrent_replays_of_one_request_admit_exactly_one(keys, start):
     body = b'{"text":"once"}'
     headers = http_auth.sign(validator, method="POST", path="/echo", body=body, receiver_ss58=miner.ss58)
     async with httpx.AsyncClient() as http:
-        responses = await asyncio.gather(*[
-            http.post(f"http://{endpoint}/echo", content=body, headers=headers) for _ in range(40)
-        ])
+        responses = await asyncio.gather(
+            *[http.post(f"http://{endpoint}/echo", content=body, headers=headers) for _ in range(40)]
+        )
     statuses = sorted(r.status_code for r in responses)
     assert statuses == [200] + [401] * 39

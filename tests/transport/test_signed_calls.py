@@ -28,8 +28,11 @@ from compute.transport import (
 def net(keys, start):
     """A miner that admits one staked validator; returns (miner, validator, endpoint, server)."""
     miner, validator = keys("miner"), keys("validator")
-    policy = AccessPolicy(lambda: snapshot(neuron(0, miner, 0.0, False), neuron(1, validator, 5000.0)),
-                          min_stake=1000.0, require_permit=True)
+    policy = AccessPolicy(
+        lambda: snapshot(neuron(0, miner, 0.0, False), neuron(1, validator, 5000.0)),
+        min_stake=1000.0,
+        require_permit=True,
+    )
     server = build_server(miner, policy)
     return miner, validator, start(server), server
 
@@ -43,7 +46,9 @@ def signed(wallet, path, body, receiver, **kw):
 async def test_valid_call_returns_typed_response_from_authenticated_caller(net):
     miner, validator, endpoint, _ = net
     async with MinerClient(validator) as client:
-        resp = await client.request(endpoint, miner.ss58, "/echo", EchoRequest(text="ab", count=2), EchoResponse)
+        resp = await client.request(
+            endpoint, miner.ss58, "/echo", EchoRequest(text="ab", count=2), EchoResponse
+        )
     assert resp == EchoResponse(text="abab", caller=validator.ss58)
 
 
@@ -53,8 +58,9 @@ async def test_protocol_call_uses_route_for(keys, start):
 
     @server.route("/v1/health", HealthRequest, HealthResponse)
     async def health(req, caller):
-        return HealthResponse(version="1.0.0", hotkey=miner.ss58, backend="embedded", uptime_s=1.0,
-                              active_leases=0, free_gpus=2)
+        return HealthResponse(
+            version="1.0.0", hotkey=miner.ss58, backend="embedded", uptime_s=1.0, active_leases=0, free_gpus=2
+        )
 
     endpoint = start(server)
     async with MinerClient(validator) as client:
@@ -99,13 +105,19 @@ async def test_stale_request_is_refused(net):
     miner, validator, endpoint, _ = net
     body = b'{"text":"x"}'
     old = time.time_ns() - 30 * 10**9  # signed honestly, 30 s ago (window is 10 s)
-    resp = httpx.post(f"http://{endpoint}/echo", content=body,
-                      headers=signed(validator, "/echo", body, miner.ss58, nonce_ns=old))
+    resp = httpx.post(
+        f"http://{endpoint}/echo",
+        content=body,
+        headers=signed(validator, "/echo", body, miner.ss58, nonce_ns=old),
+    )
     assert resp.status_code == 401
     assert resp.json()["reason"].startswith("stale request")
     future = time.time_ns() + 30 * 10**9
-    resp = httpx.post(f"http://{endpoint}/echo", content=body,
-                      headers=signed(validator, "/echo", body, miner.ss58, nonce_ns=future))
+    resp = httpx.post(
+        f"http://{endpoint}/echo",
+        content=body,
+        headers=signed(validator, "/echo", body, miner.ss58, nonce_ns=future),
+    )
     assert resp.status_code == 401 and "future" in resp.json()["reason"]
 
 
@@ -113,7 +125,9 @@ async def test_request_signed_for_another_miner_is_misdirected(net, keys):
     miner, validator, endpoint, _ = net
     other = keys("other-miner")
     body = b'{"text":"x"}'
-    resp = httpx.post(f"http://{endpoint}/echo", content=body, headers=signed(validator, "/echo", body, other.ss58))
+    resp = httpx.post(
+        f"http://{endpoint}/echo", content=body, headers=signed(validator, "/echo", body, other.ss58)
+    )
     assert resp.status_code == 421
     assert resp.json()["reason"].startswith("wrong receiver")
 
@@ -122,8 +136,12 @@ async def test_unsigned_request_is_refused(net):
     _, _, endpoint, _ = net
     resp = httpx.post(f"http://{endpoint}/echo", content=b'{"text":"x"}')
     assert resp.status_code == 401
-    assert resp.json() == {"protocol_version": 1, "kind": "error", "code": "unauthorized",
-                           "reason": "unsigned request: btauth/1 headers are missing"}
+    assert resp.json() == {
+        "protocol_version": 1,
+        "kind": "error",
+        "code": "unauthorized",
+        "reason": "unsigned request: btauth/1 headers are missing",
+    }
     assert HEADER_RESPONSE_SIGNATURE not in resp.headers
 
 
@@ -133,9 +151,11 @@ async def test_malformed_json_and_wrong_fields_get_422_with_reasons(net):
         (b'{"text": "x"', "Invalid JSON"),
         (b'{"text": "x", "admin": true}', "admin: Extra inputs are not permitted"),
         (b'{"text": "x", "count": 99}', "count: Input should be less than or equal to 10"),
-        (b'{}', "text: Field required"),
+        (b"{}", "text: Field required"),
     ]:
-        resp = httpx.post(f"http://{endpoint}/echo", content=body, headers=signed(validator, "/echo", body, miner.ss58))
+        resp = httpx.post(
+            f"http://{endpoint}/echo", content=body, headers=signed(validator, "/echo", body, miner.ss58)
+        )
         assert resp.status_code == 422, body
         assert expect in resp.json()["reason"], resp.json()
 
@@ -155,7 +175,11 @@ async def test_handler_refusal_and_crash_reach_client_as_typed_rejections(net, c
             await client.request(endpoint, miner.ss58, "/echo", EchoRequest(text="refuse"), EchoResponse)
         with pytest.raises(Rejected) as crashed:
             await client.request(endpoint, miner.ss58, "/echo", EchoRequest(text="crash"), EchoResponse)
-    assert (refused.value.status, refused.value.code, refused.value.reason) == (409, "no_capacity", "no GPU free right now")
+    assert (refused.value.status, refused.value.code, refused.value.reason) == (
+        409,
+        "no_capacity",
+        "no GPU free right now",
+    )
     assert (crashed.value.status, crashed.value.code) == (500, "internal")
     assert "secret" not in crashed.value.reason
     assert "secret internal detail" in caplog.text  # logged with traceback, not leaked
@@ -178,7 +202,9 @@ async def test_client_expecting_another_hotkey_gets_bad_response_signature(net, 
     impostor_expected = keys("expected-miner")
     async with MinerClient(validator) as client:
         with pytest.raises(BadResponseSignature) as exc:
-            await client.request(endpoint, impostor_expected.ss58, "/echo", EchoRequest(text="x"), EchoResponse)
+            await client.request(
+                endpoint, impostor_expected.ss58, "/echo", EchoRequest(text="x"), EchoResponse
+            )
     assert exc.value.status == 421
     assert miner.ss58 in str(exc.value)
 
@@ -237,7 +263,9 @@ async def test_unreachable_and_slow_peers_raise_typed_errors(keys, start):
     endpoint = start(server)
     async with MinerClient(validator) as client:
         with pytest.raises(RequestTimeout):
-            await client.request(endpoint, miner.ss58, "/slow", EchoRequest(text="x"), EchoResponse, timeout=0.3)
+            await client.request(
+                endpoint, miner.ss58, "/slow", EchoRequest(text="x"), EchoResponse, timeout=0.3
+            )
         with pytest.raises(PeerUnreachable):
             await client.request("127.0.0.1:1", miner.ss58, "/echo", EchoRequest(text="x"), EchoResponse)
 
@@ -257,7 +285,9 @@ async def test_serve_runs_on_the_callers_loop_until_stop_event(keys):
     async with MinerClient(validator) as client:
         for _ in range(100):
             try:
-                resp = await client.request(f"127.0.0.1:{port}", miner.ss58, "/echo", EchoRequest(text="up"), EchoResponse)
+                resp = await client.request(
+                    f"127.0.0.1:{port}", miner.ss58, "/echo", EchoRequest(text="up"), EchoResponse
+                )
                 break
             except PeerUnreachable:
                 await asyncio.sleep(0.05)

@@ -14,22 +14,34 @@ class EchoRequest(BaseModel):
     text: str = Field(max_length=1000)
     count: int = Field(1, ge=1, le=10)
 
+
 class EchoResponse(BaseModel):
     model_config = ConfigDict(extra="forbid")
     text: str
     caller: str
 
+
 def neuron(uid: int, wallet: KeyWallet, stake: float, permit: bool = True) -> NeuronInfo:
     assert wallet.coldkeypub is not None
     return NeuronInfo(
-        uid=uid, hotkey=wallet.ss58, coldkey=wallet.coldkeypub.ss58_address, stake=stake,
-        validator_permit=permit, axon=None, active=True, last_update=0,
+        uid=uid,
+        hotkey=wallet.ss58,
+        coldkey=wallet.coldkeypub.ss58_address,
+        stake=stake,
+        validator_permit=permit,
+        axon=None,
+        active=True,
+        last_update=0,
     )
+
 
 def snapshot(*neurons: NeuronInfo, netuid: int = 27, block: int = 100) -> MetagraphSnapshot:
     return MetagraphSnapshot(netuid=netuid, block=block, neurons=tuple(neurons))
 
-def build_server(miner: KeyWallet, policy: AccessPolicy | None, limits: ServerLimits | None = None) -> SignedServer:
+
+def build_server(
+    miner: KeyWallet, policy: AccessPolicy | None, limits: ServerLimits | None = None
+) -> SignedServer:
     server = SignedServer(miner.keypair, policy, limits or ServerLimits(rate_per_s=1000, burst=1000))
 
     @server.route("/echo", EchoRequest, EchoResponse)
@@ -41,4 +53,3 @@ def build_server(miner: KeyWallet, policy: AccessPolicy | None, limits: ServerLi
         return EchoResponse(text=req.text * req.count, caller=caller.hotkey_ss58)
 
     return server
-

@@ -23,14 +23,30 @@ def start_miner(tmp_path: Path, make_wallet):
         wallet = make_wallet(name)
         data = tmp_path / name
         path_prefix = [cheat_bin(tmp_path, cheat)] if cheat else []
-        backend = EmbeddedBackend(data, bind_host="127.0.0.1", port_range=port_block(), path_prefix=path_prefix)
-        manager = AllocationManager(LeaseStore(data / "leases.db"), backend, list(gpus),
-                                    ManagerLimits(max_cpu=2, max_memory_gb=4, max_disk_gb=10))
-        specs = MachineSpecs(cpu_model="test cpu", cpu_cores=2, cpu_freq_mhz=0, ram_bytes=8 << 30,
-                             disk_total_bytes=1 << 40, disk_free_bytes=1 << 39, gpus=list(gpus),
-                             backend="embedded", miner_version="0.1.0")
+        backend = EmbeddedBackend(
+            data, bind_host="127.0.0.1", port_range=port_block(), path_prefix=path_prefix
+        )
+        manager = AllocationManager(
+            LeaseStore(data / "leases.db"),
+            backend,
+            list(gpus),
+            ManagerLimits(max_cpu=2, max_memory_gb=4, max_disk_gb=10),
+        )
+        specs = MachineSpecs(
+            cpu_model="test cpu",
+            cpu_cores=2,
+            cpu_freq_mhz=0,
+            ram_bytes=8 << 30,
+            disk_total_bytes=1 << 40,
+            disk_free_bytes=1 << 39,
+            gpus=list(gpus),
+            backend="embedded",
+            miner_version="0.1.0",
+        )
         keypair = KeyWallet.from_wallet(wallet)
-        app = build_miner_app(keypair, policy, manager, lambda: specs, ServerLimits(rate_per_s=100, burst=100))
+        app = build_miner_app(
+            keypair, policy, manager, lambda: specs, ServerLimits(rate_per_s=100, burst=100)
+        )
         server = serve_in_thread(app, "127.0.0.1", 0)
         running.append(server)
         return Miner(name, f"127.0.0.1:{server.port}", keypair.ss58, wallet, manager, backend)
@@ -55,4 +71,3 @@ def sim_chain(tmp_path: Path):
     path = tmp_path / "chain.db"
     state = SimChainState.create(path, netuid=27, block_time=0.2, weights_rate_limit=5)
     return path, state
-

@@ -51,7 +51,9 @@ async def test_honest_round_proves_memory_sustained_and_host_and_persists_the_fi
     store.record_result(persisted)
     assert store.results(rnd.round_id) == [persisted]
     store.close()
-    later = await check_miner(validator_client, target(miner), small_params(round_id=8), TABLE, SCORING, result)
+    later = await check_miner(
+        validator_client, target(miner), small_params(round_id=8), TABLE, SCORING, result
+    )
     assert later.ok and "sustained_s" not in later.timings  # not due: carried forward
     assert later.sustained_factor == result.sustained_factor and later.host == result.host
     assert later.depth_round == 7 and later.mem_gbs > 0  # memory is proven every round
@@ -106,10 +108,22 @@ def test_machine_claiming_two_gpus_but_delivering_one_is_credited_for_one() -> N
 
 def test_changed_gpu_uuid_set_resets_history_and_carries_nothing_forward() -> None:
     who = MinerTarget(1, "hk", "x:1")
-    previous = PogResult(3, 1, "hk", ok=True, sample=9.0, gpu_uuids=("GPU-0",), sustained_ratio=0.5,
-                         sustained_factor=0.55, host={"cpu_cores": 64.0}, depth_round=3)
+    previous = PogResult(
+        3,
+        1,
+        "hk",
+        ok=True,
+        sample=9.0,
+        gpu_uuids=("GPU-0",),
+        sustained_ratio=0.5,
+        sustained_factor=0.55,
+        host={"cpu_cores": 64.0},
+        depth_round=3,
+    )
     kept = scored_result(who, small_params(round_id=4), _measured(1, None, ("GPU-0",)), TABLE, previous)
-    swapped = scored_result(who, small_params(round_id=4), _measured(1, None, ("GPU-9",), True), TABLE, previous)
+    swapped = scored_result(
+        who, small_params(round_id=4), _measured(1, None, ("GPU-9",), True), TABLE, previous
+    )
     assert kept.sustained_factor == 0.55 and kept.depth_round == 3 and not kept.history_reset
     assert swapped.history_reset and swapped.sustained_factor is None and swapped.host == {}
     assert swapped.sample > kept.sample  # the throttling carried by the old set no longer applies

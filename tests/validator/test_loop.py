@@ -35,20 +35,33 @@ def neuron(uid: int, hotkey: str, axon: str | None) -> NeuronInfo:
 
 
 def test_targets_skip_self_unserved_and_duplicate_ips() -> None:
-    graph = MetagraphSnapshot(27, 1, (
-        neuron(0, "me", "10.0.0.1:1"), neuron(1, "a", "10.0.0.2:1"), neuron(2, "b", None),
-        neuron(3, "c", "10.0.0.2:2"), neuron(4, "d", "10.0.0.3:1"),
-    ))
+    graph = MetagraphSnapshot(
+        27,
+        1,
+        (
+            neuron(0, "me", "10.0.0.1:1"),
+            neuron(1, "a", "10.0.0.2:1"),
+            neuron(2, "b", None),
+            neuron(3, "c", "10.0.0.2:2"),
+            neuron(4, "d", "10.0.0.3:1"),
+        ),
+    )
     assert [t.uid for t in select_targets(graph, "me", allow_same_ip=False)] == [1, 4]
     assert [t.uid for t in select_targets(graph, "me", allow_same_ip=True)] == [1, 3, 4]
 
 
 def test_score_updates_ema_for_tested_decay_for_missed_reset_for_new_hotkey() -> None:
-    scores = {1: ScoreRecord(1, "a", 4.0, 0), 2: ScoreRecord(2, "b", 4.0, 0), 3: ScoreRecord(3, "old", 4.0, 0)}
+    scores = {
+        1: ScoreRecord(1, "a", 4.0, 0),
+        2: ScoreRecord(2, "b", 4.0, 0),
+        3: ScoreRecord(3, "old", 4.0, 0),
+    }
     results = [PogResult(9, 1, "a", ok=True, sample=2.0), PogResult(9, 3, "new", ok=False, sample=0.0)]
     miners = [neuron(1, "a", "x:1"), neuron(2, "b", None), neuron(3, "new", "y:1"), neuron(4, "me", "z:1")]
     assert score_updates(results, scores, miners, SCORING, own_hotkey="me") == [
-        ScoreUpdate(1, "a", 3.0), ScoreUpdate(2, "b", 2.0), ScoreUpdate(3, "new", 0.0),
+        ScoreUpdate(1, "a", 3.0),
+        ScoreUpdate(2, "b", 2.0),
+        ScoreUpdate(3, "new", 0.0),
     ]
 
 
@@ -63,8 +76,10 @@ def net(tmp_path: Path, sim_chain, start_miner, validator_client):
     path, state = sim_chain
     wallet = validator_client.wallet_obj
     state.register(wallet.hotkey.ss58_address, wallet.coldkeypub.ss58_address, 5000.0, True)
-    miners = {name: start_miner(name, cheat=cheat) for name, cheat in
-              (("honest", None), ("lazy", "forged"), ("noise", "garbage"))}
+    miners = {
+        name: start_miner(name, cheat=cheat)
+        for name, cheat in (("honest", None), ("lazy", "forged"), ("noise", "garbage"))
+    }
     uids = {name: register_and_serve(path, state, miner) for name, miner in miners.items()}
     chain = connect(f"sim:{path}", 27)
     store = ValidatorStore(tmp_path / "validator.db")
@@ -78,8 +93,20 @@ async def test_round_scores_honest_miner_and_zeroes_cheaters_then_weights_reach_
 ) -> None:
     chain, store, wallet, uids = net
     own = wallet.hotkey.ss58_address
-    loop = RoundLoop(chain, store, validator_client, own, small_params(), TABLE, SCORING, interval_blocks=1,
-                     concurrency=4, allow_same_ip=True, step_timeout=120, show_table=False)
+    loop = RoundLoop(
+        chain,
+        store,
+        validator_client,
+        own,
+        small_params(),
+        TABLE,
+        SCORING,
+        interval_blocks=1,
+        concurrency=4,
+        allow_same_ip=True,
+        step_timeout=120,
+        show_table=False,
+    )
     await loop.run_step(await chain_block_source(chain)())
     results = {r.uid: r for r in store.results(1)}
     assert results[uids["honest"]].ok and results[uids["honest"]].sample > 0
@@ -107,7 +134,8 @@ async def test_rate_limited_weights_are_retried_until_accepted(net) -> None:
     assert attempts[0] == (1, None) and attempts[-1] == (1, None)
     assert attempts[1][0] == 0 and "RateLimited" in attempts[1][1]
     assert chain.weights(chain.metagraph().uid_of(wallet.hotkey.ss58_address)) == pytest.approx(
-        {uids["honest"]: 0.5, uids["lazy"]: 0.5}, abs=1e-3)
+        {uids["honest"]: 0.5, uids["lazy"]: 0.5}, abs=1e-3
+    )
 
 
 async def test_weights_give_up_with_a_clear_error_when_chain_keeps_refusing(net) -> None:

@@ -19,7 +19,9 @@ async def lease(tmp_path: Path):
     key = asyncssh.generate_private_key("ssh-ed25519")
     public = " ".join(key.export_public_key().decode().split()[:2])
     backend = EmbeddedBackend(tmp_path, bind_host="127.0.0.1", port_range=port_block())
-    record = LeaseRecord("b" * 32, "hk", "validation", (), 1, 2048, 1, 64, 0, public, time.time(), time.time() + 300)
+    record = LeaseRecord(
+        "b" * 32, "hk", "validation", (), 1, 2048, 1, 64, 0, public, time.time(), time.time() + 300
+    )
     endpoint = await backend.start(record)
     yield endpoint, key
     await backend.stop(record.lease_id)
@@ -34,8 +36,9 @@ def test_bootstrap_command_is_fixed_text() -> None:
 
 async def test_session_runs_worker_and_its_proof_verifies(lease) -> None:
     endpoint, key = lease
-    session = await PogSession.open(endpoint.host, endpoint.ssh_port, endpoint.username, key, endpoint.host_key,
-                                    timeout=30, device="cpu")
+    session = await PogSession.open(
+        endpoint.host, endpoint.ssh_port, endpoint.username, key, endpoint.host_key, timeout=30, device="cpu"
+    )
     async with session:
         devices = await session.info(60)
         assert devices[0].name == "cpu"

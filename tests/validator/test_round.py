@@ -52,7 +52,9 @@ async def test_cheating_worker_scores_zero(start_miner, validator_client, mode: 
 
 async def test_silent_worker_times_out_and_lease_is_released(start_miner, validator_client) -> None:
     miner = start_miner("silent", cheat="silent")
-    result = await check_miner(validator_client, target(miner), small_params(miner_timeout=4.0), TABLE, SCORING)
+    result = await check_miner(
+        validator_client, target(miner), small_params(miner_timeout=4.0), TABLE, SCORING
+    )
     assert not result.ok and result.sample == 0.0
     assert "exceeded" in result.reasons[0] or "silent" in result.reasons[0]
     await asyncio.sleep(0.5)
@@ -72,8 +74,9 @@ async def test_fully_rented_machine_gets_liveness_check_and_keeps_verified_score
     miner = start_miner("rented", gpus=(FAKE_GPU,))
     renter = make_wallet("renter").hotkey.ss58_address
     key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
-    await miner.manager.allocate(renter, AllocateRequest(requirements=Requirements(gpu_count=1), duration_s=600,
-                                                        ssh_public_key=key))
+    await miner.manager.allocate(
+        renter, AllocateRequest(requirements=Requirements(gpu_count=1), duration_s=600, ssh_public_key=key)
+    )
     previous = PogResult(3, 1, miner.hotkey, ok=True, sample=3.3, models=("H100 SXM",), gpu_count=1)
     params = small_params(round_id=5)
     result = await check_miner(validator_client, target(miner), params, TABLE, SCORING, previous)

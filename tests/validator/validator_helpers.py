@@ -50,11 +50,20 @@ class Miner:
 
 
 def small_params(**overrides) -> RoundParams:
-    values = dict(round_id=1, block=1, miner_timeout=60.0, retries=0, pog_m=64, pog_n=4096, pog_p=64,
-                  lease_seconds=120, lease_memory_gb=2.0, device="cpu")
+    values = dict(
+        round_id=1,
+        block=1,
+        miner_timeout=60.0,
+        retries=0,
+        pog_m=64,
+        pog_n=4096,
+        pog_p=64,
+        lease_seconds=120,
+        lease_memory_gb=2.0,
+        device="cpu",
+    )
     values.update(overrides)
     return RoundParams(**values)
-
 
 
 def register_and_serve(chain_path: Path, state: SimChainState, miner: Miner) -> int:

@@ -43,16 +43,19 @@ def main(mode: str) -> None:
     if mode in ("memskip", "throttle"):
         return _depth_cheat(ns, stdin, mode)
     if mode == "partial":
+
         def product(spec, gpu, threads, use_torch):
             quarter = original(dataclasses.replace(spec, m=max(1, spec.m // 4)), gpu, threads, use_torch)
             out = np.zeros((spec.m, spec.p), dtype=np.float32)
             out[: quarter.shape[0]] = quarter
             return out
     elif mode == "bf16":
+
         def product(spec, gpu, threads, use_torch):
             bits = original(spec, gpu, threads, use_torch).view(np.uint32)
             return ((bits + np.uint32(0x8000)) & np.uint32(0xFFFF0000)).view(np.float32)
     elif mode == "replay":
+
         def product(spec, gpu, threads, use_torch):
             return original(dataclasses.replace(spec, key="00" * 16), gpu, threads, use_torch)
     elif mode == "forged":
@@ -61,8 +64,10 @@ def main(mode: str) -> None:
 
         def commit(self, challenge):
             self._pending = challenge
-            return {"challenge_id": challenge["challenge_id"],
-                    "roots": [secrets.token_hex(32) for _ in range(int(challenge["gpu_count"]))]}
+            return {
+                "challenge_id": challenge["challenge_id"],
+                "roots": [secrets.token_hex(32) for _ in range(int(challenge["gpu_count"]))],
+            }
 
         def open_(self, request, _open=engine_cls.open):
             honest_commit(self, self._pending)  # the work starts only now, after the clock stopped
@@ -106,7 +111,9 @@ def _broken(stdin, mode: str) -> None:
         if mode == "garbage":
             sys.stdout.write("ceci n'est pas du JSON\n")
         elif b'"info"' in line:
-            sys.stdout.write('{"ok":true,"op":"info","devices":[{"index":0,"name":"cpu","memory_bytes":1,"uuid":""}]}\n')
+            sys.stdout.write(
+                '{"ok":true,"op":"info","devices":[{"index":0,"name":"cpu","memory_bytes":1,"uuid":""}]}\n'
+            )
         else:
             time.sleep(3600)
         sys.stdout.flush()
