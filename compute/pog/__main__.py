@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--n", type=int, default=4096)
     bench.add_argument("--p", type=int, default=4096)
     bench.add_argument("--verify-n", type=int, default=None, help="also time verification at this inner size")
-    bench.add_argument("--repeat", type=int, default=3, help="interleaved GEMM/commit runs; best of each (3)")
+    bench.add_argument("--repeat", type=int, default=5, help="interleaved GEMM/commit runs; best of each (5)")
     bench.add_argument("--json", action="store_true", help="one JSON object instead of a table")
     bench.add_argument(
         "--suite",

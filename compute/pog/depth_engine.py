@@ -338,7 +338,7 @@ def commit_on_device(engine: ProverEngine, challenge: object, device_index: int)
             raise EngineError(f"device {device_index} does not exist")
         out = product_cuda(spec, 0, device_index)
     else:
-        out = product_cpu(spec, 0, engine.threads, use_torch=engine._torch is not None)
+        out = product_cpu(spec, 0, engine.threads, engine._torch is not None, engine._scratch)
     compute_s = time.perf_counter() - started
     tree = MerkleTree(hash_rows(spec.id_bytes, 0, out, engine.threads))
     engine._committed = _Committed(spec, [out], [tree])
@@ -364,7 +364,7 @@ class SustainedRunner:
             raise EngineError(f"segments would keep {total} bytes of outputs, limit {self.max_bytes}")
         self._segments = []
         for index, seg in enumerate(segments):
-            commitment = self.engine.commit(seg)
+            commitment = self.engine.commit(seg, keep_previous=True)  # every segment stays openable
             self._segments.append(self.engine._committed)
             emit({"ok": True, "op": "segment", "index": index, "commitment": commitment})
         return {"segments": len(self._segments)}
