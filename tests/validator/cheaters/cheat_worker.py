@@ -62,7 +62,7 @@ def main(mode: str) -> None:
         engine_cls = ns["ProverEngine"]
         honest_commit = engine_cls.commit
 
-        def commit(self, challenge):
+        def commit(self, challenge, keep_previous=False):
             self._pending = challenge
             return {
                 "challenge_id": challenge["challenge_id"],
@@ -97,10 +97,10 @@ def _depth_cheat(ns: dict, stdin, mode: str) -> None:
         engine_cls, honest = ns["ProverEngine"], ns["ProverEngine"].commit
         calls = {"n": 0}
 
-        def commit(self, challenge):
+        def commit(self, challenge, keep_previous=False):
             calls["n"] += 1
             time.sleep(0.15 * max(0, calls["n"] - 3))  # the 2 GEMM rounds and the first segment run at speed
-            return honest(self, challenge)
+            return honest(self, challenge, keep_previous)
 
         engine_cls.commit = commit
     ns["serve"](stdin, sys.stdout, "cpu")
