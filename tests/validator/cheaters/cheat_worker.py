@@ -44,19 +44,19 @@ def main(mode: str) -> None:
         return _depth_cheat(ns, stdin, mode)
     if mode == "partial":
 
-        def product(spec, gpu, threads, use_torch):
+        def product(spec, gpu, threads, use_torch, *_buffers, **_reuse):
             quarter = original(dataclasses.replace(spec, m=max(1, spec.m // 4)), gpu, threads, use_torch)
             out = np.zeros((spec.m, spec.p), dtype=np.float32)
             out[: quarter.shape[0]] = quarter
             return out
     elif mode == "bf16":
 
-        def product(spec, gpu, threads, use_torch):
+        def product(spec, gpu, threads, use_torch, *_buffers, **_reuse):
             bits = original(spec, gpu, threads, use_torch).view(np.uint32)
             return ((bits + np.uint32(0x8000)) & np.uint32(0xFFFF0000)).view(np.float32)
     elif mode == "replay":
 
-        def product(spec, gpu, threads, use_torch):
+        def product(spec, gpu, threads, use_torch, *_buffers, **_reuse):
             return original(dataclasses.replace(spec, key="00" * 16), gpu, threads, use_torch)
     elif mode == "forged":
         engine_cls = ns["ProverEngine"]
