@@ -17,7 +17,7 @@ import argparse
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
@@ -106,7 +106,10 @@ def _csv(value: object) -> tuple[str, ...]:
     return tuple(item.strip() for item in items if item.strip())
 
 
-def _validated(model: type[BaseModel], values: dict[str, object]) -> BaseModel:
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def _validated(model: type[_M], values: dict[str, object]) -> _M:
     try:
         return model(**values)
     except ValidationError as exc:
@@ -189,7 +192,7 @@ def common_from_args(ns: argparse.Namespace, env: Mapping[str, str] | None = Non
         "logging_dir": look.get("logging.logging_dir"),
         "wandb_api_key": look.get("wandb_api_key", "WANDB_API_KEY"),
     }
-    return _validated(CommonSettings, values)  # type: ignore[return-value]
+    return _validated(CommonSettings, values)
 
 
 # ---------------------------------------------------------------- miner settings
@@ -230,7 +233,11 @@ class MinerSettings(BaseModel):
             if not sep or not low.strip().isdigit() or not high.strip().isdigit():
                 raise ValueError(f"expected LOW-HIGH such as 40000-40999, got {value!r}")
             value = (int(low), int(high))
-        low, high = value  # type: ignore[misc]
+        if not isinstance(value, (tuple, list)) or len(value) != 2:
+            raise ValueError(f"expected LOW-HIGH or a (low, high) pair, got {value!r}")
+        low, high = value
+        if not isinstance(low, (int, float)) or not isinstance(high, (int, float)):
+            raise ValueError(f"expected integer ports, got {value!r}")
         if not (1024 <= low <= high <= 65535):
             raise ValueError(f"range {low}-{high} must satisfy 1024 <= LOW <= HIGH <= 65535")
         return value
@@ -309,7 +316,7 @@ def miner_from_args(ns: argparse.Namespace, env: Mapping[str, str] | None = None
         value = look.get(flag)
         if value is not None:
             values[field] = _csv(value) if field.endswith(("_hotkeys", "_coldkeys")) else value
-    return _validated(MinerSettings, values)  # type: ignore[return-value]
+    return _validated(MinerSettings, values)
 
 
 def parse_miner(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> MinerSettings:
