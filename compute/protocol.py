@@ -12,11 +12,11 @@ lease (authenticated by the transport), so nobody else can end, extend, or re-ke
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION: Final = 1
 
 MAX_LEASE_SECONDS = 90 * 24 * 3600
 MIN_LEASE_SECONDS = 60

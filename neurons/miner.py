@@ -50,7 +50,8 @@ async def run(settings: MinerSettings) -> int:
     specs_cache = SpecsCache(ttl_s=300.0)
     host = await asyncio.to_thread(specs_cache.get)
     gpus = gpu_specs(host, settings.gpus)
-    uuids = [g.uuid for g in gpus] if all(g.uuid for g in gpus) else None
+    known = [g.uuid for g in gpus if g.uuid]
+    uuids = known if len(known) == len(gpus) else None  # all or none
     backend = build_backend(settings, uuids, settings.ssh_host or public_ip, miner_id=keypair.ss58)
     limits = ManagerLimits(
         max_cpu=settings.max_cpu,

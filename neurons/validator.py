@@ -65,6 +65,7 @@ async def run(s: ValidatorSettings) -> int:
     async def on_limit() -> None:
         logger.info("%d rounds done: setting weights once more, then stopping", s.rounds)
         await weights_loop.run_step(await asyncio.to_thread(chain.block))
+        assert runner is not None  # on_limit is called only from inside runner.run()
         runner.stop.set()
 
     block_seconds = await chain_block_seconds(chain)

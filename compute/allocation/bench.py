@@ -55,7 +55,7 @@ def _backend(name: str, root: Path, ports: tuple[int, int], miner_id: str) -> An
 
 
 async def _ssh_ok(ssh: Any, key: asyncssh.SSHKey) -> None:
-    pinned = ([asyncssh.import_public_key(ssh.host_key)], [], [])
+    pinned: tuple[list[asyncssh.SSHKey], list, list] = ([asyncssh.import_public_key(ssh.host_key)], [], [])
     async with asyncssh.connect(
         ssh.host,
         ssh.port,

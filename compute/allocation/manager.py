@@ -21,12 +21,14 @@ containers or sockets itself (the backend does).
 from __future__ import annotations
 
 import asyncio
+import builtins
 import logging
 import math
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 from compute.allocation.backend import Backend, BackendError
 from compute.allocation.records import LeaseRecord
@@ -298,16 +300,16 @@ class AllocationManager:
             raise _fail(ErrorCode.BACKEND_ERROR, f"restarting the lease failed: {exc}", 503) from None
         await asyncio.to_thread(self.store.set_endpoint, lease.lease_id, endpoint)
 
-    async def _end(self, lease: StoredLease, state: str) -> None:
+    async def _end(self, lease: StoredLease, state: Literal["expired", "released"]) -> None:
         try:
             await asyncio.wait_for(self.backend.stop(lease.lease_id), BACKEND_TIMEOUT_S)
         except (BackendError, OSError, asyncio.TimeoutError) as exc:
             logger.warning("stopping lease=%s failed (%s); marked %s anyway", lease.lease_id, exc, state)
-        await asyncio.to_thread(self.store.end, lease.lease_id, state, self._clock())  # type: ignore[arg-type]
+        await asyncio.to_thread(self.store.end, lease.lease_id, state, self._clock())
 
     # ---------------------------------------------------------------- periodic work
 
-    async def expire_due(self) -> list[str]:
+    async def expire_due(self) -> builtins.list[str]:  # builtins: .list is a method here
         """Stop and mark every active lease past its expiry; returns their ids."""
         due = await asyncio.to_thread(self.store.due, self._clock())
         for lease in due:
@@ -315,7 +317,7 @@ class AllocationManager:
             logger.info("expired lease=%s owner=%s", lease.lease_id, lease.record.owner_hotkey)
         return [lease.lease_id for lease in due]
 
-    async def reconcile(self) -> dict[str, list[str]]:
+    async def reconcile(self) -> dict[str, builtins.list[str]]:
         """Align backend with store: adopt live leases, stop orphans, bring vanished ones back."""
         await self.expire_due()
         running = await self.backend.running()

@@ -18,6 +18,7 @@ import struct
 from dataclasses import dataclass
 
 import asyncssh
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 from compute.allocation.backend import BackendError
 
@@ -75,7 +76,10 @@ def validate_public_key(text: str) -> str:
     except (asyncssh.KeyImportError, ValueError) as exc:
         raise InvalidPublicKey(f"public key does not parse: {exc}") from exc
     if key_type == "ssh-rsa":
-        bits = key.pyca_key.key_size  # type: ignore[attr-defined]
+        pyca = key.pyca_key
+        if not isinstance(pyca, rsa.RSAPublicKey):  # an ssh-rsa line always imports as one
+            raise InvalidPublicKey("ssh-rsa public key did not import as an RSA key")
+        bits = pyca.key_size
         if bits < MIN_RSA_BITS:
             raise InvalidPublicKey(f"RSA key of {bits} bits is below the {MIN_RSA_BITS}-bit minimum")
     return f"{key_type} {body}"

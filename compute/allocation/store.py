@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from compute.allocation.records import Endpoint, LeaseRecord
 
@@ -255,7 +255,7 @@ def _from_row(row: tuple) -> StoredLease:
     return StoredLease(record=record, state=state, requirements_json=req, endpoint=endpoint, ended_at=ended)
 
 
-def with_record(lease: StoredLease, **changes: object) -> StoredLease:
+def with_record(lease: StoredLease, **changes: Any) -> StoredLease:
     """A copy of ``lease`` with fields of its record replaced."""
     return replace(lease, record=replace(lease.record, **changes))
 

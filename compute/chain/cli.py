@@ -164,6 +164,8 @@ def _neuron_dict(neuron: NeuronRow, weights: dict[int, list[tuple[int, int]]]) -
 
 def _show(args: argparse.Namespace, state: SimChainState, netuid: int, console: Console) -> int:
     subnet = state.subnet(netuid)
+    if subnet is None:  # main() checked already; kept for a direct call
+        raise SimChainError(f"subnet {netuid} does not exist in {state.path}")
     weights = state.weights(netuid)
     rows = [_neuron_dict(n, weights) for n in state.neurons(netuid)]
     header = {

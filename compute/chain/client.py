@@ -23,7 +23,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import bittensor as bt
 from bittensor.result import BittensorError, ErrorCode, RpcConnectionError
@@ -237,7 +237,9 @@ def connect(network: str, netuid: int, **timeouts: float) -> BtChain:
             state = SimChainState.open(path)
         except SimChainError as error:
             raise ChainError(str(error)) from error
-        subtensor = bt.Subtensor(SIM_LABEL, substrate=SimSubstrate(state))
+        # SimSubstrate implements the part of the bt.Substrate protocol this project's calls reach.
+        substrate = cast(bt.Substrate, SimSubstrate(state))
+        subtensor = bt.Subtensor(SIM_LABEL, substrate=substrate)
         return BtChain(subtensor, netuid, label=f"sim:{path}", **timeouts)
     if network in NAMED_NETWORKS or network.startswith(("ws://", "wss://")):
         subtensor = bt.Subtensor(network, retry_forever=False)

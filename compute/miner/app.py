@@ -37,6 +37,7 @@ from compute.protocol import (
     ListLeasesRequest,
     ListLeasesResponse,
     MachineSpecs,
+    Message,
     RequestFailed,
     RestartLeaseRequest,
     SpecsRequest,
@@ -61,7 +62,7 @@ def build_miner_app(
     server = SignedServer(keypair, policy, limits)
     started = clock()
 
-    def route(request_type: type) -> Callable:
+    def route(request_type: type[Message]) -> Callable:
         path, response_type = route_for(request_type.model_construct())
         return server.route(path, request_type, response_type)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from rich.console import Console
 from rich.markup import escape
@@ -37,7 +37,7 @@ def _flag(argv: list[str], flag: str, value: str) -> None:
         argv += [flag, value.strip()]
 
 
-async def _questions(command: str, ask: Callable[[str], object]) -> list[str]:
+async def _questions(command: str, ask: Callable[[str], Awaitable[object]]) -> list[str]:
     """The argv for ``command`` built from the operator's answers."""
     argv = [command]
 

@@ -50,7 +50,9 @@ async def call(client: Client, miner: MinerRef, request: Message) -> Any:
     try:
         return await client.call(miner.endpoint, miner.hotkey, request)
     except Rejected as exc:
-        logger.info("miner refused hotkey=%s kind=%s code=%s", miner.hotkey, request.kind, exc.code)
+        logger.info(
+            "miner refused hotkey=%s kind=%s code=%s", miner.hotkey, getattr(request, "kind", "?"), exc.code
+        )
         raise from_rejection(exc.code, exc.reason, miner.hotkey) from exc
     except RequestTimeout as exc:
         raise MinerOffline(f"miner {miner.label()} at {miner.endpoint} timed out") from exc

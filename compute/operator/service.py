@@ -184,8 +184,9 @@ class Operator:
     ) -> BookEntry:
         """Save what the miner said about a lease into the book (and its pinned host key)."""
         access = _public_access(info.ssh, miner.endpoint)
-        pin = access is not None and info.state == "active" and info.owner_hotkey == self.hotkey
-        known_hosts = write_known_hosts(self.hosts_dir, info.lease_id, access) if pin else None
+        known_hosts = None
+        if access is not None and info.state == "active" and info.owner_hotkey == self.hotkey:
+            known_hosts = write_known_hosts(self.hosts_dir, info.lease_id, access)  # pin the host key
         if machine is not None:
             verified, summary = machine.verified, _gpu_text(machine.gpu_count, machine.gpu_model)
         elif previous is not None:

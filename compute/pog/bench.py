@@ -28,7 +28,7 @@ from .generator import (
 from .merkle import MerkleTree, leaf_hash
 from .prover import Prover
 from .verifier import verify
-from .wire import B64Array, Commitment, GpuOpening, Opening, RowProof
+from .wire import B64Array, Commitment, GpuOpening, Opening, Precision, RowProof
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,9 @@ def _timed(fn) -> tuple[float, object]:
     return time.perf_counter() - started, value
 
 
-def verify_at_n(precision: str, n: int, m: int = 4096, p: int = 4096, rows: int = 8, cols: int = 4) -> float:
+def verify_at_n(
+    precision: Precision, n: int, m: int = 4096, p: int = 4096, rows: int = 8, cols: int = 4
+) -> float:
     """Seconds to verify one GPU's default opening at inner size ``n`` (synthetic honest rows)."""
     challenge = new_challenge(precision, m, n, p, 1)
     request = choose_openings(challenge, rows, cols)
@@ -118,7 +120,7 @@ def verify_at_n(precision: str, n: int, m: int = 4096, p: int = 4096, rows: int 
 
 def run_bench(
     device: str = "auto",
-    precision: str = "fp32",
+    precision: Precision = "fp32",
     m: int = 4096,
     n: int = 4096,
     p: int = 4096,

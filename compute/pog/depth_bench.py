@@ -136,7 +136,7 @@ def scaling_suite(device: str = "cpu", gpus: int = 2, m: int = 512, n: int = 819
 
 def host_suite(ram_mb: int = 256, disk_mb: int = 64) -> dict:
     seed = os.urandom(16).hex()
-    figures = {}
+    figures: dict[str, bool | float] = {}
     with tempfile.TemporaryDirectory() as path:
         requests = [
             {"what": "cpu", "seed": seed, "chains": os.cpu_count() or 1, "steps": 2000},

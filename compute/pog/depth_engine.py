@@ -220,13 +220,13 @@ class MemoryEngine:
             import torch
 
             device = torch.device("cuda", gpu)
-            a = torch.empty((spec.n, spec.n), dtype=torch.float32, device=device)
+            a_t = torch.empty((spec.n, spec.n), dtype=torch.float32, device=device)
             cols_t = torch.from_numpy(cols.view(np.int64)).to(device)
             for r0 in range(0, spec.n, step):
                 rows_t = torch.from_numpy(rows[r0 : r0 + step].view(np.int64)).to(device)
-                a[r0 : r0 + step] = expensive_block_torch(rows_t, cols_t, spec.hash_rounds)
+                a_t[r0 : r0 + step] = expensive_block_torch(rows_t, cols_t, spec.hash_rounds)
             torch.cuda.synchronize(device)
-            return a
+            return a_t
         a = np.empty((spec.n, spec.n), dtype=np.float32)
 
         def fill(r0: int) -> None:

@@ -226,6 +226,7 @@ def product_cpu(
             if use_torch:
                 torch.mm(torch.from_numpy(a), torch.from_numpy(b), out=acc_t if k == 0 else tmp_t)
                 if k:
+                    assert tmp_t is not None  # k > 0 only when there are several chunks
                     acc_t += tmp_t
             else:
                 np.matmul(a, b, out=acc if k == 0 else tmp)

@@ -38,7 +38,7 @@ MAX_PROBE_BYTES = 1 << 40
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
-def _seed_bytes(seed: str) -> bytes:
+def _seed_bytes(seed: object) -> bytes:
     if not isinstance(seed, str) or len(seed) != 32:
         raise ValueError("seed must be 32 hex characters")
     return bytes.fromhex(seed)
@@ -184,7 +184,7 @@ class ProbeCheck:
     rate: float = 0.0  # cpu: GB/s hashed; disk: write MB/s (validator clock for cpu, claim for disk)
 
 
-def _check(request: dict, result: dict, elapsed_s: float, verify_chains: int) -> ProbeCheck:
+def _check(request: dict, result: object, elapsed_s: float, verify_chains: int) -> ProbeCheck:
     seed, what = _seed_bytes(request["seed"]), request["what"]
     if not isinstance(result, dict) or result.get("what") != what:
         return ProbeCheck(False, what, ["result does not answer the request"])

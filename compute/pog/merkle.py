@@ -27,7 +27,7 @@ def leaf_hash(challenge_id: bytes, gpu_index: int, row_index: int, row: np.ndarr
     h = hashlib.sha256(
         LEAF_TAG + challenge_id + int(gpu_index).to_bytes(4, "little") + int(row_index).to_bytes(8, "little")
     )
-    h.update(memoryview(data).cast("B"))
+    h.update(data.data.cast("B"))  # ndarray.data: the buffer memoryview(data) would give
     return h.digest()
 
 

@@ -72,7 +72,7 @@ def expected_entries(challenge, gpu: int, rows: list[int], cols: list[int]) -> n
     return a @ b
 
 
-def _decode_row(proof, p: int) -> tuple[np.ndarray | None, str | None]:
+def _decode_row(proof, p: int) -> tuple[np.ndarray, None] | tuple[None, str]:
     row = proof.row
     if row.dtype != "<f4" or list(row.shape) != [p]:
         return None, f"row {proof.index}: expected dtype <f4 shape [{p}], got {row.dtype} {list(row.shape)}"
@@ -107,7 +107,7 @@ def _verify_gpu(challenge, gpu: int, root_hex: str, rows: list[int], cols: list[
     values = []
     for proof in proofs:
         row, problem = _decode_row(proof, challenge.p)
-        if problem is not None:
+        if row is None:  # exactly when there is a problem
             return GpuVerdict(False, [f"gpu {gpu}: {problem}"], tol=tol)
         path = [bytes.fromhex(node) for node in proof.path]
         leaf = leaf_hash(challenge_id, gpu, proof.index, row)

@@ -152,6 +152,8 @@ def disk_speed(
 
 def collect_disk(path: str = "/", bench_dir: str | None = None, budget_s: float = 0.4) -> DiskSpec:
     usage = shutil.disk_usage(path)
+    write_mb_s: float | None
+    read_mb_s: float | None
     try:
         write, read = disk_speed(bench_dir or tempfile.gettempdir(), budget_s=budget_s)
         write_mb_s, read_mb_s = round(write, 1), round(read, 1)

@@ -233,7 +233,8 @@ class ValidatorStore:
                 return RoundRecord(*row)
             started = self._clock()
             cur = db.execute("INSERT INTO rounds (block, started) VALUES (?, ?)", (block, started))
-            return RoundRecord(int(cur.lastrowid), block, started, None)
+            assert cur.lastrowid is not None  # an INSERT into a rowid table always sets it
+            return RoundRecord(cur.lastrowid, block, started, None)
 
     def round(self, round_id: int) -> RoundRecord | None:
         with self._lock:

@@ -187,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
             stdout=subprocess.PIPE,
             text=True,
         )
+        assert child.stdout is not None and child.stdin is not None  # both are PIPEs
         try:
             miners = json.loads(child.stdout.readline())
             report = asyncio.run(_round(args, root, miners))

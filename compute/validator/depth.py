@@ -108,8 +108,9 @@ def memory_shape(
             max_regen_rate=depth.cpu_regen_rate, host_stream_gbs=0.0, min_bandwidth_fraction=0.0
         )
         return depth.cpu_memory_mb / 1000.0, depth.cpu_bandwidth_gbs, policy
-    models = [table.models.get(table.resolve_name(name) or "") for name in claimed_names]
-    if any(model is None for model in models):
+    found = [table.models.get(table.resolve_name(name) or "") for name in claimed_names]
+    models = [model for model in found if model is not None]
+    if len(models) != len(found):
         return None
     smallest = min(models, key=lambda m: m.memory_gb)
     return smallest.memory_gb, min(m.bandwidth_gbs for m in models), MemoryPolicy()

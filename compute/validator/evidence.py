@@ -49,7 +49,8 @@ class Measured:
 def _identify(measured: Measured, table: GpuTable) -> tuple[list[str], list[str]]:
     f16, f32 = measured.tflops.get("fp16"), measured.tflops.get("fp32")
     memory = measured.memory
-    models, reasons = [], []
+    models: list[str] = []
+    reasons: list[str] = []
     for i, device in enumerate(measured.devices[: max(1, measured.gpu_count)]):
         if measured.gpu_count == 0:
             hint = device.memory_bytes / 2**30 or None  # a CPU machine: identification ignores memory
@@ -84,6 +85,7 @@ def _carried(measured: Measured, previous: PogResult | None, round_id: int) -> t
     """(sustained ratio, sustained factor, host figures, depth round) measured now or carried forward."""
     if measured.depth_ran:
         report = measured.sustained
+        assert report is not None  # depth_ran is set only after prove_sustained returned a report
         host = measured.host.figures if measured.host is not None else {}
         return report.ratio, report.factor, dict(host), round_id
     if previous is None or measured.history_reset or previous.depth_round is None:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import asyncssh
 
-from compute.pog import Challenge, GpuTable, choose_openings, new_challenge, uuid_change, verify
+from compute.pog import Challenge, GpuTable, Precision, choose_openings, new_challenge, uuid_change, verify
 from compute.protocol import (
     AllocateRequest,
     DeallocateRequest,
@@ -52,7 +52,7 @@ from compute.validator.settings import ValidatorSettings
 log = logging.getLogger(__name__)
 
 MAX_GPUS_TESTED = 16
-PRECISIONS = ("fp16", "fp32")
+PRECISIONS: tuple[Precision, ...] = ("fp16", "fp32")
 CHUNK = 4096
 MAX_N = 1 << 26
 _RETRY_BACKOFF_S = 2.0
@@ -257,6 +257,8 @@ async def _deallocate(client: MinerClient, target: MinerTarget, lease_id: str) -
 
 async def _session(lease: LeaseInfo, key: asyncssh.SSHKey, params: RoundParams) -> PogSession:
     ssh = lease.ssh
+    if ssh is None:  # _allocate already refused such a lease
+        raise _Failed("lease has no SSH access")
     try:
         return await PogSession.open(
             ssh.host,
@@ -328,6 +330,7 @@ async def _prove(
                 measured.tflops[precision] = 2.0 * m * n * p / elapsed / 1e12
                 measured.timings[f"{precision}_s"] = elapsed
                 together = together or (challenge, elapsed)
+            assert together is not None  # PRECISIONS is not empty
             await _prove_depth(session, params, table, claimed, specs, previous, measured, together)
         except PogSessionError as exc:
             raise _Failed(str(exc)) from None

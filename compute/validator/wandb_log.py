@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Literal
 
 from compute.store import PogResult
 
@@ -58,7 +59,7 @@ class WandbLogger:
         try:
             import wandb
 
-            mode = "online" if api_key else "offline"
+            mode: Literal["online", "offline"] = "online" if api_key else "offline"
             if api_key:
                 wandb.login(key=api_key, relogin=False)
             directory.mkdir(parents=True, exist_ok=True)

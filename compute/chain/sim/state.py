@@ -290,7 +290,7 @@ class SimChainState:
                 " FROM neurons WHERE netuid = ? ORDER BY uid",
                 (netuid,),
             ).fetchall()
-        return [NeuronRow(*row[:5], bool(row[5]), *row[6:]) for row in rows]
+        return [NeuronRow(row[0], row[1], row[2], row[3], row[4], bool(row[5]), *row[6:]) for row in rows]
 
     def uid_of(self, netuid: int, hotkey: str) -> int | None:
         with self._connect() as conn:
