@@ -28,6 +28,8 @@ setup(
             "pytest-asyncio>=0.23,<2",
             "pytest-timeout>=2.3,<3",
             "ruff>=0.5",
+            "mypy>=1.10",
+            "types-PyYAML",
         ],
     },
 )
