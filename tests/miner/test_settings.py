@@ -68,3 +68,14 @@ def test_malformed_dotenv_line_is_reported(tmp_path: Path):
     (tmp_path / ".env").write_text("GOOD=1\nthis is not an assignment\n")
     with pytest.raises(SettingsError, match=r"\.env:2"):
         load_dotenv(tmp_path / ".env")
+
+
+@pytest.mark.parametrize("value", [5, None, ["40000", "40999"], (40000,)])
+def test_port_range_that_is_not_a_pair_is_a_validation_error_not_a_crash(value):
+    from pydantic import ValidationError
+
+    from compute.settings import CommonSettings, MinerSettings
+
+    common = CommonSettings(network="sim:/tmp/x.db")
+    with pytest.raises(ValidationError, match="ssh_port_range"):
+        MinerSettings(common=common, ssh_port_range=value)
