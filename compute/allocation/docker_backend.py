@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
 import threading
 import time
@@ -201,7 +202,9 @@ class DockerBackend:
         self, lease: LeaseRecord, host_ports: list[int], host_key_line: str
     ) -> dict[str, Any]:
         """Arguments for ``containers.create``: limits, labels, port map, GPUs. No I/O."""
-        options = spec.ContainerOptions(self.image, self.host, self.miner_id, self.pids_limit, self.network)
+        options = spec.ContainerOptions(
+            self.image, self.host, self.miner_id, self.pids_limit, self.network, _host_cpus()
+        )
         return spec.container_kwargs(
             options,
             lease,
@@ -399,3 +402,11 @@ class DockerBackend:
 
 
 __all__ = ["DockerBackend", "DockerUnavailable", "LeaseContainerNotFound", "NoFreePort", "StartFailed"]
+
+
+def _host_cpus() -> tuple[int, ...]:
+    """The cores this miner may use (its affinity): the pool lease cpusets are drawn from."""
+    try:
+        return tuple(sorted(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # no affinity API: leave leases unpinned (quota only)
+        return ()

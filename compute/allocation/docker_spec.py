@@ -12,8 +12,9 @@ It deliberately does no I/O: no Docker calls, no key generation, no port probing
 
 from __future__ import annotations
 
+import hashlib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +42,7 @@ class ContainerOptions:
     miner_id: str
     pids_limit: int
     network: str | None = None
+    host_cpus: tuple[int, ...] = ()  # cores leases may be pinned to (the miner's CPU affinity)
 
 
 def validate_miner_id(miner_id: str) -> str:
@@ -66,6 +68,22 @@ def lease_labels(lease: LeaseRecord, host_key_line: str, miner_id: str) -> dict[
         "compute.expires_at": f"{lease.expires_at:.3f}",
         LABEL_HOST_KEY: host_key_line,
     }
+
+
+def cpuset_for(lease_id: str, cpu_count: int, host_cpus: Sequence[int]) -> str:
+    """The cores a lease is pinned to, so ``nproc`` inside shows its CPU count ("" = no pinning).
+
+    The CFS quota (``nano_cpus``) still caps what the lease uses; pinning makes the count visible
+    to the renter's tools (``nproc``, torch's thread pools). Leases start at a core derived from
+    their id, so concurrent leases spread over the host; sets may overlap, the quotas do not add up
+    beyond what the manager admitted.
+    """
+    cores = sorted(set(host_cpus))
+    if not cores:
+        return ""
+    count = max(1, min(cpu_count, len(cores)))
+    start = int.from_bytes(hashlib.sha256(lease_id.encode()).digest()[:4], "little") % len(cores)
+    return ",".join(str(core) for core in sorted(cores[(start + i) % len(cores)] for i in range(count)))
 
 
 def container_kwargs(
@@ -106,6 +124,9 @@ def container_kwargs(
     if device_ids:
         kwargs["device_requests"] = [DeviceRequest(device_ids=device_ids, capabilities=[["gpu"]])]
         kwargs["environment"] = {"NVIDIA_VISIBLE_DEVICES": ",".join(device_ids)}
+    cpuset = cpuset_for(lease.lease_id, lease.cpu_count, options.host_cpus)
+    if cpuset:
+        kwargs["cpuset_cpus"] = cpuset
     if options.network:
         kwargs["network"] = options.network
     if lease.disk_gb > 0 and disk_limit:

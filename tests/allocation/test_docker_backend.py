@@ -21,7 +21,7 @@ import pytest
 from compute.allocation.backend import BackendError
 from compute.allocation.container_files import authorized_keys_archive, lease_archive, sshd_config
 from compute.allocation.docker_backend import DockerBackend, LeaseContainerNotFound, StartFailed
-from compute.allocation.docker_spec import shm_mb
+from compute.allocation.docker_spec import cpuset_for, shm_mb
 from compute.allocation.records import Endpoint, LeaseRecord
 from compute.allocation.sshkeys import InvalidPublicKey, generate_host_key, validate_public_key
 
@@ -108,6 +108,7 @@ def test_container_gets_every_limit_and_no_caller_string_in_its_command() -> Non
     )
     kwargs = backend.container_kwargs(lease, [40001, 40002, 40003], "ssh-ed25519 HOSTKEY")
     assert kwargs["nano_cpus"] == 3_000_000_000
+    assert len(kwargs["cpuset_cpus"].split(",")) == min(3, len(os.sched_getaffinity(0)))
     assert kwargs["mem_limit"] == kwargs["memswap_limit"] == "8192m"
     assert kwargs["shm_size"] == "1024m"  # 1/8 of memory, not 90% of the host
     assert kwargs["pids_limit"] == 4096
@@ -272,8 +273,9 @@ async def test_renter_reaches_lease_with_pinned_host_key_and_limits_apply(backen
     assert (endpoint.host, endpoint.username) == ("127.0.0.1", "root")
     assert 40000 <= endpoint.ssh_port <= 40999 and endpoint.host_key.startswith("ssh-ed25519 ")
     lines = (await ssh_run(endpoint, key, CGROUP_PROBE)).splitlines()
+    assert lines[0] == "1"  # nproc: the lease is pinned to as many cores as it rented
     quota, period = (int(x) for x in lines[1].split())
-    assert quota / period == 1.0  # cpu_count=1 (nproc shows host cores; the quota is the limit)
+    assert quota / period == 1.0  # and the CFS quota caps what it uses
     assert int(lines[2]) == 256 * 1024 * 1024
     assert lines[3] == "4096"
     assert lines[4].split()[1] == "64"  # /dev/shm MiB: 1/8 of 256 MiB, floor 64
@@ -368,3 +370,25 @@ async def test_start_that_never_gets_ready_leaves_no_container(backend: DockerBa
     assert await backend.running() == set()
     with pytest.raises(LeaseContainerNotFound):
         await backend.endpoint(lease.lease_id)
+
+
+@pytest.mark.parametrize(
+    ("cpu_count", "host", "cores"),
+    [
+        (1, (0, 1), 1),
+        (2, (0, 1, 2, 3), 2),
+        (4, (0, 1, 2, 3), 4),
+        (8, (0, 1), 2),  # never more cores than the host has
+        (0, (0, 1), 1),
+    ],
+)
+def test_cpuset_pins_the_rented_core_count_from_the_host_pool(cpu_count, host, cores) -> None:
+    chosen = [int(c) for c in cpuset_for("a" * 32, cpu_count, host).split(",")]
+    assert len(chosen) == cores == len(set(chosen))
+    assert set(chosen) <= set(host) and chosen == sorted(chosen)
+
+
+def test_cpuset_spreads_leases_and_is_empty_without_an_affinity_pool() -> None:
+    starts = {cpuset_for(f"{i:032x}", 1, range(8)) for i in range(64)}
+    assert len(starts) >= 6  # 64 leases over 8 cores land on (nearly) all of them
+    assert cpuset_for("a" * 32, 2, ()) == ""
