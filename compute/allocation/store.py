@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from compute.allocation.records import Endpoint, LeaseRecord
+from compute.sqlitedb import immediate, open_db
 
 LeaseState = Literal["active", "expired", "released"]
 SCHEMA_VERSION = 1
@@ -78,9 +79,7 @@ class LeaseStore:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=10)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=FULL")
+        self._conn = open_db(self.path, synchronous="FULL", threads=True)
         self._conn.executescript(_SCHEMA)
         self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
@@ -90,14 +89,8 @@ class LeaseStore:
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+        with self._lock, immediate(self._conn) as conn:
+            yield conn
 
     # ---------------------------------------------------------------- writes
 

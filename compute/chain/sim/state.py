@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from compute.sqlitedb import immediate, open_db
+
 from .records import (
     RAO_PER_TAO,
     SCHEMA_SQL,
@@ -148,14 +150,8 @@ class SimChainState:
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One IMMEDIATE transaction: concurrent writers in other processes queue on busy_timeout."""
-        with self._connect() as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-            except BaseException:
-                conn.rollback()
-                raise
-            conn.commit()
+        with self._connect() as conn, immediate(conn):
+            yield conn
 
     # Clock ----------------------------------------------------------------------
 
@@ -386,8 +382,4 @@ class SimChainState:
 
 
 def _open_sqlite(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(str(path), timeout=10.0, isolation_level=None)
-    conn.execute("PRAGMA busy_timeout = 10000")
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = NORMAL")
-    return conn
+    return open_db(path)
