@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from operator_helpers import GPU_NAME
 
 from compute import __version__
 from compute.allocation import AllocationManager, EmbeddedBackend, LeaseStore
@@ -29,7 +30,6 @@ from compute.protocol import GpuSpec, MachineSpecs
 from compute.transport import AccessPolicy, serve_in_thread
 
 NETUID = 27
-GPU_NAME = "NVIDIA H100 80GB HBM3"
 FAKE_GPU = GpuSpec(index=0, name=GPU_NAME, memory_bytes=80 * 1024**3, uuid="GPU-00000000-test")
 
 

@@ -6,6 +6,8 @@ import asyncssh
 
 from compute.operator import BookEntry
 
+GPU_NAME = "NVIDIA H100 80GB HBM3"  # the pretend GPU of the test miners (only the GPU is faked)
+
 HOST_LINE = asyncssh.generate_private_key("ssh-ed25519").export_public_key("openssh").decode().strip()
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import io
 
 import pytest
-from conftest import GPU_NAME
 from flow import renter_key
+from operator_helpers import GPU_NAME
 
 from compute.operator import EXIT_OK, main
 from compute.store import PogResult, ValidatorStore
