@@ -11,15 +11,11 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-from compute.protocol import HealthRequest
-from compute.transport import MinerClient, PeerUnreachable, Rejected
 
 IMAGE = "compute-base:cpu"
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,32 +92,6 @@ class Janitor:
         for container in self.containers():
             container.remove(force=True, v=True)
         self.client.close()
-
-
-def start_miner(args: list[str], log: Path) -> subprocess.Popen:
-    out = open(log, "ab")  # noqa: SIM115 - the child owns it; closed when the test's tmp dir goes
-    return subprocess.Popen(
-        [sys.executable, str(ROOT / "neurons" / "miner.py"), *args],
-        stdout=out,
-        stderr=subprocess.STDOUT,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-
-
-async def wait_healthy(
-    client: MinerClient, endpoint: str, hotkey: str, proc: subprocess.Popen, log: Path
-) -> None:
-    deadline = time.monotonic() + 40
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"miner exited {proc.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            await client.call(endpoint, hotkey, HealthRequest(), timeout=2)
-            return
-        except (PeerUnreachable, Rejected):
-            await asyncio.sleep(0.3)
-    pytest.fail(f"miner did not become healthy:\n{log.read_text()[-3000:]}")
 
 
 def stop_miner(proc: subprocess.Popen) -> None:

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
+import subprocess
+import sys
+import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import asyncssh
+import pytest
 
 from compute.allocation import AllocationManager, EmbeddedBackend
 from compute.chain import MetagraphSnapshot, NeuronInfo
-from compute.protocol import GpuSpec
+from compute.protocol import GpuSpec, HealthRequest
+from compute.transport import MinerClient, PeerUnreachable, Rejected
 
 H100 = GpuSpec(index=0, name="NVIDIA H100 80GB HBM3", memory_bytes=80 * 10**9, uuid="GPU-0")
 _PORT_BLOCKS = itertools.count()
@@ -73,3 +80,32 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def start_miner(args: list[str], log: Path) -> subprocess.Popen:
+    out = open(log, "ab")  # noqa: SIM115 - the child owns it; closed when the test's tmp dir goes
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "neurons" / "miner.py"), *args],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+
+
+async def wait_healthy(
+    client: MinerClient, endpoint: str, hotkey: str, proc: subprocess.Popen, log: Path
+) -> None:
+    deadline = time.monotonic() + 40
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"miner exited {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            await client.call(endpoint, hotkey, HealthRequest(), timeout=2)
+            return
+        except (PeerUnreachable, Rejected):
+            await asyncio.sleep(0.3)
+    pytest.fail(f"miner did not become healthy:\n{log.read_text()[-3000:]}")

@@ -23,11 +23,9 @@ from dockerkit import (
     Janitor,
     parse_limits,
     require_docker,
-    start_miner,
     stop_miner,
-    wait_healthy,
 )
-from minerkit import free_port, new_renter_key, port_block, ssh_run
+from minerkit import free_port, new_renter_key, port_block, ssh_run, start_miner, wait_healthy
 
 from compute.allocation import AllocationManager, LeaseRecord, LeaseStore, ManagerLimits
 from compute.allocation.docker_backend import DockerBackend

@@ -2,49 +2,20 @@
 
 from __future__ import annotations
 
-import asyncio
-import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from minerkit import free_port, new_renter_key, port_block, ssh_run
+from minerkit import free_port, new_renter_key, port_block, ssh_run, start_miner, wait_healthy
 
 from compute.chain import SimChainState
-from compute.protocol import AllocateRequest, HealthRequest, LeaseStatusRequest, Requirements
-from compute.transport import MinerClient, PeerUnreachable, Rejected
+from compute.protocol import AllocateRequest, LeaseStatusRequest, Requirements
+from compute.transport import MinerClient
 
 ROOT = Path(__file__).resolve().parents[2]
 NETUID = 5
-
-
-def start_miner(args: list[str], log: Path) -> subprocess.Popen:
-    out = open(log, "ab")
-    return subprocess.Popen(
-        [sys.executable, str(ROOT / "neurons" / "miner.py"), *args],
-        stdout=out,
-        stderr=subprocess.STDOUT,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-
-
-async def wait_healthy(
-    client: MinerClient, endpoint: str, hotkey: str, proc: subprocess.Popen, log: Path
-) -> None:
-    deadline = time.monotonic() + 40
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"miner exited {proc.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            await client.call(endpoint, hotkey, HealthRequest(), timeout=2)
-            return
-        except (PeerUnreachable, Rejected):
-            await asyncio.sleep(0.3)
-    pytest.fail(f"miner did not become healthy:\n{log.read_text()[-3000:]}")
 
 
 @pytest.fixture
