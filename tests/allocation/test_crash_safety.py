@@ -179,3 +179,29 @@ def test_disk_full_is_recognised_through_causes():
     except RuntimeError as outer:
         assert is_disk_full(outer)
     assert not is_disk_full(RuntimeError("port in use"))
+
+
+async def test_embedded_restart_survives_torn_files_from_a_killed_writer(tmp_path):
+    clock = Clock()
+    first = make(tmp_path, clock)
+    lease = await first.allocate(OWNER, request(gpus=0))
+    await first.backend.close()
+    first.store.close()
+    directory = tmp_path / "data" / "embedded" / lease.lease_id
+    (directory / "state.json").write_text('{"ports": [4')  # torn by a kill -9 before atomic writes
+    (directory / ".state.json.x1.tmp").write_text("partial")
+    second = make(tmp_path, clock)
+    report = await second.reconcile()
+    assert report["restarted"] == [lease.lease_id] and report["failed"] == []
+    assert not list(directory.glob(".*.tmp"))
+    assert (directory / "host_key").stat().st_mode & 0o777 == 0o600
+
+
+def test_write_atomic_replaces_whole_files_only(tmp_path):
+    from compute.allocation.atomic import write_atomic
+
+    target = tmp_path / "f"
+    write_atomic(target, b"one")
+    write_atomic(target, b"two", 0o644)
+    assert target.read_bytes() == b"two" and target.stat().st_mode & 0o777 == 0o644
+    assert [p.name for p in tmp_path.iterdir()] == ["f"]
