@@ -28,6 +28,7 @@ _SSH_KEY_RE = re.compile(
 _SS58_RE = re.compile(r"^[1-9A-HJ-NP-Za-km-z]{46,48}$")
 _LEASE_ID_RE = re.compile(r"^[a-f0-9]{32}$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9 ._()+-]{1,64}$")
+_IDEMPOTENCY_RE = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
 
 
 def _check(pattern: re.Pattern[str], what: str):
@@ -47,6 +48,9 @@ SshPublicKey = Annotated[
 Hotkey = Annotated[str, Field(max_length=48), _check(_SS58_RE, "SS58 address")]
 LeaseId = Annotated[str, Field(max_length=32), _check(_LEASE_ID_RE, "lease id (32 hex chars)")]
 ModelName = Annotated[str, Field(max_length=64), _check(_NAME_RE, "GPU model name")]
+IdempotencyKey = Annotated[
+    str, Field(max_length=64), _check(_IDEMPOTENCY_RE, "idempotency key (8-64 of A-Za-z0-9_-)")
+]
 Seconds = Annotated[int, Field(ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS)]
 
 
@@ -190,6 +194,9 @@ class AllocateRequest(Message):
     duration_s: Seconds
     ssh_public_key: SshPublicKey
     purpose: Literal["rental", "validation"] = "rental"
+    # A retry that carries the same key (per caller hotkey) gets the lease the first attempt made.
+    # Left off the wire when unset, so miners that predate the field still parse the request.
+    idempotency_key: IdempotencyKey | None = Field(None, exclude_if=lambda v: v is None)
 
 
 class LeaseStatusRequest(Message):
@@ -291,6 +298,7 @@ class ErrorCode:
     NO_CAPACITY = "no_capacity"
     UNSUPPORTED = "unsupported"
     BACKEND_ERROR = "backend_error"
+    INSUFFICIENT_STORAGE = "insufficient_storage"  # HTTP 507: the miner's disk is full
     INTERNAL = "internal"
 
 

@@ -89,7 +89,7 @@ async def run(settings: MinerSettings) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     loops = [
-        PeriodicLoop("expiry", EXPIRY_INTERVAL_S, manager.expire_due),
+        PeriodicLoop("expiry", EXPIRY_INTERVAL_S, manager.sweep),
         PeriodicLoop("republish", REPUBLISH_INTERVAL_S, publish),
     ]
     tasks = [asyncio.create_task(item.run(stop), name=item.name) for item in loops]

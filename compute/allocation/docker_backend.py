@@ -176,7 +176,7 @@ class DockerBackend:
         authorized_key = validate_public_key(public_key)
         container = await asyncio.to_thread(self._get, lease_id)
         await asyncio.to_thread(self._replace_authorized_key, container, authorized_key)
-        log.info("lease=%s authorized key replaced", lease_id)
+        log.info("lease=%s authorized key replaced; sessions of the old key ended", lease_id)
 
     async def running(self) -> set[str]:
         return await asyncio.to_thread(self._running)
@@ -367,6 +367,11 @@ class DockerBackend:
         )
         if result.exit_code != 0:
             raise BackendError(f"could not install authorized_keys: {result.output[-200:]!r}")
+        ended = container.exec_run(["/bin/sh", "-c", spec.END_SESSIONS_SCRIPT], user="root")
+        if ended.exit_code != 0:
+            raise BackendError(
+                f"new key installed, but old sessions could not be ended: {ended.output[-200:]!r}"
+            )
 
     def _published_ports(self, container: Any) -> dict[int, int]:
         container.reload()

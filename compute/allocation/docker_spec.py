@@ -24,6 +24,16 @@ from docker.types import DeviceRequest, LogConfig
 from compute.allocation.records import LeaseRecord
 
 SSHD_COMMAND = ["/bin/sh", "-c", "mkdir -p /run/sshd && exec /usr/sbin/sshd -D -e"]
+# Ends every SSH session (and what runs under it) while the listening sshd keeps accepting: kills
+# the whole process tree below the listener named in /run/sshd.pid. Plain sh and /proc only, so it
+# works in any image. Exit 3: no listener pid to work from.
+END_SESSIONS_SCRIPT = (
+    'L=$(cat /run/sshd.pid 2>/dev/null); [ -n "$L" ] || exit 3; '
+    "tree() { for s in /proc/[0-9]*/status; do p=; pp=; "
+    'while read -r k v; do case "$k" in Pid:) p=$v;; PPid:) pp=$v; break;; esac; done < "$s"; '
+    '[ "$pp" = "$1" ] && [ -n "$p" ] && { echo "$p"; tree "$p"; }; done 2>/dev/null; }; '
+    'kids=$(tree "$L"); [ -z "$kids" ] || kill -KILL $kids 2>/dev/null; exit 0'
+)
 EXTRA_PORT_BASE = 8000  # extra container ports are 8000, 8001, ...
 LABEL_MANAGED = "compute.managed"
 LABEL_MINER = "compute.miner"

@@ -42,6 +42,7 @@ from pathlib import Path
 
 import asyncssh
 
+from compute.allocation.atomic import remove_stale_temps, write_atomic
 from compute.allocation.backend import BackendError
 from compute.allocation.lease_env import DEFAULT_PATH, RESERVED_ENV, check_extra_env, check_path_prefix
 from compute.allocation.records import Endpoint, LeaseRecord
@@ -191,16 +192,10 @@ class EmbeddedBackend:
         home.mkdir(parents=True, exist_ok=True)
         os.chmod(directory, 0o700)
         key_file, state_file = directory / "host_key", directory / "state.json"
-        if key_file.exists():
-            host_key = asyncssh.read_private_key(key_file)
-        else:
-            host_key = asyncssh.generate_private_key("ssh-ed25519")
-            fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as out:
-                out.write(host_key.export_private_key("openssh"))
-        previous = json.loads(state_file.read_text()) if state_file.exists() else {}
-        ports = self._pick_ports(1 + lease.extra_ports, previous.get("ports", []))
-        state_file.write_text(json.dumps({"ports": ports}))
+        remove_stale_temps(directory)
+        host_key = _load_or_make_host_key(key_file, lease.lease_id)
+        ports = self._pick_ports(1 + lease.extra_ports, _previous_ports(state_file))
+        write_atomic(state_file, json.dumps({"ports": ports}).encode())
         line = " ".join(host_key.export_public_key("openssh").decode("ascii").split()[:2])
         try:
             authorized = asyncssh.import_public_key(lease.ssh_public_key)
@@ -401,6 +396,27 @@ def _port_free(host: str, port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def _load_or_make_host_key(key_file: Path, lease_id: str) -> asyncssh.SSHKey:
+    """The lease's host key; a missing or unreadable file (a crash before atomic writes) is replaced."""
+    if key_file.exists():
+        try:
+            return asyncssh.read_private_key(key_file)
+        except (asyncssh.KeyImportError, OSError, ValueError) as exc:
+            logger.warning("lease=%s host key unreadable (%s); making a new one", lease_id, exc)
+    host_key = asyncssh.generate_private_key("ssh-ed25519")
+    write_atomic(key_file, host_key.export_private_key("openssh"), 0o600)
+    return host_key
+
+
+def _previous_ports(state_file: Path) -> list[int]:
+    """Ports the lease used before (kept across restarts); nothing when the file is missing or bad."""
+    try:
+        ports = json.loads(state_file.read_text()).get("ports", [])
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [p for p in ports if isinstance(p, int)] if isinstance(ports, list) else []
 
 
 __all__ = ["RESERVED_ENV", "USERNAME", "EmbeddedBackend"]

@@ -13,6 +13,13 @@ Rules (documented in docs/miner.md):
 - Only the hotkey that created a lease may act on it (``not_owner``); the miner enforces
   expiry itself (``expire_due`` from a periodic loop) and ``reconcile`` realigns store and
   backend after a restart.
+- Crash safety: a lease is stored ``pending``, started, then made ``active`` together with its
+  endpoint, so ``active`` always means "the backend started it". Whatever fails in between
+  (backend, store, full disk, cancellation) rolls back; a ``pending`` row left by a crash is
+  rolled back by ``reconcile`` (and by the periodic sweep once no start is in flight). Ending
+  a lease writes the store first and stops the backend second, so a crash in between leaves
+  an orphan that reconcile stops, never a ghost. An ``idempotency_key`` returns the first
+  attempt's lease to a retry.
 
 What it deliberately does not do: authenticate callers (the transport does), or touch
 containers or sockets itself (the backend does).
@@ -30,10 +37,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from compute.allocation.backend import Backend, BackendError
+from compute.allocation.backend import Backend
+from compute.allocation.failures import EXPECTED, failure
 from compute.allocation.records import LeaseRecord
 from compute.allocation.sshkeys import InvalidPublicKey, validate_public_key
-from compute.allocation.store import GpuConflict, LeaseStore, StoredLease
+from compute.allocation.store import DuplicateKey, GpuConflict, LeaseStore, StoredLease
 from compute.protocol import (
     MAX_LEASE_SECONDS,
     AllocateRequest,
@@ -88,6 +96,7 @@ class AllocationManager:
         self.limits = limits
         self._clock = clock
         self._lock = asyncio.Lock()
+        self._starting: set[str] = set()  # pending leases whose start runs in this process
 
     # ---------------------------------------------------------------- capacity
 
@@ -126,7 +135,7 @@ class AllocationManager:
         reason = self._unsupported(req)
         if reason is None and len(self._matching(req, free)) < req.gpu_count:
             reason = f"only {len(self._matching(req, free))} matching GPU(s) free; {req.gpu_count} requested"
-        if reason is None and len(self.store.active()) >= self.limits.max_active_leases:
+        if reason is None and len(self.store.live()) >= self.limits.max_active_leases:
             reason = f"this miner runs its maximum of {self.limits.max_active_leases} leases"
         return Availability(reason is None, reason or "", len(free), self.limits.max_lease_s)
 
@@ -147,19 +156,21 @@ class AllocationManager:
             public_key = validate_public_key(request.ssh_public_key)
         except InvalidPublicKey as exc:
             raise _fail(ErrorCode.INVALID_REQUEST, f"ssh_public_key refused: {exc}", 400) from None
-        lease = await self._reserve(owner_hotkey, request, public_key)
+        lease, fresh = await self._reserve(owner_hotkey, request, public_key)
+        if not fresh:
+            return self._replayed(lease)
         try:
             endpoint = await asyncio.wait_for(self.backend.start(lease.record), BACKEND_TIMEOUT_S)
-        except (BackendError, OSError, asyncio.TimeoutError) as exc:
-            logger.warning(
-                "allocate failed lease=%s owner=%s backend error: %s", lease.lease_id, owner_hotkey, exc
-            )
+            await asyncio.to_thread(self.store.activate, lease.lease_id, endpoint)
+        except EXPECTED as exc:
+            logger.warning("allocate failed lease=%s owner=%s: %s", lease.lease_id, owner_hotkey, exc)
             await self._rollback(lease.lease_id)
-            raise _fail(ErrorCode.BACKEND_ERROR, f"the miner could not start the lease: {exc}", 503) from None
+            raise failure("the miner could not start the lease", exc) from None
         except BaseException:
             await self._rollback(lease.lease_id)
             raise
-        await asyncio.to_thread(self.store.set_endpoint, lease.lease_id, endpoint)
+        finally:
+            self._starting.discard(lease.lease_id)
         logger.info(
             "allocated lease=%s owner=%s purpose=%s gpus=%s port=%s until=%.0f",
             lease.lease_id,
@@ -171,10 +182,24 @@ class AllocationManager:
         )
         return await self._info(lease.lease_id)
 
-    async def _reserve(self, owner: str, request: AllocateRequest, public_key: str) -> StoredLease:
+    def _replayed(self, lease: StoredLease) -> LeaseInfo:
+        """The answer to a retried allocate: the lease its first attempt made."""
+        if lease.state == "pending":
+            raise _fail(ErrorCode.BUSY, f"lease {lease.lease_id} for this idempotency key is starting", 409)
+        logger.info("allocate replayed lease=%s owner=%s", lease.lease_id, lease.record.owner_hotkey)
+        return self._to_info(lease)
+
+    async def _reserve(
+        self, owner: str, request: AllocateRequest, public_key: str
+    ) -> tuple[StoredLease, bool]:
+        """A new ``pending`` lease (True), or the lease an earlier attempt with this key made."""
         req = request.requirements
         async with self._lock:
-            active = await asyncio.to_thread(self.store.active)
+            if request.idempotency_key is not None:
+                prior = await asyncio.to_thread(self.store.by_key, owner, request.idempotency_key)
+                if prior is not None:
+                    return prior, False
+            active = await asyncio.to_thread(self.store.live)
             if len(active) >= self.limits.max_active_leases:
                 raise _fail(
                     ErrorCode.NO_CAPACITY, f"this miner runs its maximum of {len(active)} leases", 409
@@ -208,25 +233,46 @@ class AllocationManager:
                 created_at=now,
                 expires_at=now + request.duration_s,
             )
-            lease = StoredLease(record=record, state="active", requirements_json=req.model_dump_json())
+            lease = StoredLease(
+                record=record,
+                state="pending",
+                requirements_json=req.model_dump_json(),
+                idempotency_key=request.idempotency_key,
+            )
+            self._starting.add(record.lease_id)  # before the row exists, so no sweep rolls it back
             try:
-                await asyncio.to_thread(self.store.reserve, lease)
-            except GpuConflict as exc:
-                raise _fail(ErrorCode.NO_CAPACITY, str(exc), 409) from None
-            return lease
+                await self._insert(lease)
+            except BaseException:
+                self._starting.discard(record.lease_id)
+                raise
+            return lease, True
+
+    async def _insert(self, lease: StoredLease) -> None:
+        try:
+            await asyncio.to_thread(self.store.reserve, lease)
+        except GpuConflict as exc:
+            raise _fail(ErrorCode.NO_CAPACITY, str(exc), 409) from None
+        except DuplicateKey as exc:
+            raise _fail(ErrorCode.BUSY, str(exc), 409) from None
+        except EXPECTED as exc:
+            raise failure("the miner could not record the lease", exc) from None
 
     async def _rollback(self, lease_id: str) -> None:
+        """Undo a pending lease; never raises (a row it cannot delete stays pending for the sweep)."""
         try:
             await asyncio.wait_for(self.backend.stop(lease_id), BACKEND_TIMEOUT_S)
-        except Exception:
-            logger.exception("rollback: stopping lease=%s failed", lease_id)
-        await asyncio.to_thread(self.store.delete, lease_id)
+        except Exception as exc:
+            logger.warning("rollback: stopping lease=%s failed: %s", lease_id, exc)
+        try:
+            await asyncio.to_thread(self.store.delete, lease_id)
+        except Exception as exc:
+            logger.warning("rollback: deleting lease=%s failed (reconcile retries): %s", lease_id, exc)
 
     # ---------------------------------------------------------------- owner actions
 
     async def _owned(self, caller: str, lease_id: str, *, active: bool) -> StoredLease:
         lease = await asyncio.to_thread(self.store.get, lease_id)
-        if lease is None:
+        if lease is None or lease.state == "pending":
             raise _fail(ErrorCode.LEASE_NOT_FOUND, f"no lease {lease_id} on this miner", 404)
         if lease.record.owner_hotkey != caller:
             raise _fail(ErrorCode.NOT_OWNER, f"lease {lease_id} belongs to another hotkey", 403)
@@ -290,22 +336,25 @@ class AllocationManager:
     async def _backend_call(self, what: str, call) -> None:  # noqa: ANN001 - a coroutine
         try:
             await asyncio.wait_for(call, BACKEND_TIMEOUT_S)
-        except (BackendError, OSError, asyncio.TimeoutError) as exc:
-            raise _fail(ErrorCode.BACKEND_ERROR, f"{what} failed on the miner: {exc}", 503) from None
+        except EXPECTED as exc:
+            raise failure(f"{what} failed on the miner", exc) from None
 
     async def _start_again(self, lease: StoredLease) -> None:
         try:
             endpoint = await asyncio.wait_for(self.backend.start(lease.record), BACKEND_TIMEOUT_S)
-        except (BackendError, OSError, asyncio.TimeoutError) as exc:
-            raise _fail(ErrorCode.BACKEND_ERROR, f"restarting the lease failed: {exc}", 503) from None
-        await asyncio.to_thread(self.store.set_endpoint, lease.lease_id, endpoint)
+            await asyncio.to_thread(self.store.set_endpoint, lease.lease_id, endpoint)
+        except EXPECTED as exc:
+            raise failure("restarting the lease failed", exc) from None
 
     async def _end(self, lease: StoredLease, state: Literal["expired", "released"]) -> None:
+        """Mark ended first, stop second: a crash between leaves an orphan reconcile stops."""
+        await asyncio.to_thread(self.store.end, lease.lease_id, state, self._clock())
         try:
             await asyncio.wait_for(self.backend.stop(lease.lease_id), BACKEND_TIMEOUT_S)
-        except (BackendError, OSError, asyncio.TimeoutError) as exc:
-            logger.warning("stopping lease=%s failed (%s); marked %s anyway", lease.lease_id, exc, state)
-        await asyncio.to_thread(self.store.end, lease.lease_id, state, self._clock())
+        except EXPECTED as exc:
+            logger.warning(
+                "stopping lease=%s failed (%s); marked %s, the sweep retries", lease.lease_id, exc, state
+            )
 
     # ---------------------------------------------------------------- periodic work
 
@@ -317,27 +366,69 @@ class AllocationManager:
             logger.info("expired lease=%s owner=%s", lease.lease_id, lease.record.owner_hotkey)
         return [lease.lease_id for lease in due]
 
+    async def sweep(self) -> dict[str, builtins.list[str]]:
+        """Periodic clean-up: expire due leases, roll back stale pending ones, stop orphans."""
+        expired = await self.expire_due()
+        report = await self._resolve(restart=False)
+        report["expired"] = expired
+        return report
+
     async def reconcile(self) -> dict[str, builtins.list[str]]:
-        """Align backend with store: adopt live leases, stop orphans, bring vanished ones back."""
-        await self.expire_due()
-        running = await self.backend.running()
-        active = {lease.lease_id: lease for lease in await asyncio.to_thread(self.store.active)}
-        report: dict[str, list[str]] = {"adopted": [], "orphans_stopped": [], "restarted": [], "failed": []}
-        for lease_id in sorted(running - active.keys()):
-            await self.backend.stop(lease_id)
-            report["orphans_stopped"].append(lease_id)
-        for lease_id, lease in active.items():
-            if lease_id in running:
-                report["adopted"].append(lease_id)
-                continue
-            try:
-                await self._start_again(lease)
-                report["restarted"].append(lease_id)
-            except RequestFailed as exc:
-                logger.error("reconcile: lease=%s could not be restarted: %s", lease_id, exc.reason)
-                report["failed"].append(lease_id)
+        """At start: align backend with store; every pending lease is rolled back, none is lost.
+
+        Adopts live leases, stops orphans, brings vanished active ones back. Each step catches
+        what it can hit (backend, store, timeout) and reports it, so one bad lease never stops
+        the miner from starting.
+        """
+        try:
+            await self.expire_due()
+        except Exception as exc:
+            logger.error("reconcile: expiring due leases failed: %s", exc)
+        report = await self._resolve(restart=True)
         logger.info("reconciled %s", {k: len(v) for k, v in report.items()})
         return report
+
+    async def _resolve(self, *, restart: bool) -> dict[str, builtins.list[str]]:
+        report: dict[str, list[str]] = {
+            "adopted": [],
+            "orphans_stopped": [],
+            "restarted": [],
+            "rolled_back": [],
+            "failed": [],
+        }
+        for lease in await asyncio.to_thread(self.store.pending):
+            if lease.lease_id not in self._starting:
+                await self._rollback(lease.lease_id)
+                report["rolled_back"].append(lease.lease_id)
+        try:
+            running = await asyncio.wait_for(self.backend.running(), BACKEND_TIMEOUT_S)
+        except EXPECTED as exc:
+            logger.error("reconcile: the backend cannot list its leases: %s", exc)
+            return report
+        live = {lease.lease_id: lease for lease in await asyncio.to_thread(self.store.live)}
+        for lease_id in sorted(running - live.keys()):
+            try:
+                await asyncio.wait_for(self.backend.stop(lease_id), BACKEND_TIMEOUT_S)
+                report["orphans_stopped"].append(lease_id)
+            except EXPECTED as exc:
+                logger.error("reconcile: stopping orphan lease=%s failed: %s", lease_id, exc)
+                report["failed"].append(lease_id)
+        for lease_id, lease in live.items():
+            if lease.state != "active":
+                continue
+            if lease_id in running and lease.endpoint is not None:
+                report["adopted"].append(lease_id)
+            elif restart:
+                await self._restart_vanished(lease, report)
+        return report
+
+    async def _restart_vanished(self, lease: StoredLease, report: dict[str, builtins.list[str]]) -> None:
+        try:
+            await self._start_again(lease)
+            report["restarted"].append(lease.lease_id)
+        except RequestFailed as exc:
+            logger.error("reconcile: lease=%s could not be restarted: %s", lease.lease_id, exc.reason)
+            report["failed"].append(lease.lease_id)
 
     # ---------------------------------------------------------------- views
 
@@ -372,7 +463,7 @@ class AllocationManager:
         )
 
     async def active_count(self) -> int:
-        return len(await asyncio.to_thread(self.store.active))
+        return len(await asyncio.to_thread(self.store.live))
 
 
 __all__ = ["AllocationManager", "Availability", "ManagerLimits"]

@@ -2,7 +2,14 @@
 
 Leases survive miner restarts: the store is the source of truth the manager reconciles the
 backend against. Reserving GPUs is one ``BEGIN IMMEDIATE`` transaction that refuses a lease
-whose GPUs an active lease already holds, so two concurrent reservations can never both win.
+whose GPUs a live (pending or active) lease already holds, so two concurrent reservations can
+never both win.
+
+States: ``pending`` (reserved, the backend is starting it; never shown to a caller) ->
+``active`` (set in one transaction with its endpoint, only after the backend started it) ->
+``expired`` / ``released``. A ``pending`` row found at start-up is a crash mid-allocation: the
+manager's reconcile rolls it back. An optional per-owner idempotency key makes a retried
+allocate find the lease its first attempt made instead of making a second.
 
 Only public material is stored: the renter's SSH *public* key and the lease's public host key.
 What it deliberately does not do: talk to a backend, check ownership, or know the clock.
@@ -22,8 +29,9 @@ from typing import Any, Literal
 from compute.allocation.records import Endpoint, LeaseRecord
 from compute.sqlitedb import immediate, open_db
 
-LeaseState = Literal["active", "expired", "released"]
-SCHEMA_VERSION = 1
+LeaseState = Literal["pending", "active", "expired", "released"]
+SCHEMA_VERSION = 2
+_LIVE = "state IN ('pending','active')"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS leases (
@@ -42,10 +50,15 @@ CREATE TABLE IF NOT EXISTS leases (
     state TEXT NOT NULL,
     requirements TEXT NOT NULL,
     endpoint TEXT,
-    ended_at REAL
+    ended_at REAL,
+    idempotency_key TEXT
 );
 CREATE INDEX IF NOT EXISTS leases_owner ON leases(owner_hotkey, state);
 CREATE INDEX IF NOT EXISTS leases_state ON leases(state, expires_at);
+"""
+_INDEXES = """
+CREATE UNIQUE INDEX IF NOT EXISTS leases_idem ON leases(owner_hotkey, idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
 """
 
 
@@ -54,7 +67,11 @@ class StoreError(Exception):
 
 
 class GpuConflict(StoreError):
-    """A reservation asked for GPUs that an active lease already holds."""
+    """A reservation asked for GPUs that a live lease already holds."""
+
+
+class DuplicateKey(StoreError):
+    """A reservation reused an idempotency key its owner already used."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +83,7 @@ class StoredLease:
     requirements_json: str
     endpoint: Endpoint | None = None
     ended_at: float | None = None
+    idempotency_key: str | None = None
 
     @property
     def lease_id(self) -> str:
@@ -81,6 +99,10 @@ class LeaseStore:
         self._lock = threading.Lock()
         self._conn = open_db(self.path, synchronous="FULL", threads=True)
         self._conn.executescript(_SCHEMA)
+        columns = {row[1] for row in self._conn.execute("PRAGMA table_info(leases)")}
+        if "idempotency_key" not in columns:  # a version-1 table: add the column, keep the rows
+            self._conn.execute("ALTER TABLE leases ADD COLUMN idempotency_key TEXT")
+        self._conn.executescript(_INDEXES)
         self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     def close(self) -> None:
@@ -95,39 +117,35 @@ class LeaseStore:
     # ---------------------------------------------------------------- writes
 
     def reserve(self, lease: StoredLease) -> None:
-        """Insert ``lease`` as active unless one of its GPUs is held; raises :class:`GpuConflict`."""
+        """Insert ``lease`` (usually ``pending``) unless one of its GPUs is held.
+
+        Raises :class:`GpuConflict`, or :class:`DuplicateKey` when its idempotency key was used.
+        """
         record = lease.record
         with self._tx() as conn:
             held = _held_gpus(conn)
             clash = sorted(held.intersection(record.gpus))
             if clash:
                 raise GpuConflict(f"GPUs {clash} are held by another active lease")
-            conn.execute(
-                "INSERT INTO leases VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (
-                    record.lease_id,
-                    record.owner_hotkey,
-                    record.purpose,
-                    json.dumps(list(record.gpus)),
-                    record.cpu_count,
-                    record.memory_mb,
-                    record.disk_gb,
-                    record.shm_mb,
-                    record.extra_ports,
-                    record.ssh_public_key,
-                    record.created_at,
-                    record.expires_at,
-                    "active",
-                    lease.requirements_json,
-                    _endpoint_json(lease.endpoint),
-                    None,
-                ),
+            try:
+                _insert(conn, lease)
+            except sqlite3.IntegrityError as exc:
+                raise DuplicateKey(f"idempotency key already used: {exc}") from None
+
+    def activate(self, lease_id: str, endpoint: Endpoint) -> None:
+        """``pending`` -> ``active`` with its endpoint, in one transaction (the backend started it)."""
+        with self._tx() as conn:
+            cursor = conn.execute(
+                "UPDATE leases SET state='active', endpoint=? WHERE lease_id=? AND state='pending'",
+                (_endpoint_json(endpoint), lease_id),
             )
+            if cursor.rowcount != 1:
+                raise StoreError(f"lease {lease_id} is not pending")
 
     def delete(self, lease_id: str) -> None:
         """Remove a reservation whose start failed (rollback); leases that ran are never deleted."""
         with self._tx() as conn:
-            conn.execute("DELETE FROM leases WHERE lease_id=?", (lease_id,))
+            conn.execute("DELETE FROM leases WHERE lease_id=? AND state='pending'", (lease_id,))
 
     def set_endpoint(self, lease_id: str, endpoint: Endpoint | None) -> None:
         self._update(lease_id, "endpoint=?", _endpoint_json(endpoint))
@@ -161,10 +179,21 @@ class LeaseStore:
     def active(self) -> list[StoredLease]:
         return self._select("WHERE state='active' ORDER BY created_at", ())
 
+    def pending(self) -> list[StoredLease]:
+        return self._select("WHERE state='pending' ORDER BY created_at", ())
+
+    def live(self) -> list[StoredLease]:
+        """Pending and active leases: what counts against capacity."""
+        return self._select(f"WHERE {_LIVE} ORDER BY created_at", ())
+
+    def by_key(self, owner_hotkey: str, key: str) -> StoredLease | None:
+        found = self._select("WHERE owner_hotkey=? AND idempotency_key=?", (owner_hotkey, key))
+        return found[0] if found else None
+
     def by_owner(self, owner_hotkey: str, limit: int = 1024) -> list[StoredLease]:
-        """Active leases first, then the most recently ended ones."""
+        """Active leases first, then the most recently ended ones (pending ones are not shown)."""
         return self._select(
-            "WHERE owner_hotkey=? ORDER BY state='active' DESC, created_at DESC LIMIT ?",
+            "WHERE owner_hotkey=? AND state!='pending' ORDER BY state='active' DESC, created_at DESC LIMIT ?",
             (owner_hotkey, limit),
         )
 
@@ -181,9 +210,35 @@ class LeaseStore:
         return [_from_row(row) for row in rows]
 
 
+def _insert(conn: sqlite3.Connection, lease: StoredLease) -> None:
+    record = lease.record
+    conn.execute(
+        "INSERT INTO leases VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        (
+            record.lease_id,
+            record.owner_hotkey,
+            record.purpose,
+            json.dumps(list(record.gpus)),
+            record.cpu_count,
+            record.memory_mb,
+            record.disk_gb,
+            record.shm_mb,
+            record.extra_ports,
+            record.ssh_public_key,
+            record.created_at,
+            record.expires_at,
+            lease.state,
+            lease.requirements_json,
+            _endpoint_json(lease.endpoint),
+            None,
+            lease.idempotency_key,
+        ),
+    )
+
+
 def _held_gpus(conn: sqlite3.Connection) -> set[int]:
     held: set[int] = set()
-    for (gpus,) in conn.execute("SELECT gpus FROM leases WHERE state='active'"):
+    for (gpus,) in conn.execute(f"SELECT gpus FROM leases WHERE {_LIVE}"):
         held.update(json.loads(gpus))
     return held
 
@@ -220,6 +275,7 @@ def _from_row(row: tuple) -> StoredLease:
         req,
         ep,
         ended,
+        idem,
     ) = row
     record = LeaseRecord(
         lease_id=lease_id,
@@ -245,7 +301,14 @@ def _from_row(row: tuple) -> StoredLease:
             host_key=data["host_key"],
             ports={int(k): int(v) for k, v in data["ports"].items()},
         )
-    return StoredLease(record=record, state=state, requirements_json=req, endpoint=endpoint, ended_at=ended)
+    return StoredLease(
+        record=record,
+        state=state,
+        requirements_json=req,
+        endpoint=endpoint,
+        ended_at=ended,
+        idempotency_key=idem,
+    )
 
 
 def with_record(lease: StoredLease, **changes: Any) -> StoredLease:
@@ -253,4 +316,12 @@ def with_record(lease: StoredLease, **changes: Any) -> StoredLease:
     return replace(lease, record=replace(lease.record, **changes))
 
 
-__all__ = ["GpuConflict", "LeaseState", "LeaseStore", "StoreError", "StoredLease", "with_record"]
+__all__ = [
+    "DuplicateKey",
+    "GpuConflict",
+    "LeaseState",
+    "LeaseStore",
+    "StoreError",
+    "StoredLease",
+    "with_record",
+]

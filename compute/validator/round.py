@@ -29,6 +29,7 @@ from compute.protocol import (
     DeallocateRequest,
     ErrorCode,
     LeaseInfo,
+    ListLeasesRequest,
     MachineSpecs,
     Requirements,
     SpecsRequest,
@@ -179,6 +180,7 @@ async def _attempt(
 ) -> PogResult:
     started = time.monotonic()
     specs = await _specs(client, target)
+    await _release_stale(client, target)
     claimed = specs.gpus[:MAX_GPUS_TESTED]
     key = asyncssh.generate_private_key("ssh-ed25519")
     try:
@@ -253,6 +255,19 @@ async def _deallocate(client: MinerClient, target: MinerTarget, lease_id: str) -
         )
     except (asyncio.TimeoutError, TransportError) as exc:
         log.warning("uid=%d lease=%s release failed (it expires on its own): %s", target.uid, lease_id, exc)
+
+
+async def _release_stale(client: MinerClient, target: MinerTarget) -> None:
+    """Release this validator's validation leases a killed run left on the miner (best effort)."""
+    try:
+        listed = await asyncio.wait_for(client.call(target.endpoint, target.hotkey, ListLeasesRequest()), 15)
+    except (asyncio.TimeoutError, TransportError) as exc:
+        log.debug("uid=%d listing own leases failed: %s", target.uid, exc)
+        return
+    for lease in listed.leases:
+        if lease.purpose == "validation" and lease.state == "active":
+            log.info("uid=%d releasing stale validation lease=%s", target.uid, lease.lease_id)
+            await _deallocate(client, target, lease.lease_id)
 
 
 async def _session(lease: LeaseInfo, key: asyncssh.SSHKey, params: RoundParams) -> PogSession:

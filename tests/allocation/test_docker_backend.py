@@ -325,6 +325,28 @@ async def test_key_exchange_locks_out_old_key_and_restart_keeps_host_key(backend
 
 
 @pytest.mark.docker
+async def test_key_exchange_ends_the_old_keys_open_sessions(backend: DockerBackend) -> None:
+    old, new = client_key(), client_key()
+    lease = make_lease(public_line(old))
+    endpoint = await backend.start(lease)
+    async with asyncssh.connect(
+        endpoint.host,
+        endpoint.ssh_port,
+        username=endpoint.username,
+        client_keys=[old],
+        known_hosts=_pinned(endpoint),
+        connect_timeout=10,
+    ) as conn:
+        process = await conn.create_process("sleep 300")
+        assert (await conn.run("echo alive", check=True, timeout=10)).stdout.strip() == "alive"
+        await backend.set_authorized_key(lease.lease_id, public_line(new))
+        await asyncio.wait_for(conn.wait_closed(), 10)  # the session is gone, not merely locked out
+        process.close()
+    assert (await ssh_run(endpoint, new, "echo ok")).strip() == "ok"  # the listener still serves
+    assert (await ssh_run(endpoint, new, "pgrep -c -x sleep || true")).strip() == "0"
+
+
+@pytest.mark.docker
 async def test_stop_removes_container_idempotently_and_running_reflects_it(backend: DockerBackend) -> None:
     key = client_key()
     first, second = make_lease(public_line(key)), make_lease(public_line(key))

@@ -67,3 +67,23 @@ def test_store_holds_no_private_key_material(tmp_path):
     store.close()
     raw = b"".join(p.read_bytes() for p in tmp_path.iterdir())
     assert b"PRIVATE KEY" not in raw
+
+
+def test_version_1_table_gains_the_idempotency_column_and_keeps_rows(tmp_path):
+    path = tmp_path / "l.db"
+    store = LeaseStore(path)
+    store.reserve(lease("a" * 32, (0,)))
+    store.close()
+    conn = sqlite3.connect(path)  # rebuild the table as version 1 wrote it
+    conn.executescript(
+        "CREATE TABLE old AS SELECT lease_id, owner_hotkey, purpose, gpus, cpu_count, memory_mb, disk_gb,"
+        " shm_mb, extra_ports, ssh_public_key, created_at, expires_at, state, requirements, endpoint,"
+        " ended_at FROM leases; DROP TABLE leases; ALTER TABLE old RENAME TO leases;"
+    )
+    conn.close()
+    again = LeaseStore(path)
+    assert again.get("a" * 32).state == "active"
+    keyed = StoredLease(lease("b" * 32, (1,)).record, "pending", "{}", idempotency_key="k" * 10)
+    again.reserve(keyed)
+    assert again.by_key("5" + "C" * 47, "k" * 10) == keyed
+    assert again.held_gpus() == {0, 1}  # a pending lease holds its GPUs
