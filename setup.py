@@ -30,6 +30,9 @@ setup(
             "ruff>=0.5",
             "mypy>=1.10",
             "types-PyYAML",
+            # the miner's torch path stays under test; this exact pin resolves to the CI machine's local
+            # CPU wheel (any other spec downloads GBs of CUDA wheels)
+            "torch==2.13.0",
         ],
     },
 )

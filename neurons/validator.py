@@ -15,7 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from compute import VERSION_KEY, __version__  # noqa: E402
-from compute.chain import ChainError, connect  # noqa: E402
+from compute.chain import ChainError, MetagraphSnapshot, connect  # noqa: E402
 from compute.logs import configure_logging  # noqa: E402
 from compute.pog import load_gpu_table  # noqa: E402
 from compute.scoring import ScoringConfig, load_holistic_config  # noqa: E402
@@ -34,9 +34,27 @@ from compute.validator import (  # noqa: E402
     parse_validator,
     round_params,
     round_step_timeout,
+    wandb_wanted,
 )
 
 logger = logging.getLogger("neurons.validator")
+
+
+def warn_without_permit(metagraph: MetagraphSnapshot, hotkey: str) -> bool:
+    """Warn (and return False) when this hotkey has no validator permit: the chain refuses its weights."""
+    own = metagraph.by_hotkey().get(hotkey)
+    if own is None or own.validator_permit:
+        return True
+    logger.warning(
+        "hotkey %s (uid %d, stake %.1f TAO) has NO validator permit on netuid %d: the chain will refuse "
+        "the weights it sets until it earns one (more stake than the subnet's permit threshold, "
+        "granted at an epoch). It still tests miners and keeps their scores.",
+        hotkey,
+        own.uid,
+        own.stake,
+        metagraph.netuid,
+    )
+    return False
 
 
 async def run(s: ValidatorSettings) -> int:
@@ -46,11 +64,15 @@ async def run(s: ValidatorSettings) -> int:
     chain = connect(common.chain_target, common.netuid)
     if not await asyncio.wait_for(asyncio.to_thread(chain.is_registered, keypair.ss58), 60):
         raise ChainError(f"hotkey {keypair.ss58} is not registered on netuid {common.netuid}")
+    metagraph = await asyncio.wait_for(asyncio.to_thread(chain.metagraph), 60)
+    warn_without_permit(metagraph, keypair.ss58)
     store = ValidatorStore(s.db_path)
     client = MinerClient(keypair, timeout=30.0, max_concurrency=max(64, s.concurrency * 4))
     api_key = common.wandb_api_key.get_secret_value() if common.wandb_api_key else None
+    wandb_on, why = wandb_wanted(s.wandb_off, s.wandb_on, api_key)
+    logger.info("%s", why)
     wandb = WandbLogger(
-        not s.wandb_off,
+        wandb_on,
         s.wandb_project,
         f"validator-{keypair.ss58[:8]}",
         s.data_dir / "wandb",

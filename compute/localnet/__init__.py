@@ -13,13 +13,15 @@ import json
 import logging
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
 from rich.text import Text
 
+from .images import choose_lease_image
 from .network import LocalNet, LocalnetError, Options
-from .report import collect_summary, render_summary
+from .report import collect_summary, render_summary, summary_problems
 
 __all__ = ["LocalNet", "LocalnetError", "Options", "main"]
 
@@ -48,6 +50,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--pog-n", type=int, default=8192, help="PoG inner dimension")
     parser.add_argument("--pog-p", type=int, default=512, help="PoG output columns")
     parser.add_argument("--timeout", type=float, default=170.0, help="give up after this many s")
+    parser.add_argument(
+        "--base-image",
+        default="auto",
+        help="lease image of --backend docker miners (default auto: compute-base:cuda where the engine "
+        "has the nvidia runtime, else the CPU test image compute-base:cpu)",
+    )
     parser.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     parser.add_argument(
         "--logging.debug", dest="debug", action="store_true", help="debug logs from every process"
@@ -82,8 +90,15 @@ def main(argv: list[str] | None = None) -> int:
         debug=args.debug,
     )
 
+    if args.backend == "docker":
+        try:
+            options = replace(options, base_image=choose_lease_image(args.base_image))
+        except LocalnetError as exc:
+            console.print(f"[red]localnet failed:[/red] {exc}")
+            return 1
+
     def show(name: str, line: str) -> None:
-        console.print(Text.assemble((f"[{name}] ", "dim"), line), highlight=False)
+        console.print(Text.assemble((f"[{name}] ", "dim"), line), highlight=False, soft_wrap=True)
 
     net = LocalNet(options, REPO_ROOT, on_line=show)
     started = time.monotonic()
@@ -106,8 +121,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         net.stop()
     summary["elapsed_s"] = round(time.monotonic() - started, 1)
+    problems = summary_problems(summary, options.rounds)
+    summary["ok"], summary["problems"] = not problems, problems
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
         render_summary(summary, Console(width=None if sys.stdout.isatty() else 160))
-    return 0
+    return 1 if problems else 0

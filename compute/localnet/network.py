@@ -8,6 +8,7 @@ it only wires the real neurons together and reads back what they wrote.
 from __future__ import annotations
 
 import logging
+import shutil
 import socket
 import time
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ class Options:
     pog_p: int = 512
     timeout_s: float = 170.0
     debug: bool = False
+    base_image: str | None = None  # the Docker miners' lease image (compute.localnet.images picks it)
 
 
 @dataclass(frozen=True)
@@ -80,10 +82,8 @@ class LocalNet:
 
     # ------------------------------------------------------------------ setup
     def create(self) -> None:
+        self.clear_previous_run()
         (self.workdir / "logs").mkdir(parents=True, exist_ok=True)
-        if self.chain_path.exists():
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{self.chain_path}{suffix}").unlink(missing_ok=True)
         state = SimChainState.create(
             self.chain_path, netuid=NETUID, block_time=self.options.block_time, weights_rate_limit=1
         )
@@ -107,6 +107,23 @@ class LocalNet:
             self.validator.uid,
             len(self.miners),
         )
+
+    def clear_previous_run(self) -> list[str]:
+        """Every run starts fresh: remove what an earlier run left (only the names the demo creates)."""
+        removed = []
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{self.chain_path}{suffix}").unlink(missing_ok=True)
+        if self.workdir.is_dir():
+            for entry in sorted(self.workdir.iterdir()):
+                if entry.is_dir() and (
+                    entry.name in ("validator", "wallets", "logs")
+                    or (entry.name.startswith("miner") and entry.name[5:].isdigit())
+                ):
+                    shutil.rmtree(entry)
+                    removed.append(entry.name)
+        if removed:
+            log.info("fresh start: removed the previous run's %s from %s", ", ".join(removed), self.workdir)
+        return removed
 
     def _common_args(self, participant: Participant) -> list[str]:
         args = [
@@ -148,6 +165,8 @@ class LocalNet:
                 "--miner.data_dir",
                 str(self.workdir / miner.name),
             ]
+            if self.options.base_image:
+                args += ["--miner.base_image", self.options.base_image]
             children.append(self.processes.start(miner.name, args))
             log.info(
                 "%s uid=%d hotkey=%s starting on 127.0.0.1:%d",

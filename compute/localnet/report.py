@@ -46,6 +46,7 @@ def collect_summary(net: LocalNet) -> dict[str, Any]:
                     "tflops_fp32": result.tflops_fp32 if result else None,
                     "memory_gbs": result.mem_gbs if result else None,
                     "sustained_ratio": result.sustained_ratio if result else None,
+                    "sustained_factor": result.sustained_factor if result else None,
                     "score": score.score if score else 0.0,
                     "weight": weights.get(miner.uid, 0.0),
                 }
@@ -78,8 +79,33 @@ def _verdict(result) -> str:
     return "verified" if result.ok else "failed"
 
 
+def summary_problems(summary: dict[str, Any], rounds_wanted: int) -> list[str]:
+    """Why the demo did not do what it promised (empty when every miner was verified and weighted)."""
+    problems = []
+    if summary["rounds"] < rounds_wanted:
+        problems.append(f"the validator finished {summary['rounds']} of {rounds_wanted} round(s)")
+    for miner in summary["miners"]:
+        if miner["verdict"] != "verified":
+            reason = f": {miner['reasons'][0]}" if miner["reasons"] else ""
+            problems.append(f"{miner['name']} (uid {miner['uid']}) {miner['verdict']}{reason}")
+    if not summary["weights_on_chain"]:
+        problems.append("no weights were written on chain")
+    return problems
+
+
+LEGEND = (
+    "TFLOPS, memory GB/s: measured on the validator's clock (on this demo a CPU stands in for a GPU)",
+    "sustained: throughput over the last fifth of a long run ÷ over its first fifth; above 1 the run "
+    "sped up as it warmed (never rewarded); below 0.90 the machine throttled and its GPU score is "
+    'multiplied by the factor shown ("throttled ×F"); "-": not measured this round',
+    "score: moving average of the round samples; weight on chain: each score's share of the total",
+)
+
+
 def render_summary(summary: dict[str, Any], console: Console) -> None:
-    table = Table(title=f"Scoreboard after {summary['rounds']} round(s), block {summary['block']}")
+    table = Table(
+        title=f"Scoreboard after {summary['rounds']} round(s), block {summary['block']}",
+    )
     for column in (
         "uid",
         "miner",
@@ -106,15 +132,32 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
             _fmt(miner["tflops_fp16"]),
             _fmt(miner["tflops_fp32"]),
             _fmt(miner["memory_gbs"], 2),
-            _fmt(miner["sustained_ratio"], 2),
+            _sustained(miner),
             f"{miner['score']:.6f}",
             f"{miner['weight']:.4f}",
         )
     console.print(table)
+    for line in LEGEND:
+        console.print(f"  {line}", style="dim", highlight=False, soft_wrap=True)
+    problems = summary.get("problems") or []
+    for problem in problems:
+        console.print(f"[red]FAILED[/red] {problem}", highlight=False)
+    weights = "set weights" if summary["weights_on_chain"] else "set NO weights"
+    verdict = f"[red]demo failed ({len(problems)} problem(s))[/red]" if problems else "[green]demo OK[/green]"
     console.print(
-        f"validator uid {summary['validator']['uid']} set weights on {summary['chain']}; "
+        f"{verdict}: validator uid {summary['validator']['uid']} {weights} on {summary['chain']}; "
         f"demo took {summary.get('elapsed_s', '?')} s"
     )
+
+
+def _sustained(miner: dict[str, Any]) -> str:
+    ratio = miner["sustained_ratio"]
+    if ratio is None:
+        return "-"
+    factor = miner.get("sustained_factor")
+    if factor is not None and factor < 1.0:
+        return f"{ratio:.2f} throttled ×{factor:.2f}"
+    return f"{ratio:.2f}"
 
 
 def _fmt(value: float | None, digits: int = 4) -> str:

@@ -86,6 +86,7 @@ def build_backend(
             f"Docker is not reachable ({docker.error}); start the engine, add this user to the 'docker' "
             "group, or use --miner.backend embedded on a test network"
         )
+    check_image(settings.base_image)
     return BACKENDS["docker"](
         image=settings.base_image,
         host=settings.axon_ip,
@@ -94,6 +95,35 @@ def build_backend(
         public_host=ssh_host,
         miner_id=miner_id or wallet_hotkey(settings),
     )
+
+
+def image_present(image: str, timeout_s: float = 10.0) -> bool:
+    """Whether the Docker engine holds ``image`` locally (a lease never pulls at rental time)."""
+    import docker  # local import: the SDK is heavy and optional for validators
+
+    client = docker.from_env(timeout=max(1, int(round(timeout_s))))
+    try:
+        client.images.get(image)
+        return True
+    except docker.errors.ImageNotFound:
+        return False
+    finally:
+        client.close()
+
+
+def check_image(image: str) -> None:
+    """Refuse to start when the lease image is missing: say how to build it, not fail a rental later."""
+    try:
+        present = image_present(image)
+    except Exception as exc:  # engine error other than not-found: name it
+        raise StartupError(f"cannot inspect the lease image {image!r}: {exc}") from None
+    if not present:
+        raise StartupError(
+            f"the lease image {image!r} is not on this Docker engine; build it first: "
+            "`docker build -f docker/Dockerfile -t compute-base:cuda .` (GPU hosts), or "
+            "`sudo bash scripts/build_base_image.sh` for the CPU test image compute-base:cpu; "
+            "or name an existing image with --miner.base_image"
+        )
 
 
 def wallet_hotkey(settings: MinerSettings) -> str:

@@ -39,7 +39,7 @@ from compute.validator.settings import (
 )
 from compute.validator.table import print_round_table, round_table
 from compute.validator.timing import chain_block_seconds, measure_block_seconds, round_step_timeout
-from compute.validator.wandb_log import WandbLogger, result_figures
+from compute.validator.wandb_log import WandbLogger, result_figures, wandb_wanted
 from compute.validator.weights import WeightsError, WeightSetter, weights_from_scores
 
 __all__ = [
@@ -57,6 +57,7 @@ __all__ = [
     "SshFailed",
     "ValidatorSettings",
     "WandbLogger",
+    "wandb_wanted",
     "WeightSetter",
     "WeightsError",
     "WeightsLoop",

@@ -23,6 +23,7 @@ from compute.pog import GpuTable
 from compute.scoring import ScoringConfig, decay_score, update_score
 from compute.store import PogResult, ScoreRecord, ScoreUpdate, ValidatorStore
 from compute.transport import MinerClient
+from compute.validator.progress import RoundProgress
 from compute.validator.round import MinerTarget, RoundParams, check_miner
 from compute.validator.table import print_round_table, round_table
 from compute.validator.wandb_log import WandbLogger
@@ -188,6 +189,7 @@ class RoundLoop(BlockLoop):
             show_table,
         )
         self.rounds_done = 0
+        self.progress_every_s = 10.0  # one progress line this often off a terminal
 
     async def run_step(self, block: int) -> None:
         metagraph = await asyncio.wait_for(asyncio.to_thread(self.chain.metagraph), 60)
@@ -215,8 +217,15 @@ class RoundLoop(BlockLoop):
                     self.client, target, params, self.table, self.scoring, previous, deadline
                 )
                 self.store.record_result(result)
+                progress.advance(result.ok)
 
-        await asyncio.gather(*(one(t) for t in targets))
+        progress = RoundProgress(record.round_id, len(targets), every_s=self.progress_every_s)
+        beat = asyncio.create_task(progress.heartbeat())
+        try:
+            await asyncio.gather(*(one(t) for t in targets))
+        finally:
+            beat.cancel()
+            progress.close()
         results = self.store.results(record.round_id)
         updates = score_updates(
             results, self.store.scores(), metagraph.neurons, self.scoring, self.own_hotkey

@@ -53,6 +53,7 @@ class ValidatorSettings(BaseModel):
     cpu_bandwidth_gbs: float = Field(0.1, gt=0, le=10_000)
     cpu_sustained_seconds: float = Field(1.0, gt=0, le=600)
     wandb_off: bool = False
+    wandb_on: bool = False  # log offline without WANDB_API_KEY (with a key, wandb is on anyway)
     wandb_project: str = Field("compute-subnet", min_length=1, max_length=128)
 
     @field_validator("data_dir")
@@ -137,7 +138,7 @@ _FLAGS: dict[str, tuple[str, type, str]] = {
     ),
     "wandb.project": ("wandb_project", str, "wandb project (default compute-subnet)"),
 }
-_SWITCHES = {"validator.allow_same_ip": "allow_same_ip", "wandb.off": "wandb_off"}
+_SWITCHES = {"validator.allow_same_ip": "allow_same_ip", "wandb.off": "wandb_off", "wandb.on": "wandb_on"}
 
 
 def add_validator_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -152,6 +153,12 @@ def add_validator_args(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
         help="test several uids behind one IP (default: one uid per IP)",
     )
     group.add_argument("--wandb.off", action="store_true", default=None, help="disable wandb logging")
+    group.add_argument(
+        "--wandb.on",
+        action="store_true",
+        default=None,
+        help="log rounds to wandb offline without WANDB_API_KEY (default: on only with a key)",
+    )
     return parser
 
 

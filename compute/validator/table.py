@@ -1,13 +1,18 @@
 """A rich console table of one round: uid, hotkey, GPUs, TFLOPS, memory GB/s, sustained ratio
-(throttling shown in yellow), scaling efficiency, verdict, score, weight.
+(throttling shown in yellow), scaling efficiency, verdict, score, weight, and a legend.
 
-People-facing output only; it reads values and prints, nothing else.
+People-facing output only; it reads values and prints, nothing else. Under pm2 or any pipe rich
+would assume 80 columns and cut the table: off a terminal it prints at :data:`LOG_WIDTH` (or
+``COLUMNS`` when wider) so every column stays readable in log files.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from typing import TextIO
 
 from rich.console import Console
 from rich.table import Table
@@ -46,7 +51,7 @@ def _sustained(result: PogResult) -> str:
         return "-"
     text = f"{result.sustained_ratio:.2f}"
     if result.sustained_factor is not None and result.sustained_factor < 1.0:
-        return f"[yellow]{text} throttled x{result.sustained_factor:.2f}[/yellow]"
+        return f"[yellow]{text} throttled ×{result.sustained_factor:.2f}[/yellow]"
     return text
 
 
@@ -97,5 +102,28 @@ def round_table(
     return table
 
 
+LOG_WIDTH = 220
+LEGEND = (
+    'TFLOPS, mem GB/s: measured on this validator\'s clock; "unproven": the memory proof failed',
+    "sustained: throughput over the last fifth of a long run ÷ over its first fifth (above 1: sped up "
+    'while warming, never rewarded); "throttled ×F": below 0.90, the GPU score is multiplied by F',
+    'scaling: all GPUs together ÷ each alone; "(c/n credited)": GPUs paid for of those claimed',
+    'score: moving average of round samples; weight: its share, as set on chain; "-": not measured',
+)
+
+
+def log_console(file: TextIO | None = None) -> Console:
+    """A console for people: the terminal's width on a TTY, wide enough for every column off one."""
+    stream = file if file is not None else sys.stdout
+    if stream.isatty():
+        return Console(file=stream)
+    columns = os.environ.get("COLUMNS", "")
+    width = max(LOG_WIDTH, int(columns)) if columns.isdigit() else LOG_WIDTH
+    return Console(file=stream, width=width, no_color=True)
+
+
 def print_round_table(table: Table, console: Console | None = None) -> None:
-    (console or Console()).print(table)
+    console = console or log_console()
+    console.print(table)
+    for line in LEGEND:
+        console.print(f"  {line}", style="dim", highlight=False, soft_wrap=True)

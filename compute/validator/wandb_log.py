@@ -1,13 +1,16 @@
-"""Optional wandb logging of rounds: offline without WANDB_API_KEY, harmless when absent or failing.
+"""Optional wandb logging of rounds: off unless configured, quiet, harmless when absent or failing.
 
-``WandbLogger`` imports wandb lazily; if it is not installed, cannot start, or any call raises,
-it logs one warning and turns itself off. The validator never depends on it: no state is read
-back from wandb and nothing is shared with other validators through it.
+:func:`wandb_wanted` decides: on with ``WANDB_API_KEY`` (online) or ``--wandb.on`` (offline
+without a key), always off with ``--wandb.off``, off otherwise. ``WandbLogger`` imports wandb
+lazily and runs it silent (no banner, no console capture, no deprecation warnings); if it is not
+installed, cannot start, or any call raises, it logs one warning and turns itself off. The
+validator never depends on it: no state is read back from wandb and nothing is shared through it.
 """
 
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Literal
@@ -43,6 +46,17 @@ def result_figures(result: PogResult) -> dict[str, float]:
     return data
 
 
+def wandb_wanted(off: bool, on: bool, api_key: str | None) -> tuple[bool, str]:
+    """(enabled, why) from ``--wandb.off``, ``--wandb.on`` and whether a key is configured."""
+    if off:
+        return False, "wandb off (--wandb.off)"
+    if api_key:
+        return True, "wandb on (WANDB_API_KEY set)"
+    if on:
+        return True, "wandb on, offline (--wandb.on without WANDB_API_KEY)"
+    return False, "wandb off (set WANDB_API_KEY or pass --wandb.on to log rounds)"
+
+
 class WandbLogger:
     def __init__(
         self,
@@ -57,21 +71,23 @@ class WandbLogger:
         if not enabled:
             return
         try:
-            import wandb
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # wandb's own deprecation chatter is not ours to show
+                import wandb
 
-            mode: Literal["online", "offline"] = "online" if api_key else "offline"
-            if api_key:
-                wandb.login(key=api_key, relogin=False)
-            directory.mkdir(parents=True, exist_ok=True)
-            self._run = wandb.init(
-                project=project,
-                name=run_name,
-                mode=mode,
-                dir=str(directory),
-                config=dict(config or {}),
-                reinit=True,
-            )
-            log.info("wandb logging %s project=%s", mode, project)
+                mode: Literal["online", "offline"] = "online" if api_key else "offline"
+                if api_key:
+                    wandb.login(key=api_key, relogin=False)
+                directory.mkdir(parents=True, exist_ok=True)
+                self._run = wandb.init(
+                    project=project,
+                    name=run_name,
+                    mode=mode,
+                    dir=str(directory),
+                    config=dict(config or {}),
+                    settings=wandb.Settings(silent=True, console="off"),
+                )
+            log.info("wandb logging %s project=%s dir=%s", mode, project, directory)
         except Exception as exc:  # optional dependency boundary
             log.warning("wandb disabled: %s: %s", type(exc).__name__, exc)
             self._run = None
@@ -109,7 +125,9 @@ class WandbLogger:
     def close(self) -> None:
         if self._run is not None:
             try:
-                self._run.finish()
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    self._run.finish()
             except Exception as exc:  # optional dependency boundary
                 log.warning("wandb finish failed: %s", exc)
             self._run = None

@@ -1,13 +1,17 @@
 // pm2 start scripts/pm2/miner.config.js   (edit the args: wallet, external ip, backend)
 // Leases live in --miner.data_dir and in their containers: pm2 restarts (kill -9 included) are safe,
 // the miner adopts running leases on start. Secrets (WANDB_API_KEY) go in .env, not here.
+// The interpreter is the project's environment (scripts/pm2/python.js): $COMPUTE_PYTHON, else the
+// activated venv, else .venv in this checkout; never the system's bare python3.
+const { projectPython, root } = require("./python.js");
+
 module.exports = {
   apps: [
     {
       name: "compute-miner",
       script: "neurons/miner.py",
-      interpreter: "python3",
-      cwd: __dirname + "/../..",
+      interpreter: projectPython(),
+      cwd: root,
       args: [
         "--netuid", "27",
         "--subtensor.network", "finney",

@@ -78,3 +78,16 @@ def test_docker_backend_without_a_docker_engine_says_so(tmp_path: Path, register
     assert done.returncode == 1, done.stderr
     assert "Docker is not reachable" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.docker
+def test_docker_backend_with_a_missing_lease_image_says_how_to_build_it(tmp_path: Path, registered) -> None:
+    from dockerkit import require_docker
+
+    require_docker()  # an engine must answer, or this would test the "not reachable" refusal instead
+    missing = "compute-base:no-such-tag-i15"
+    done = run_miner(tmp_path, registered, "--miner.backend", "docker", "--miner.base_image", missing)
+    assert done.returncode == 1, done.stderr
+    assert f"the lease image '{missing}' is not on this Docker engine" in done.stderr
+    assert "scripts/build_base_image.sh" in done.stderr and "--miner.base_image" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -1,0 +1,122 @@
+"""The demo tells the truth: failures show in the exit code and the summary, runs start fresh,
+the Docker demo picks an image that works on this host, and every figure has a legend."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from compute.localnet import LocalNet, Options
+from compute.localnet.report import render_summary, summary_problems
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _summary(*verdicts: str, weights: dict[str, float] | None = None, rounds: int = 1) -> dict:
+    miners = [
+        {
+            "name": f"miner{i + 1}",
+            "uid": i + 1,
+            "hotkey": "5F" + "x" * 46,
+            "verdict": verdict,
+            "reasons": [] if verdict == "verified" else ["ssh: lease container did not start"],
+            "device": "CPU" if verdict == "verified" else None,
+            "tflops_fp16": 0.1,
+            "tflops_fp32": 0.2,
+            "memory_gbs": 3.0,
+            "sustained_ratio": 1.35 if i == 0 else 0.54,
+            "sustained_factor": 1.0 if i == 0 else 0.6,
+            "score": 0.5,
+            "weight": 0.5,
+        }
+        for i, verdict in enumerate(verdicts)
+    ]
+    return {
+        "netuid": 27,
+        "chain": "/tmp/chain.db",
+        "validator": {"uid": 0, "hotkey": "5V"},
+        "rounds": rounds,
+        "block": 9,
+        "miners": miners,
+        "weights_on_chain": {"1": 1.0} if weights is None else weights,
+    }
+
+
+def _render(summary: dict) -> str:  # whitespace-normalised, as a person reads it
+    out = io.StringIO()
+    summary["problems"] = summary_problems(summary, 1)
+    render_summary(summary, Console(file=out, width=200))
+    return " ".join(out.getvalue().split())
+
+
+def test_a_failed_miner_is_a_problem_named_in_the_summary() -> None:
+    summary = _summary("verified", "failed")
+    assert summary_problems(summary, 1) == ["miner2 (uid 2) failed: ssh: lease container did not start"]
+    text = _render(summary)
+    assert "FAILED miner2 (uid 2) failed: ssh: lease container did not start" in text
+    assert "demo failed (1 problem(s))" in text and "demo OK" not in text
+
+
+def test_missing_rounds_and_missing_weights_are_problems() -> None:
+    summary = _summary("verified", weights={}, rounds=0)
+    problems = summary_problems(summary, 2)
+    assert "the validator finished 0 of 2 round(s)" in problems
+    assert "no weights were written on chain" in problems
+    assert "set NO weights" in _render(summary)
+
+
+def test_an_all_verified_demo_is_ok_and_every_figure_has_a_legend() -> None:
+    text = _render(_summary("verified", "verified"))
+    assert "demo OK" in text and "FAILED" not in text
+    assert "throttled ×0.60" in text  # the factor the score is multiplied by …
+    assert "multiplied by the factor shown" in text  # … and the legend that says so
+    assert "above 1 the run sped up" in text  # sustained ratios > 1 explained
+
+
+def test_a_rerun_starts_fresh_and_removes_only_what_the_demo_made(tmp_path: Path) -> None:
+    work = tmp_path / "net"
+    for name in ("validator", "miner1", "miner12", "wallets", "logs", "mine", "minerals"):
+        (work / name).mkdir(parents=True)
+        (work / name / "state").write_text("old")
+    (work / "chain.db").write_text("old chain")
+    (work / "notes.txt").write_text("keep me")
+    net = LocalNet(Options(workdir=work), REPO)
+    removed = net.clear_previous_run()
+    assert removed == ["logs", "miner1", "miner12", "validator", "wallets"]
+    assert sorted(p.name for p in work.iterdir()) == ["mine", "minerals", "notes.txt"]
+
+
+@pytest.mark.docker
+def test_the_docker_demo_refuses_the_cuda_image_on_a_host_without_the_nvidia_runtime(tmp_path: Path) -> None:
+    from compute.specs import collect_docker
+
+    docker = collect_docker(5.0)
+    if not docker.available:
+        pytest.skip(f"no Docker engine: {docker.error}")
+    if docker.nvidia_runtime:
+        pytest.skip("this engine has the nvidia runtime")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "compute",
+            "localnet",
+            "--backend",
+            "docker",
+            "--base-image",
+            "compute-base:cuda",
+        ]
+        + ["--workdir", str(tmp_path / "net")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1
+    assert "needs the NVIDIA container runtime" in proc.stderr and "compute-base:cpu" in proc.stderr
+    assert not (tmp_path / "net" / "chain.db").exists()  # refused before anything started
