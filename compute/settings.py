@@ -205,6 +205,7 @@ class MinerSettings(BaseModel):
     axon_port: int = Field(8091, ge=1, le=65535)
     axon_ip: str = "0.0.0.0"
     external_ip: str | None = None
+    external_port: int | None = Field(None, ge=1, le=65535)  # behind NAT: the port validators reach
     backend: Literal["docker", "embedded"] = "docker"
     ssh_port_range: tuple[int, int] = (40000, 40999)
     ssh_host: str | None = None
@@ -250,6 +251,11 @@ class MinerSettings(BaseModel):
         return int(self.max_lease_days * 86400)
 
     @property
+    def public_port(self) -> int:
+        """The port published on chain: --axon.external_port (NAT port forward), else --axon.port."""
+        return self.external_port or self.axon_port
+
+    @property
     def public_ip(self) -> str:
         """The ip published on chain: --axon.external_ip, else 127.0.0.1 on a simulated chain."""
         if self.external_ip:
@@ -264,6 +270,9 @@ def add_miner_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     group.add_argument("--axon.port", type=int, help="HTTP port of the miner API (default 8091)")
     group.add_argument("--axon.ip", help="bind address of the miner API (default 0.0.0.0)")
     group.add_argument("--axon.external_ip", help="public ip published on chain")
+    group.add_argument(
+        "--axon.external_port", type=int, help="port published on chain, behind NAT (default: --axon.port)"
+    )
     group.add_argument("--miner.backend", help="rental backend: docker|embedded (default docker)")
     group.add_argument(
         "--miner.ssh_port_range", help="host ports for lease SSH/extra ports (default 40000-40999)"
@@ -328,6 +337,7 @@ _MINER_FLAGS = {
     "axon_port": "axon.port",
     "axon_ip": "axon.ip",
     "external_ip": "axon.external_ip",
+    "external_port": "axon.external_port",
     "backend": "miner.backend",
     "ssh_port_range": "miner.ssh_port_range",
     "ssh_host": "miner.ssh_host",
