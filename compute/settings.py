@@ -4,8 +4,8 @@ Precedence for every value: command-line flag > process environment > ``.env`` f
 Each flag ``--a.b_c`` may also come from the variable ``COMPUTE_A_B_C``; the SDK's usual
 variables (``BT_WALLET``, ``BT_WALLET_HOTKEY``, ``BT_WALLET_PATH``, ``BT_NETWORK``,
 ``BT_CHAIN_ENDPOINT``) are honoured for the wallet and network, and ``WANDB_API_KEY`` is read
-as a secret. The ``.env`` parser is deliberately tiny (``KEY=VALUE`` lines, ``#`` comments,
-optional quotes, no interpolation) so no dependency is needed.
+as a secret. ``.env`` files are parsed by python-dotenv (quotes, ``export``, ``#`` comments; no
+interpolation), with malformed lines reported instead of skipped.
 
 What it deliberately does not do: read a config file format of its own, touch the chain or
 wallet files, or modify ``os.environ``.
@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal, TypeVar
 
+from dotenv.parser import parse_stream
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 MAINNET_NETUID = 27
@@ -35,27 +36,24 @@ class SettingsError(ValueError):
 
 
 def load_dotenv(path: str | Path) -> dict[str, str]:
-    """Parse ``KEY=VALUE`` lines of ``path`` (missing file -> empty). Never exports them."""
+    """The ``KEY=VALUE`` pairs of ``path`` (missing file -> empty), parsed by python-dotenv.
+
+    Never exports them (the process environment stays as it is) and never interpolates. A line
+    python-dotenv cannot parse, or a bare key without ``=``, is a :class:`SettingsError` naming
+    the file and line, instead of python-dotenv's default of warning and skipping it.
+    """
     file = Path(path)
     if not file.is_file():
         return {}
     values: dict[str, str] = {}
-    for number, raw in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith("export "):
-            line = line[len("export ") :].lstrip()
-        key, sep, value = line.partition("=")
-        key = key.strip()
-        if not sep or not key.replace("_", "").isalnum():
-            raise SettingsError(f"{file}:{number}: expected KEY=VALUE, got {raw!r}")
-        value = value.strip()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-            value = value[1:-1]
-        elif " #" in value:
-            value = value.split(" #", 1)[0].rstrip()
-        values[key] = value
+    with file.open(encoding="utf-8") as stream:
+        for binding in parse_stream(stream):
+            if binding.error or (binding.key is not None and binding.value is None):
+                text = binding.original.string
+                number = binding.original.line + len(text) - len(text.lstrip("\n"))  # blank lines before
+                raise SettingsError(f"{file}:{number}: expected KEY=VALUE, got {text.strip()!r}")
+            if binding.key is not None and binding.value is not None:
+                values[binding.key] = binding.value
     return values
 
 
@@ -207,6 +205,7 @@ class MinerSettings(BaseModel):
     axon_port: int = Field(8091, ge=1, le=65535)
     axon_ip: str = "0.0.0.0"
     external_ip: str | None = None
+    external_port: int | None = Field(None, ge=1, le=65535)  # behind NAT: the port validators reach
     backend: Literal["docker", "embedded"] = "docker"
     ssh_port_range: tuple[int, int] = (40000, 40999)
     ssh_host: str | None = None
@@ -252,6 +251,11 @@ class MinerSettings(BaseModel):
         return int(self.max_lease_days * 86400)
 
     @property
+    def public_port(self) -> int:
+        """The port published on chain: --axon.external_port (NAT port forward), else --axon.port."""
+        return self.external_port or self.axon_port
+
+    @property
     def public_ip(self) -> str:
         """The ip published on chain: --axon.external_ip, else 127.0.0.1 on a simulated chain."""
         if self.external_ip:
@@ -266,6 +270,9 @@ def add_miner_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     group.add_argument("--axon.port", type=int, help="HTTP port of the miner API (default 8091)")
     group.add_argument("--axon.ip", help="bind address of the miner API (default 0.0.0.0)")
     group.add_argument("--axon.external_ip", help="public ip published on chain")
+    group.add_argument(
+        "--axon.external_port", type=int, help="port published on chain, behind NAT (default: --axon.port)"
+    )
     group.add_argument("--miner.backend", help="rental backend: docker|embedded (default docker)")
     group.add_argument(
         "--miner.ssh_port_range", help="host ports for lease SSH/extra ports (default 40000-40999)"
@@ -330,6 +337,7 @@ _MINER_FLAGS = {
     "axon_port": "axon.port",
     "axon_ip": "axon.ip",
     "external_ip": "axon.external_ip",
+    "external_port": "axon.external_port",
     "backend": "miner.backend",
     "ssh_port_range": "miner.ssh_port_range",
     "ssh_host": "miner.ssh_host",

@@ -82,7 +82,7 @@ async def run(settings: MinerSettings) -> int:
     app = build_miner_app(keypair, policy, manager, specs_provider(specs_cache.get, backend.name, gpus))
 
     async def publish() -> None:
-        await asyncio.to_thread(chain.serve, wallet, public_ip, settings.axon_port)
+        await asyncio.to_thread(chain.serve, wallet, public_ip, settings.public_port)
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -98,7 +98,7 @@ async def run(settings: MinerSettings) -> int:
         settings.axon_ip,
         settings.axon_port,
         public_ip,
-        settings.axon_port,
+        settings.public_port,
     )
     try:
         await serve(app, settings.axon_ip, settings.axon_port, stop)

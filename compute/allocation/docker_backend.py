@@ -203,7 +203,13 @@ class DockerBackend:
     ) -> dict[str, Any]:
         """Arguments for ``containers.create``: limits, labels, port map, GPUs. No I/O."""
         options = spec.ContainerOptions(
-            self.image, self.host, self.miner_id, self.pids_limit, self.network, _host_cpus()
+            self.image,
+            self.host,
+            self.miner_id,
+            self.pids_limit,
+            self.network,
+            _host_cpus(),
+            spec.lxcfs_root(),
         )
         return spec.container_kwargs(
             options,

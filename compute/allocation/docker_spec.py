@@ -16,6 +16,7 @@ import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from docker.errors import APIError
@@ -53,6 +54,7 @@ class ContainerOptions:
     pids_limit: int
     network: str | None = None
     host_cpus: tuple[int, ...] = ()  # cores leases may be pinned to (the miner's CPU affinity)
+    lxcfs_root: str | None = None  # LXCFS mount point on the host, when it runs (see lxcfs_root)
 
 
 def validate_miner_id(miner_id: str) -> str:
@@ -141,7 +143,28 @@ def container_kwargs(
         kwargs["network"] = options.network
     if lease.disk_gb > 0 and disk_limit:
         kwargs["storage_opt"] = {"size": f"{lease.disk_gb}G"}
+    if options.lxcfs_root:
+        kwargs["volumes"] = lxcfs_volumes(options.lxcfs_root)
     return kwargs
+
+
+LXCFS_ROOT = "/var/lib/lxcfs"
+LXCFS_PROC_FILES = ("cpuinfo", "diskstats", "loadavg", "meminfo", "stat", "swaps", "uptime")
+
+
+def lxcfs_root(root: str = LXCFS_ROOT) -> str | None:
+    """``root`` when LXCFS serves its per-container /proc views there (else None).
+
+    Without LXCFS, ``free``, ``top`` and ``/proc/meminfo`` inside a lease show the host's totals
+    (the cgroup limits still apply); with it they show the lease's own memory and CPUs."""
+    return root if Path(root, "proc", "meminfo").is_file() else None
+
+
+def lxcfs_volumes(root: str | None) -> dict[str, dict[str, str]]:
+    """Read-only bind mounts of LXCFS's /proc files over the container's (empty without LXCFS)."""
+    if not root:
+        return {}
+    return {f"{root}/proc/{name}": {"bind": f"/proc/{name}", "mode": "ro"} for name in LXCFS_PROC_FILES}
 
 
 @dataclass(frozen=True)

@@ -388,8 +388,17 @@ def serve_in_thread(
     return RunningServer(url=f"http://{shown}:{bound}", port=bound, _server=server, _thread=thread)
 
 
-async def serve(app: Any, host: str, port: int, stop_event: asyncio.Event | None = None) -> None:
-    """Run uvicorn on the current event loop until ``stop_event`` is set (or the task is cancelled)."""
+async def serve(
+    app: Any,
+    host: str,
+    port: int,
+    stop_event: asyncio.Event | None = None,
+    sock: socket.socket | None = None,
+) -> None:
+    """Run uvicorn on the current event loop until ``stop_event`` is set (or the task is cancelled).
+
+    ``sock``: an already bound (and listening) socket to serve on, so a caller that needs a free
+    port binds port 0 itself and never races another process between choosing and binding."""
     server = uvicorn.Server(_config(app, host, port))
 
     async def watch() -> None:
@@ -399,7 +408,7 @@ async def serve(app: Any, host: str, port: int, stop_event: asyncio.Event | None
 
     watcher = asyncio.create_task(watch()) if stop_event is not None else None
     try:
-        await server.serve()
+        await server.serve(sockets=[sock] if sock is not None else None)
     finally:
         if watcher is not None:
             watcher.cancel()

@@ -28,10 +28,13 @@ log = logging.getLogger(__name__)
 NETUID = 27
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def _listening_socket() -> socket.socket:
+    """A socket bound to a free loopback port and listening: handed to uvicorn as it is, so no
+    other process can take the port between choosing it and serving on it (the old race)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(512)
+    return sock
 
 
 async def _serve_miners(count: int, root: Path) -> None:
@@ -75,8 +78,9 @@ async def _serve_miners(count: int, root: Path) -> None:
         app = build_miner_app(
             KeyWallet(keypair), None, manager, lambda: specs, ServerLimits(rate_per_s=1000, burst=1000)
         )
-        port = _free_port()
-        tasks.append(asyncio.create_task(serve(app, "127.0.0.1", port, stop)))
+        sock = _listening_socket()
+        port = sock.getsockname()[1]
+        tasks.append(asyncio.create_task(serve(app, "127.0.0.1", port, stop, sock=sock)))
         listed.append({"hotkey": keypair.ss58_address, "port": port})
     await asyncio.sleep(1.0)
     print(json.dumps(listed), flush=True)
@@ -162,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=4096)
     parser.add_argument("--p", type=int, default=64)
     parser.add_argument("--miner-timeout", type=float, default=300.0)
+    parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     parser.add_argument("--serve-miners", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--dir", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -189,14 +194,24 @@ def main(argv: list[str] | None = None) -> int:
         )
         assert child.stdout is not None and child.stdin is not None  # both are PIPEs
         try:
-            miners = json.loads(child.stdout.readline())
+            line = child.stdout.readline()
+            if not line:
+                print(
+                    f"bench-validator: the miners' process exited {child.wait(30)} before serving",
+                    file=sys.stderr,
+                )
+                return 1
+            miners = json.loads(line)
             report = asyncio.run(_round(args, root, miners))
         finally:
             child.stdin.close()
             child.wait(30)
-    for key, value in report.items():
-        print(f"{key:>18}: {value}")
-    return 0
+    if args.json:
+        print(json.dumps(report))
+    else:
+        for key, value in report.items():
+            print(f"{key:>18}: {value}")
+    return 0 if report["verified"] == report["miners"] else 1  # a failed miner is a failed benchmark
 
 
 if __name__ == "__main__":

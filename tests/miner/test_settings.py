@@ -79,3 +79,18 @@ def test_port_range_that_is_not_a_pair_is_a_validation_error_not_a_crash(value):
     common = CommonSettings(network="sim:/tmp/x.db")
     with pytest.raises(ValidationError, match="ssh_port_range"):
         MinerSettings(common=common, ssh_port_range=value)
+
+
+def test_dotenv_quotes_export_comments_and_a_bare_key(tmp_path: Path):
+    (tmp_path / ".env").write_text(
+        "# comment\nexport BT_WALLET='my wallet'\nCOMPUTE_MINER_MAX_CPU=8 # eight\nEMPTY=\nQ=\"a#b\"\n"
+    )
+    assert load_dotenv(tmp_path / ".env") == {
+        "BT_WALLET": "my wallet",
+        "COMPUTE_MINER_MAX_CPU": "8",
+        "EMPTY": "",
+        "Q": "a#b",
+    }
+    (tmp_path / "bare.env").write_text("GOOD=1\n\nJUSTAKEY\n")
+    with pytest.raises(SettingsError, match=r"bare\.env:3: expected KEY=VALUE, got 'JUSTAKEY'"):
+        load_dotenv(tmp_path / "bare.env")
