@@ -27,6 +27,7 @@ setup(
             "pytest>=8,<10",
             "pytest-asyncio>=0.23,<2",
             "pytest-timeout>=2.3,<3",
+            "hypothesis>=6.100,<7",
             "ruff>=0.5",
             "mypy>=1.10",
             "types-PyYAML",

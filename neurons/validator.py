@@ -17,8 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from compute import VERSION_KEY, __version__  # noqa: E402
 from compute.chain import ChainError, MetagraphSnapshot, connect  # noqa: E402
 from compute.logs import configure_logging  # noqa: E402
-from compute.pog import load_gpu_table  # noqa: E402
-from compute.scoring import ScoringConfig, load_holistic_config  # noqa: E402
+from compute.scoring import ScoringConfig, load_gpu_table, load_holistic_config  # noqa: E402
 from compute.settings import SettingsError  # noqa: E402
 from compute.store import ValidatorStore  # noqa: E402
 from compute.transport import KeyWallet, MinerClient, WalletError, load_wallet  # noqa: E402

@@ -1,7 +1,8 @@
 """Proof-of-GPU engine: keyed GEMM challenges, Merkle commitments, exact spot-check verification.
 
 A round: ``new_challenge`` -> prover ``commit`` (timed by the validator) -> ``choose_openings`` ->
-prover ``open`` -> ``verify`` (numpy only, never raises) -> ``identify`` from measured throughput.
+prover ``open`` -> ``verify`` (numpy only, never raises); identification and credit from the measured
+throughput live in ``compute.scoring`` (``identify``, ``value``).
 In production the prover is ``worker_script()`` run on the miner's machine over SSH.
 """
 
@@ -10,7 +11,6 @@ from __future__ import annotations
 from .challenge import choose_openings, new_challenge
 from .engine import EngineError
 from .host_probe import ProbeCheck, check_probe
-from .identify import GpuTable, Identification, identify, load_gpu_table
 from .memory import (
     MemoryChallenge,
     MemoryCommitment,
@@ -58,10 +58,8 @@ __all__ = [
     "Credit",
     "EngineError",
     "GpuOpening",
-    "GpuTable",
     "GpuTimings",
     "GpuVerdict",
-    "Identification",
     "MemoryChallenge",
     "MemoryCommitment",
     "MemoryOpenRequest",
@@ -87,9 +85,7 @@ __all__ = [
     "choose_segments",
     "credited_gpus",
     "history_after",
-    "identify",
     "judge_memory_timing",
-    "load_gpu_table",
     "memory_hint_gb",
     "new_challenge",
     "parse_message",

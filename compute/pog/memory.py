@@ -23,7 +23,7 @@ Two independent judges, each naming what caught a cheat:
   than A, fails here; a slow build cannot hide it, since the chain is unknown until the start.
 
 Numpy only; ``verify_memory`` and ``judge_memory_timing`` never raise. Choosing the shape
-(``plan_memory``) uses the table's memory and bandwidth; identification is ``identify.py``'s.
+(``plan_memory``) uses the table's memory and bandwidth; identification is ``compute.scoring.identify``'s.
 """
 
 from __future__ import annotations

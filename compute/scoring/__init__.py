@@ -1,17 +1,26 @@
-"""Pure scoring math: machine score from identified GPUs, the holistic score (GPU throughput and
-memory x sustained factor x host factor x rental), moving averages, weight normalisation."""
+"""Pure scoring math: GPU identification (naming), the value function (credit from proven figures),
+the holistic score (GPU credit x sustained factor x host factor x rental), moving averages, weight
+normalisation. It imports nothing from ``compute.pog`` or ``compute.validator`` (no import circles)."""
 
 from __future__ import annotations
 
 from compute.scoring.holistic import (
-    GpuEvidence,
     HolisticConfig,
     HolisticScore,
     HostEvidence,
-    gpu_value,
     holistic_score,
     host_factor,
     load_holistic_config,
+    value_shape,
+)
+from compute.scoring.identify import (
+    UNIDENTIFIED,
+    GpuModel,
+    GpuTable,
+    GpuTableError,
+    Identification,
+    identify,
+    load_gpu_table,
 )
 from compute.scoring.score import (
     ScoringConfig,
@@ -19,28 +28,37 @@ from compute.scoring.score import (
     decay_missed,
     decay_score,
     ema_update,
-    machine_score,
     normalise,
     round_sample,
     update_score,
 )
+from compute.scoring.value import GpuCredit, ProvenGpu, ValueShape, gpu_credit
 
 __all__ = [
-    "GpuEvidence",
+    "UNIDENTIFIED",
+    "GpuCredit",
+    "GpuModel",
+    "GpuTable",
+    "GpuTableError",
     "HolisticConfig",
     "HolisticScore",
     "HostEvidence",
+    "Identification",
+    "ProvenGpu",
     "ScoringConfig",
     "ScoringError",
+    "ValueShape",
     "decay_missed",
     "decay_score",
     "ema_update",
-    "gpu_value",
+    "gpu_credit",
     "holistic_score",
     "host_factor",
+    "identify",
+    "load_gpu_table",
     "load_holistic_config",
-    "machine_score",
     "normalise",
     "round_sample",
     "update_score",
+    "value_shape",
 ]

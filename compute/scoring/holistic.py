@@ -1,14 +1,13 @@
-"""Holistic hardware score: verified GPU throughput and memory (dominant) x host factor x rental.
+"""Holistic hardware score: verified GPU credit (dominant) x sustained factor x host factor x rental.
 
-    per GPU    s_g = weight(model) x (t_share x min(cap, tflops/expected) + m_share x mem_g)
-               mem_g = min(cap, gbs/expected_gbs) when the memory proof passed, else 0
-    gpu part   G = (sum of the best ``max_gpus_counted`` credited s_g) x sustained factor
+    per GPU    s_g = credit of its proven figures (``compute.scoring.value.gpu_credit``)
+    gpu part   G = (sum of the best ``max_gpus_counted`` s_g over the credited GPUs) x sustained factor
     host       H = 1 + sum_k weight_k x min(1, value_k / cap_k)   (cpu cores, cpu GB/s, RAM, disk)
     total      G x H x (1 + rented_bonus if rented)
 
 Inputs are what the validator verified and measured (``compute.pog`` memory, sustained, scaling,
-host_probe); the weights and caps come from ``config/scoring.yaml``. Pure: no I/O except loading
-that file, no clock, no identification.
+host_probe); the weights and caps come from ``config/scoring.yaml``. Every factor is monotone in its
+proven input and none can exceed its cap. Pure: no I/O except loading that file, no clock.
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from compute.scoring.score import ScoringError
+from compute.scoring.value import ValueShape
 
 CONFIG_ENV_VAR = "COMPUTE_SCORING_CONFIG"
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parents[2] / "config" / "scoring.yaml"
@@ -75,18 +75,6 @@ def load_holistic_config(path: str | Path | None = None) -> HolisticConfig:
 
 
 @dataclass(frozen=True)
-class GpuEvidence:
-    """One credited GPU: its identified model's weight and table figures, and what was measured."""
-
-    weight: float
-    tflops: float
-    expected_tflops: float
-    memory_proven: bool = False
-    gbs: float = 0.0
-    expected_gbs: float = 0.0
-
-
-@dataclass(frozen=True)
 class HostEvidence:
     cpu_cores: float = 0.0
     cpu_gbs: float = 0.0
@@ -107,18 +95,10 @@ def _num(value: float) -> float:
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) and value > 0 else 0.0
 
 
-def _ratio(measured: float, expected: float, cap: float) -> float:
-    expected = _num(expected)
-    return min(cap, _num(measured) / expected) if expected else 0.0
-
-
-def gpu_value(gpu: GpuEvidence, config: HolisticConfig) -> float:
+def value_shape(config: HolisticConfig, cpu_bandwidth_gbs: float = 0.1) -> ValueShape:
+    """The value function's shares and cap from the config (``gpu`` section)."""
     part = config.gpu
-    memory = _ratio(gpu.gbs, gpu.expected_gbs, part.ratio_cap) if gpu.memory_proven else 0.0
-    return _num(gpu.weight) * (
-        part.throughput_share * _ratio(gpu.tflops, gpu.expected_tflops, part.ratio_cap)
-        + part.memory_share * memory
-    )
+    return ValueShape(part.throughput_share, part.memory_share, part.ratio_cap, cpu_bandwidth_gbs)
 
 
 def host_factor(host: HostEvidence, config: HolisticConfig) -> float:
@@ -130,15 +110,17 @@ def host_factor(host: HostEvidence, config: HolisticConfig) -> float:
 
 
 def holistic_score(
-    gpus: Sequence[GpuEvidence],
+    credits: Sequence[float],
     host: HostEvidence,
     rented: bool,
     sustained_factor: float = 1.0,
     config: HolisticConfig | None = None,
 ) -> HolisticScore:
-    """The machine score of one round (see the module docstring for the formula)."""
+    """The machine score of one round from the per-GPU credits of the credited GPUs (module docstring).
+
+    ``rented`` is an input (whether a verified lease holds the machine), not decided here."""
     config = config or HolisticConfig()
-    per_gpu = tuple(gpu_value(g, config) for g in gpus)
+    per_gpu = tuple(_num(c) for c in credits)
     best = sorted(per_gpu, reverse=True)[: config.gpu.max_gpus_counted]
     sustain = max(config.sustained.floor, min(1.0, _num(sustained_factor)))
     gpu_part = math.fsum(best) * sustain

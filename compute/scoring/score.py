@@ -1,27 +1,21 @@
-"""Scoring math: a machine's score from identified GPUs, moving averages, and weight normalisation.
+"""Scoring math: moving averages of round samples, and weight normalisation.
 
-What it does: pure functions over numbers and the GPU table (``compute.pog.GpuTable``):
-- ``machine_score``: sum of table weight x count over identified GPUs, the total count capped at
-  ``max_gpus_counted`` (the most valuable GPUs kept), x (1 + rented_bonus) while rented;
+What it does: pure functions over numbers (the round's sample itself is ``holistic.holistic_score``
+of credits from ``value.gpu_credit``; a machine is never scored from model names):
 - ``ema_update`` / ``decay_missed`` / ``update_score``: per-miner moving average, where a failed or
   cheating round is a sample of 0 (one failure dents the average, sustained failures drive it to 0);
 - ``normalise``: L1-normalised weights per uid for ``set_weights``.
 
-What it deliberately does not do: no I/O, no chain, no clock, no identification (the validator
-passes model names that ``compute.pog.identify`` produced from its own measurements).
+What it deliberately does not do: no I/O, no chain, no clock, no identification.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
-
-if TYPE_CHECKING:
-    from compute.pog.identify import GpuTable
 
 logger = logging.getLogger(__name__)
 
@@ -47,40 +41,6 @@ def _clean(value: float | None) -> float:
     if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
         return 0.0
     return float(value) if math.isfinite(value) and value > 0 else 0.0
-
-
-def machine_score(
-    gpus: Iterable[tuple[str | None, int]],
-    table: GpuTable,
-    rented: bool,
-    config: ScoringConfig | None = None,
-    cpu_tflops_fp32: float | None = None,
-) -> float:
-    """Score one machine from ``(model, count)`` pairs of verified, identified devices.
-
-    Unidentified (None / "unidentified") and unknown models weigh 0. The table's CPU fallback model
-    weighs ``weight_per_tflops x cpu_tflops_fp32`` (its ``min_weight`` when not given). The total
-    count is capped at ``config.max_gpus_counted``, keeping the most valuable devices.
-    """
-    config = config or ScoringConfig()
-    per_model: dict[str | None, int] = {}
-    for model, count in gpus:
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise ScoringError(f"GPU count for {model!r} must be a non-negative int, got {count!r}")
-        per_model[model] = per_model.get(model, 0) + count
-    weighted = sorted(
-        ((table.weight_of(model, cpu_tflops_fp32), count) for model, count in per_model.items()),
-        key=lambda item: item[0],
-        reverse=True,
-    )
-    left, total = config.max_gpus_counted, 0.0
-    for weight, count in weighted:
-        taken = min(count, left)
-        total += weight * taken
-        left -= taken
-        if left == 0:
-            break
-    return total * (1.0 + config.rented_bonus) if rented else total
 
 
 def round_sample(score: float, passed: bool) -> float:

@@ -92,8 +92,7 @@ async def _serve_miners(count: int, root: Path) -> None:
 async def _round(args: argparse.Namespace, root: Path, miners: list[dict]) -> dict:
     from compute.chain import SimChainState, connect
     from compute.chain.sim.records import AxonUpdate
-    from compute.pog import load_gpu_table
-    from compute.scoring import ScoringConfig
+    from compute.scoring import ScoringConfig, load_gpu_table
     from compute.store import ValidatorStore
     from compute.transport import KeyWallet, MinerClient
     from compute.validator.loop import RoundLoop

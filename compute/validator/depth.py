@@ -9,7 +9,8 @@ them, chooses sizes and interprets verdicts):
   mathematics failure is a cheat (``DepthRejected``: the round fails); a timing failure only leaves
   the memory unproven (no memory share, no memory hint for identification).
 - ``prove_sustained`` and ``probe_host``: on the sustained cadence (``sustained_due``).
-- ``prove_scaling``: when two or more GPUs are claimed, each GPU alone against the N-GPU timing.
+- ``prove_scaling``: when two or more GPUs are claimed, each GPU alone against the N-GPU timing
+  (alone answers can only drop GPUs; the count stays bounded by the concurrent run).
 
 It does not score, persist or identify anything.
 """
@@ -24,7 +25,6 @@ from dataclasses import dataclass, field
 from compute.pog import (
     Challenge,
     Credit,
-    GpuTable,
     MemoryPolicy,
     SustainedReport,
     analyse_series,
@@ -42,7 +42,8 @@ from compute.pog import (
     verify_memory,
 )
 from compute.pog.sustained import SustainedError
-from compute.validator.pog_session import PogSession
+from compute.scoring import GpuTable
+from compute.validator.pog_session import PogSession, WorkerFailed
 
 log = logging.getLogger(__name__)
 
@@ -179,15 +180,24 @@ async def prove_sustained(
 async def prove_scaling(
     session: PogSession, together: Challenge, together_s: float, gpu_count: int, timeout: float
 ) -> ScalingOutcome:
-    """Each GPU alone on a one-GPU challenge of the N-GPU challenge's shape; credit what was delivered."""
+    """Each GPU alone on a one-GPU challenge of the N-GPU challenge's shape.
+
+    The credited count stays bounded by the concurrent run (``together``, verified per GPU); an
+    alone answer the worker refuses (``ok: false``) or delivers slowly only drops that GPU. A wrong
+    alone proof is a cheat (``DepthRejected``); silence past ``timeout`` fails the round."""
     per_gpu_flops = 2.0 * together.m * together.n * together.p
     together_tflops = [per_gpu_flops / max(together_s, 1e-6) / 1e12] * gpu_count
-    alone: list[float] = []
+    alone: list[float | None] = []
     for device in range(gpu_count):
         challenge = new_challenge(
             together.precision, together.m, together.n, together.p, 1, chunk=together.chunk
         )
-        timed = await session.commit_on(challenge, device, timeout)
+        try:
+            timed = await session.commit_on(challenge, device, timeout)
+        except WorkerFailed as exc:
+            log.info("GPU %d alone: no answer (%s): not credited", device, exc)
+            alone.append(None)
+            continue
         request = choose_openings(challenge, 4, 4)
         opening = await session.open_rows(request, challenge.p, timeout)
         verdict = await asyncio.to_thread(verify, challenge, timed.commitment, request, opening)
@@ -195,7 +205,8 @@ async def prove_scaling(
             raise DepthRejected(f"GPU {device} alone: proof rejected: " + "; ".join(verdict.reasons[:2]))
         alone.append(per_gpu_flops / max(timed.elapsed_s, 1e-6) / 1e12)
     credit = credited_gpus(gpu_count, [True] * gpu_count, together_tflops, alone)
-    return ScalingOutcome(scaling_efficiency(together_tflops, alone), credit)
+    efficiency = scaling_efficiency(together_tflops, [a or 0.0 for a in alone])
+    return ScalingOutcome(efficiency, credit)
 
 
 async def probe_host(

@@ -2,8 +2,10 @@
 
 ``Measured`` collects the round's figures (GEMM throughput on the validator's clock, the devices the
 worker reported, and the in-depth outcomes of ``compute.validator.depth``). ``scored_result``
-identifies each credited device (the memory hint only when both memory judges passed), builds the
-``compute.scoring.holistic`` evidence and returns the result to persist. Sustained and host figures
+names each device (``identify``; the memory size only when its proof passed), credits each counted
+GPU with ``compute.scoring.value.gpu_credit`` of its PROVEN figures (``proven_gpus``: concurrent
+GEMM throughput, proven memory size and bandwidth; nothing the worker reported) and returns the
+holistic score to persist. Names, claimed models and alone answers never add credit. Sustained and host figures
 not measured this round are carried forward from the miner's previous verified result, unless its
 GPU UUID set changed (then nothing is carried: the history restarts).
 
@@ -18,8 +20,16 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from compute.pog import GpuTable, SustainedReport, identify
-from compute.scoring import GpuEvidence, HostEvidence, holistic_score
+from compute.pog import SustainedReport
+from compute.scoring import (
+    GpuTable,
+    HostEvidence,
+    ProvenGpu,
+    gpu_credit,
+    holistic_score,
+    identify,
+    value_shape,
+)
 from compute.store import PogResult
 from compute.validator.depth import HostOutcome, MemoryOutcome, ScalingOutcome
 from compute.validator.pog_session import DeviceInfo
@@ -62,23 +72,30 @@ def _identify(measured: Measured, table: GpuTable) -> tuple[list[str], list[str]
     return models, reasons
 
 
-def _evidence(
-    models: list[str], measured: Measured, table: GpuTable, params: RoundParams
-) -> list[GpuEvidence]:
+def proven_gpus(measured: Measured) -> list[ProvenGpu]:
+    """Per tested device, what the validator proved: the concurrent GEMM throughput (every
+    sub-challenge verified, one clock for all), and memory size and bandwidth where its proof passed."""
     f16, f32 = measured.tflops.get("fp16") or 0.0, measured.tflops.get("fp32") or 0.0
-    credited = measured.scaling.credit.credited if measured.scaling is not None else len(models)
     memory = measured.memory
-    evidence = []
-    for i, model in enumerate(models[:credited]):
-        proven = memory is not None and memory.proven[i]
-        gbs = memory.gbs[i] if memory is not None else 0.0
-        weight = table.weight_of(None if model == UNIDENTIFIED else model, f32)
-        entry = table.models.get(model)
-        if entry is not None:
-            evidence.append(GpuEvidence(weight, f16, entry.tflops_fp16, proven, gbs, entry.bandwidth_gbs))
-        else:  # the CPU fallback (or unidentified: weight 0): throughput is its own reference
-            evidence.append(GpuEvidence(weight, f32, f32, proven, gbs, params.depth.cpu_bandwidth_gbs))
-    return evidence
+    gpus = []
+    for i in range(max(1, measured.gpu_count)):
+        proven = memory is not None and i < len(memory.proven) and bool(memory.proven[i])
+        size = memory.claimed_gb if memory is not None and proven else 0.0
+        gbs = memory.gbs[i] if memory is not None and proven and i < len(memory.gbs) else 0.0
+        gpus.append(ProvenGpu(f16, f32, size, gbs))
+    return gpus
+
+
+def _credits(measured: Measured, table: GpuTable, params: RoundParams) -> list[float]:
+    """Credit of every counted GPU (scaling may drop some and bounds how many count)."""
+    shape = value_shape(params.holistic, params.depth.cpu_bandwidth_gbs)
+    values = [gpu_credit(gpu, table, shape).value for gpu in proven_gpus(measured)]
+    scaling = measured.scaling
+    if scaling is None:
+        return values
+    counted = scaling.credit.counted or (True,) * len(values)
+    kept = sorted((v for v, c in zip(values, counted, strict=False) if c), reverse=True)
+    return kept[: scaling.credit.credited]
 
 
 def _carried(measured: Measured, previous: PogResult | None, round_id: int) -> tuple:
@@ -100,7 +117,7 @@ def scored_result(
     ratio, factor, host, depth_round = _carried(measured, previous, params.round_id)
     host_fields = {k: float(v) for k, v in host.items() if k in ("cpu_cores", "cpu_gbs", "ram_gb", "disk_gb")}
     score = holistic_score(
-        _evidence(models, measured, table, params),
+        _credits(measured, table, params),
         HostEvidence(**host_fields),
         rented=False,
         sustained_factor=1.0 if factor is None else factor,

@@ -19,8 +19,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import replace
 
 from compute.chain import Chain, MetagraphSnapshot, NeuronInfo
-from compute.pog import GpuTable
-from compute.scoring import ScoringConfig, decay_score, update_score
+from compute.scoring import GpuTable, ScoringConfig, decay_score, update_score
 from compute.store import PogResult, ScoreRecord, ScoreUpdate, ValidatorStore
 from compute.transport import MinerClient
 from compute.validator.progress import RoundProgress

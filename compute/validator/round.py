@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import asyncssh
 
-from compute.pog import Challenge, GpuTable, Precision, choose_openings, new_challenge, uuid_change, verify
+from compute.pog import Challenge, Precision, choose_openings, new_challenge, uuid_change, verify
 from compute.protocol import (
     AllocateRequest,
     DeallocateRequest,
@@ -34,7 +34,7 @@ from compute.protocol import (
     Requirements,
     SpecsRequest,
 )
-from compute.scoring import HolisticConfig, ScoringConfig
+from compute.scoring import GpuTable, HolisticConfig, ScoringConfig
 from compute.store import PogResult
 from compute.transport import MinerClient, PeerUnreachable, Rejected, RequestTimeout, TransportError
 from compute.validator.depth import (

@@ -1,10 +1,20 @@
-"""Scaling efficiency, GPUs credited for what they delivered, GPU-set changes reset history."""
+"""Scaling efficiency, GPUs credited only for what ran concurrently (alone answers can only drop
+GPUs), GPU-set changes reset history; the cheating miner of issue 11 item 3."""
 
 from __future__ import annotations
+
+import random
 
 import pytest
 
 from compute.pog.scaling import ScalingError, credited_gpus, history_after, scaling_efficiency, uuid_change
+from compute.scoring import load_gpu_table
+from compute.validator.depth import MemoryOutcome, ScalingOutcome
+from compute.validator.evidence import Measured, scored_result
+from compute.validator.pog_session import DeviceInfo
+from compute.validator.round import MinerTarget, RoundParams
+
+TABLE = load_gpu_table()
 
 
 @pytest.mark.parametrize(
@@ -49,3 +59,51 @@ def test_changed_gpu_set_resets_history() -> None:
     assert history_after(["GPU-a", "GPU-b"], ["GPU-a", "GPU-c"], history) == []
     change = uuid_change(["GPU-a", "GPU-b"], ["GPU-a", "GPU-c"])
     assert change.changed and change.added == {"gpu-c"} and change.removed == {"gpu-b"}
+
+
+def test_withheld_alone_answers_never_raise_credit() -> None:
+    """Issue 11 item 3: one device answers for two claimed GPUs (each concurrent share runs at half
+    speed) and holds back its alone answers so they look as slow as the shares. The count can never
+    exceed the concurrent proof; a withheld (None) or slower-than-share alone answer drops the GPU."""
+    together = [50.0, 50.0]
+    honest_alone = credited_gpus(2, [True, True], together, [100.0, 100.0])
+    assert honest_alone.credited == 1  # answered alone at full speed: sharing revealed
+    for alone in ([50.0, 50.0], [46.0, 46.0], [None, 50.0], [None, None], [10.0, 50.0], [0.0, 0.0]):
+        credit = credited_gpus(2, [True, True], together, alone)
+        assert credit.credited <= 2
+        assert credit.credited <= sum(a is not None and a >= 0.9 * 50.0 for a in alone)
+    assert credited_gpus(2, [True, True], together, [None, None]).credited == 0
+    assert credited_gpus(2, [True, True], together, [10.0, 50.0]).counted == (False, True)
+
+
+def test_random_alone_answers_never_credit_more_than_matching_the_concurrent_run() -> None:
+    """Seeded random loop: whatever alone figures a miner returns, the count is at most what alone
+    answers equal to the concurrent shares would give, and at most the verified sub-challenges."""
+    rng = random.Random(11)
+    for _ in range(2000):
+        n = rng.randint(1, 8)
+        verified = [rng.random() > 0.1 for _ in range(n)]
+        together = [rng.uniform(1.0, 100.0) for _ in range(n)]
+        alone = [None if rng.random() < 0.1 else rng.uniform(0.0, 200.0) for _ in range(n)]
+        best = credited_gpus(n, verified, together, together).credited
+        credit = credited_gpus(n, verified, together, alone)
+        assert credit.credited <= best <= sum(verified)
+
+
+def test_one_device_as_two_gpus_scores_no_more_than_one_gpu() -> None:
+    """Through the evidence path: the concurrent shares are half of one H100 each, only one memory
+    resident fits (memory challenges run simultaneously), and the alone answers are paced to match
+    the shares. The machine scores less than the one honest H100 it is."""
+    who, params = MinerTarget(1, "hk", "x:1"), RoundParams(round_id=1, block=0)
+    devices = [DeviceInfo(i, "NVIDIA H100 80GB HBM3", 80 * 10**9) for i in range(2)]
+    split = Measured({"fp16": 335.0, "fp32": 25.5}, {}, devices, 2)
+    split.memory = MemoryOutcome((True, False), (1675.0, 0.0), 0.0, 80.0)
+    paced = credited_gpus(2, [True, True], [335.0, 335.0], [335.0, 335.0])
+    split.scaling = ScalingOutcome(1.0, paced)
+    honest = Measured({"fp16": 670.0, "fp32": 51.0}, {}, devices[:1], 1)
+    honest.memory = MemoryOutcome((True,), (3350.0,), 48.0, 80.0)
+    cheated = scored_result(who, params, split, TABLE, None)
+    fair = scored_result(who, params, honest, TABLE, None)
+    assert paced.credited == 2  # the count alone cannot tell: the proven figures do
+    assert fair.sample == pytest.approx(3.3)
+    assert cheated.sample < fair.sample

@@ -4,66 +4,53 @@ from __future__ import annotations
 
 import pytest
 
-from compute.scoring import ScoringError
+from compute.scoring import ScoringError, gpu_credit, load_gpu_table
 from compute.scoring.holistic import (
-    GpuEvidence,
     HolisticConfig,
     HostEvidence,
     holistic_score,
     host_factor,
     load_holistic_config,
+    value_shape,
 )
+from compute.scoring.value import ProvenGpu
 
-H100 = dict(weight=3.3, expected_tflops=670.0, expected_gbs=3350.0)
+TABLE = load_gpu_table()
 NO_HOST = HostEvidence()
+H100 = 3.3
 
 
 @pytest.mark.parametrize(
-    ("gpus", "host", "rented", "sustained", "expected"),
+    ("credits", "host", "rented", "sustained", "expected"),
     [
         ([], HostEvidence(64, 20, 512, 1000), True, 1.0, 0.0),  # no verified GPU: host alone scores 0
-        ([GpuEvidence(tflops=670, memory_proven=True, gbs=3350, **H100)], NO_HOST, False, 1.0, 3.3),
-        ([GpuEvidence(tflops=670, memory_proven=False, gbs=3350, **H100)], NO_HOST, False, 1.0, 3.3 * 0.7),
-        (
-            [GpuEvidence(tflops=10_000, memory_proven=True, gbs=1e6, **H100)],
-            NO_HOST,
-            False,
-            1.0,
-            3.3 * 1.1,
-        ),  # capped
-        ([GpuEvidence(tflops=670, memory_proven=True, gbs=3350, **H100)], NO_HOST, True, 1.0, 3.3 * 1.1),
-        ([GpuEvidence(tflops=670, memory_proven=True, gbs=3350, **H100)], NO_HOST, False, 0.5, 3.3 * 0.5),
-        (
-            [GpuEvidence(tflops=670, memory_proven=True, gbs=3350, **H100)],
-            HostEvidence(64, 20, 512, 1000),
-            False,
-            1.0,
-            3.3 * 1.15,
-        ),
-        ([GpuEvidence(tflops=float("nan"), memory_proven=True, gbs=-5, **H100)], NO_HOST, False, 1.0, 0.0),
-        (
-            [GpuEvidence(tflops=670, memory_proven=True, gbs=3350, **H100)] * 10,
-            NO_HOST,
-            False,
-            1.0,
-            3.3 * 8,
-        ),  # cap 8
+        ([H100], NO_HOST, False, 1.0, 3.3),
+        ([H100], NO_HOST, True, 1.0, 3.3 * 1.1),
+        ([H100], NO_HOST, False, 0.5, 3.3 * 0.5),
+        ([H100], NO_HOST, False, 7.0, 3.3),  # a sustained factor never exceeds 1
+        ([H100], HostEvidence(64, 20, 512, 1000), False, 1.0, 3.3 * 1.15),
+        ([float("nan"), -5.0, H100], NO_HOST, False, 1.0, 3.3),
+        ([H100] * 10, NO_HOST, False, 1.0, 3.3 * 8),  # cap 8
     ],
 )
-def test_holistic_score_table(gpus, host, rented, sustained, expected) -> None:
-    assert holistic_score(gpus, host, rented, sustained).total == pytest.approx(expected)
+def test_holistic_score_table(credits, host, rented, sustained, expected) -> None:
+    assert holistic_score(credits, host, rented, sustained).total == pytest.approx(expected)
 
 
 def test_documented_worked_example() -> None:
-    measured = GpuEvidence(tflops=640, memory_proven=True, gbs=2900, **H100)
-    unproven = GpuEvidence(tflops=600, memory_proven=False, **H100)
-    score = holistic_score(
-        [measured, measured, unproven], HostEvidence(32, 12, 256, 2000), True, 0.95, load_holistic_config()
-    )
-    assert score.per_gpu == pytest.approx((3.0636, 3.0636, 2.0687), abs=1e-4)
-    assert score.gpu_part == pytest.approx(7.7860, abs=1e-4)
+    """README "Identification, score and weights" and docs/identification-and-scoring.md."""
+    config = load_holistic_config()
+    shape = value_shape(config)
+    proven = ProvenGpu(640.0, 49.0, 80.0, 2900.0)
+    slow_memory = ProvenGpu(640.0, 49.0, 80.0, 1500.0)
+    unproven = ProvenGpu(600.0, 47.0, 0.0, 0.0)
+    credits = [gpu_credit(g, TABLE, shape) for g in (proven, slow_memory, unproven)]
+    assert [c.credited_as for c in credits] == ["H100 SXM", "H100 SXM", None]
+    assert [c.value for c in credits] == pytest.approx([3.0636, 2.6499, 0.035], abs=1e-4)
+    score = holistic_score([c.value for c in credits], HostEvidence(32, 12, 256, 2000), True, 0.95, config)
+    assert score.gpu_part == pytest.approx(5.4611, abs=1e-4)
     assert score.host_factor == pytest.approx(1.098)
-    assert score.total == pytest.approx(9.404, abs=1e-3)
+    assert score.total == pytest.approx(6.5959, abs=1e-3)
 
 
 def test_host_never_outweighs_a_gpu() -> None:

@@ -1,4 +1,4 @@
-"""Scoring math: machine score, moving averages, normalisation (table-driven)."""
+"""Scoring math: moving averages, normalisation (table-driven)."""
 
 from __future__ import annotations
 
@@ -7,21 +7,17 @@ import math
 import pytest
 from pydantic import ValidationError
 
-from compute.pog.identify import UNIDENTIFIED, load_gpu_table
 from compute.scoring import (
     ScoringConfig,
     ScoringError,
     decay_missed,
     decay_score,
     ema_update,
-    machine_score,
     normalise,
     round_sample,
     update_score,
 )
 
-TABLE = load_gpu_table()
-W = {name: model.weight for name, model in TABLE.models.items()}
 CFG = ScoringConfig()
 
 
@@ -37,52 +33,6 @@ def test_config_defaults_match_the_documented_policy() -> None:
 def test_config_rejects_out_of_range_values(kwargs: dict) -> None:
     with pytest.raises(ValidationError):
         ScoringConfig(**kwargs)
-
-
-@pytest.mark.parametrize(
-    ("gpus", "rented", "expected"),
-    [
-        ([], False, 0.0),
-        ([("H100 SXM", 1)], False, W["H100 SXM"]),
-        ([("H100 SXM", 4)], False, 4 * W["H100 SXM"]),
-        ([("H100 SXM", 4)], True, 4 * W["H100 SXM"] * 1.1),
-        ([("H100 SXM", 2), ("RTX 4090", 3)], False, 2 * W["H100 SXM"] + 3 * W["RTX 4090"]),
-        ([("H100 SXM", 2), (None, 3), (UNIDENTIFIED, 1)], False, 2 * W["H100 SXM"]),
-        ([("Tesla K80", 4)], True, 0.0),
-        ([("A100 80GB", 12)], False, 8 * W["A100 80GB"]),  # cap at 8
-        ([("RTX 4090", 6), ("H200", 6)], False, 6 * W["H200"] + 2 * W["RTX 4090"]),  # keep most valuable
-        ([(None, 20), ("L4", 1)], False, W["L4"]),  # unidentified does not eat the cap
-        ([("H100 SXM", 1), ("H100 SXM", 1)], False, 2 * W["H100 SXM"]),  # duplicate entries merge
-        ([("H100 SXM", 0)], True, 0.0),
-    ],
-)
-def test_machine_score(gpus, rented: bool, expected: float) -> None:
-    assert machine_score(gpus, TABLE, rented, CFG) == pytest.approx(expected)
-
-
-def test_documented_worked_example() -> None:
-    # docs/identification-and-scoring.md: 6 x H100 SXM + 4 x RTX 4090 + 1 unidentified, rented.
-    score = machine_score([("H100 SXM", 6), ("RTX 4090", 4), (None, 1)], TABLE, True, CFG)
-    assert score == pytest.approx((6 * 3.3 + 2 * 0.7) * 1.1)
-    assert round(score, 2) == 23.32
-
-
-def test_cap_is_configurable() -> None:
-    assert machine_score([("H200", 5)], TABLE, False, ScoringConfig(max_gpus_counted=2)) == pytest.approx(
-        2 * W["H200"]
-    )
-
-
-def test_cpu_devices_score_tiny_but_non_zero() -> None:
-    score = machine_score([("CPU", 1)], TABLE, False, CFG, cpu_tflops_fp32=0.15)
-    assert score == pytest.approx(0.0015)
-    assert 0 < machine_score([("CPU", 1)], TABLE, False, CFG) < score
-
-
-@pytest.mark.parametrize("count", [-1, 1.5, "2", True])
-def test_machine_score_rejects_bad_counts(count) -> None:
-    with pytest.raises(ScoringError, match="non-negative int"):
-        machine_score([("H100 SXM", count)], TABLE, False, CFG)
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,8 @@ import pytest
 from validator_helpers import small_params
 
 from compute.chain import NeuronInfo
-from compute.pog import Credit, load_gpu_table
-from compute.scoring import HolisticConfig, ScoringConfig
+from compute.pog import Credit
+from compute.scoring import HolisticConfig, ScoringConfig, load_gpu_table
 from compute.store import PogResult, ScoreRecord, ValidatorStore
 from compute.validator import (
     DepthParams,

@@ -10,8 +10,7 @@ import pytest
 from validator_helpers import register_and_serve, small_params
 
 from compute.chain import MetagraphSnapshot, NeuronInfo, connect
-from compute.pog import load_gpu_table
-from compute.scoring import ScoringConfig
+from compute.scoring import ScoringConfig, load_gpu_table
 from compute.store import PogResult, ScoreRecord, ScoreUpdate, ValidatorStore
 from compute.validator import (
     BlockLoop,

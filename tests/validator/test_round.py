@@ -7,9 +7,8 @@ import asyncio
 import pytest
 from validator_helpers import FAKE_GPU, small_params
 
-from compute.pog import load_gpu_table
 from compute.protocol import AllocateRequest, Requirements
-from compute.scoring import ScoringConfig
+from compute.scoring import ScoringConfig, load_gpu_table
 from compute.store import PogResult
 from compute.validator import MinerTarget, check_miner, rented_sample
 

@@ -2,12 +2,14 @@
 
 What it does:
 - loads and validates the GPU table (``config/gpu_performance.yaml``) into a frozen ``GpuTable``;
-- ``identify()`` matches measured fp16 / fp32 TFLOPS against the table in log-ratio distance with a
-  tolerance. Memory (proven or reported) only separates candidates whose throughput is
-  indistinguishable (A100 40 GB vs 80 GB); a reported name only breaks a tie that throughput and
-  memory leave open. Throughput far below or above every model gives "unidentified"; CPU-class
-  throughput gives the table's ``cpu_fallback`` model ("CPU") so the local demo scores non-zero.
+- ``identify()`` NAMES a GPU: it matches measured fp16 / fp32 TFLOPS against the table in
+  log-ratio distance with a tolerance. A proven memory size drops every candidate it does not cover
+  and separates candidates whose throughput is indistinguishable (A100 40 GB vs 80 GB); whatever
+  stays ambiguous resolves toward the LOWER weight, and a reported name can only pick among
+  candidates of that same lowest weight. Throughput far below or above every model gives
+  "unidentified"; CPU-class throughput gives the table's ``cpu_fallback`` model ("CPU").
 
+The name pays nothing by itself: credit is ``compute.scoring.value`` of the proven figures.
 What it deliberately does not do: measure anything, talk to a GPU, or trust a miner's figures.
 The caller passes the validator's own measurements; this module is pure (except table loading).
 """
@@ -66,6 +68,16 @@ class GpuModel(BaseModel):
         return self.tflops_fp16 if precision == "fp16" else self.tflops_fp32
 
 
+def dominates(big: GpuModel, small: GpuModel) -> bool:
+    """Whether ``big`` is at least ``small`` in every figure the validator can prove."""
+    return (
+        big.tflops_fp16 >= small.tflops_fp16
+        and big.tflops_fp32 >= small.tflops_fp32
+        and big.memory_gb >= small.memory_gb
+        and big.bandwidth_gbs >= small.bandwidth_gbs
+    )
+
+
 class CpuFallback(BaseModel):
     """How a CPU-class device is identified and weighted (the local demo runs PoG on CPUs)."""
 
@@ -112,6 +124,18 @@ class GpuTable(BaseModel):
                 owner[norm] = key
         if normalise_name(self.cpu_fallback.model) in owner:
             raise ValueError(f"cpu_fallback.model {self.cpu_fallback.model!r} collides with a GPU model name")
+        return self
+
+    @model_validator(mode="after")
+    def _weights_monotone(self) -> GpuTable:
+        """A model whose figures are all >= another's must not weigh less (capability order)."""
+        for big_name, big in self.models.items():
+            for small_name, small in self.models.items():
+                if big_name != small_name and dominates(big, small) and big.weight < small.weight:
+                    raise ValueError(
+                        f"weight of {big_name!r} ({big.weight}) is below that of {small_name!r} "
+                        f"({small.weight}), whose figures are all lower or equal"
+                    )
         return self
 
     def resolve_name(self, name: str | None) -> str | None:
@@ -240,7 +264,7 @@ def _fits(measured: dict[str, float], table: GpuTable) -> dict[str, tuple[float,
     unit = math.log1p(table.throughput_tolerance)
     fits: dict[str, tuple[float, float]] = {}
     for key, model in table.models.items():
-        zs = [abs(math.log(value / model.tflops(p))) / unit for p, value in measured.items()]
+        zs = [abs(math.log(value) - math.log(model.tflops(p))) / unit for p, value in measured.items()]
         fits[key] = (math.sqrt(sum(z * z for z in zs) / len(zs)), max(zs))
     return fits
 
@@ -285,11 +309,12 @@ def identify(
     Never raises on bad measurements (they give "unidentified" with a reason); without ``table`` the
     default table is loaded (cached), which raises ``GpuTableError`` if that file is broken.
 
-    1. Candidates: models within ×/÷(1 + throughput_tolerance) on every measured precision.
+    1. Candidates: models within ×/÷(1 + throughput_tolerance) on every measured precision whose
+       memory the proven ``memory_gb`` covers (all of them when no memory was proven).
     2. Indistinguishable: candidates within ``tie_margin`` (RMS tolerance units) of the best fit.
-    3. Among those, memory adds ``memory_hint_weight`` × memory distance; the lowest score wins.
-    4. If several remain within ``tie_margin`` of that score, a reported name matching one of them
-       decides; otherwise the best score stands with lower confidence.
+    3. Among those, memory adds ``memory_hint_weight`` × memory distance to the fit.
+    4. Candidates within ``tie_margin`` of the best score are ambiguous: the LOWEST weight is named;
+       a reported name may only pick another candidate of that same weight.
     """
     table = table or _default_table()
     problems = [
@@ -317,6 +342,24 @@ def identify(
     return _choose(matching, memory, reported_name, table, reasons)
 
 
+def _candidates(
+    matching: dict[str, tuple[float, float]], memory: float | None, table: GpuTable, reasons: list[str]
+) -> list[Candidate]:
+    mem_unit = math.log1p(table.memory_tolerance)
+    candidates = []
+    for key, (dist, _) in matching.items():
+        entry = table.models[key]
+        if memory is not None and memory < entry.memory_gb * (1.0 - table.memory_tolerance):
+            reasons.append(f"{key} excluded: {entry.memory_gb:g} GB not covered by the proven {memory:g} GB")
+            continue
+        mem_dist = None if memory is None else abs(math.log(memory / entry.memory_gb)) / mem_unit
+        score = dist + table.memory_hint_weight * (mem_dist or 0.0)
+        candidates.append(
+            Candidate(key, round(dist, 4), None if mem_dist is None else round(mem_dist, 4), round(score, 4))
+        )
+    return sorted(candidates, key=lambda c: (c.throughput_distance, c.model))
+
+
 def _choose(
     matching: dict[str, tuple[float, float]],
     memory: float | None,
@@ -324,37 +367,35 @@ def _choose(
     table: GpuTable,
     reasons: list[str],
 ) -> Identification:
-    mem_unit = math.log1p(table.memory_tolerance)
-    candidates = []
-    for key, (dist, _) in matching.items():
-        mem_dist = None if memory is None else abs(math.log(memory / table.models[key].memory_gb)) / mem_unit
-        score = dist + table.memory_hint_weight * (mem_dist or 0.0)
-        candidates.append(
-            Candidate(key, round(dist, 4), None if mem_dist is None else round(mem_dist, 4), round(score, 4))
-        )
-    candidates.sort(key=lambda c: (c.throughput_distance, c.model))
+    candidates = _candidates(matching, memory, table, reasons)
+    if not candidates:
+        return _unidentified(*reasons, "no model within throughput tolerance is covered by the proven memory")
     best_fit = candidates[0].throughput_distance
     tied = [c for c in candidates if c.throughput_distance <= best_fit + table.tie_margin]
     tied.sort(key=lambda c: (c.score, c.model))
     finalists = [c for c in tied if c.score <= tied[0].score + table.tie_margin]
+    finalists.sort(key=lambda c: (table.models[c.model].weight, c.score, c.model))  # ambiguity: lower weight
     chosen, ambiguity = finalists[0], 1.0
+    named = table.resolve_name(reported_name)
     if len(tied) > 1:
         names = ", ".join(c.model for c in tied)
+        lowest = table.models[chosen.model].weight
+        pick = next(
+            (c for c in finalists if c.model == named and table.models[c.model].weight <= lowest), None
+        )
         if len(finalists) == 1:
             ambiguity = 0.8 if memory is not None else 0.7
             reasons.append(
                 f"throughput cannot separate {names}; {'memory' if memory is not None else 'fit'} picks {chosen.model}"
             )
+        elif pick is not None:
+            chosen, ambiguity = pick, 0.6
+            reasons.append(
+                f"{names} indistinguishable; reported name {reported_name!r} picks among the lowest weight"
+            )
         else:
-            named = table.resolve_name(reported_name)
-            pick = next((c for c in finalists if c.model == named), None)
-            if pick is not None:
-                chosen, ambiguity = pick, 0.6
-                reasons.append(f"{names} indistinguishable; reported name {reported_name!r} breaks the tie")
-            else:
-                ambiguity = 0.5
-                reasons.append(f"{names} indistinguishable; closest fit {chosen.model} chosen")
-    named = table.resolve_name(reported_name)
+            ambiguity = 0.5
+            reasons.append(f"{names} indistinguishable; the lowest weight {chosen.model} named")
     if reported_name and named != chosen.model:
         reasons.append(f"reported name {reported_name!r} disagrees with measured throughput")
     confidence = max(0.0, min(1.0, (1.0 - 0.5 * chosen.throughput_distance**2) * ambiguity))
@@ -378,6 +419,7 @@ __all__ = [
     "GpuTable",
     "GpuTableError",
     "Identification",
+    "dominates",
     "identify",
     "load_gpu_table",
     "normalise_name",
