@@ -21,6 +21,7 @@ from fastapi import FastAPI
 
 from compute import __version__
 from compute.allocation import AllocationManager
+from compute.miner.receipts import rental_receipts, signed_receipt
 from compute.protocol import (
     AllocateRequest,
     AvailabilityResponse,
@@ -38,15 +39,14 @@ from compute.protocol import (
     ListLeasesResponse,
     MachineSpecs,
     Message,
-    RequestFailed,
     RentalReceiptsRequest,
     RentalReceiptsResponse,
+    RequestFailed,
     RestartLeaseRequest,
     SpecsRequest,
     SpecsResponse,
     route_for,
 )
-from compute.miner.receipts import rental_receipts, signed_receipt
 from compute.transport import AccessPolicy, ServerLimits, SignedServer
 
 logger = logging.getLogger(__name__)

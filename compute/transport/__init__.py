@@ -28,7 +28,15 @@ from .client import (
 )
 from .policy import AccessPolicy, Forbidden, PolicyUnavailable
 from .ratelimit import Busy, PrioritySemaphore, RateLimiter
-from .server import RawSigned, RunningServer, ServerLimits, SignedServer, current_signed, serve, serve_in_thread
+from .server import (
+    RawSigned,
+    RunningServer,
+    ServerLimits,
+    SignedServer,
+    current_signed,
+    serve,
+    serve_in_thread,
+)
 
 __all__ = [
     "HEADER_RESPONSE_HOTKEY",

@@ -75,9 +75,13 @@ async def run_canary(
                 ssh.host, ssh.port, ssh.username, key, ssh.host_key, f"echo canary-{token}", timeout
             )
         except (OSError, asyncssh.Error, asyncio.TimeoutError, ValueError) as exc:
-            return CanaryOutcome(False, f"canary SSH failed: {exc or 'timeout'}", False, time.monotonic() - started)
+            return CanaryOutcome(
+                False, f"canary SSH failed: {exc or 'timeout'}", False, time.monotonic() - started
+            )
         if f"canary-{token}" not in out:
-            return CanaryOutcome(False, "canary command gave the wrong output", False, time.monotonic() - started)
+            return CanaryOutcome(
+                False, "canary command gave the wrong output", False, time.monotonic() - started
+            )
         return CanaryOutcome(True, "", False, time.monotonic() - started)
     finally:
         try:

@@ -173,10 +173,18 @@ async def check_rentals(
             return await host_key_answers(lease.host, lease.port, lease.host_key, timeout)
 
     problems = await asyncio.gather(*(probe(lease) for lease in signed))
-    alive = tuple(lease for lease, problem in zip(signed, problems) if problem is None)
-    dead = tuple(lease for lease, problem in zip(signed, problems) if problem is not None)
-    rejected += [f"lease={lease.lease_id}: {p}" for lease, p in zip(signed, problems) if p is not None]
+    paired = list(zip(signed, problems, strict=True))
+    alive = tuple(lease for lease, problem in paired if problem is None)
+    dead = tuple(lease for lease, problem in paired if problem is not None)
+    rejected += [f"lease={lease.lease_id}: {problem}" for lease, problem in paired if problem is not None]
     return RentalCheck(alive, dead, tuple(rejected))
 
 
-__all__ = ["ALLOCATE_PATH", "ReceiptRejected", "RentalCheck", "VerifiedLease", "check_rentals", "verify_receipt"]
+__all__ = [
+    "ALLOCATE_PATH",
+    "ReceiptRejected",
+    "RentalCheck",
+    "VerifiedLease",
+    "check_rentals",
+    "verify_receipt",
+]

@@ -42,6 +42,7 @@ from compute.protocol import (
 from compute.scoring import HolisticConfig, ScoringConfig
 from compute.store import PogResult
 from compute.transport import MinerClient, PeerUnreachable, Rejected, RequestTimeout, TransportError
+from compute.validator.canary import run_canary
 from compute.validator.depth import (
     DepthParams,
     DepthRejected,
@@ -52,7 +53,6 @@ from compute.validator.depth import (
     sustained_due,
 )
 from compute.validator.evidence import Measured, scored_result
-from compute.validator.canary import run_canary
 from compute.validator.pog_session import PogSession, PogSessionError
 from compute.validator.rental import check_rentals
 from compute.validator.settings import ValidatorSettings
@@ -233,7 +233,12 @@ async def _rented(
 ) -> PogResult:
     """The miner refused a GPU lease: credit only the GPUs its verified rentals hold."""
     check = await check_rentals(
-        client, target.endpoint, target.hotkey, params.trusted_renters, time.time(), params.rental_probe_timeout
+        client,
+        target.endpoint,
+        target.hotkey,
+        params.trusted_renters,
+        time.time(),
+        params.rental_probe_timeout,
     )
     notes.rentals = check
     for held in check.alive:
@@ -245,9 +250,7 @@ async def _rented(
     lease = await _allocate(client, target, params, key, 0)
     async with _released(client, target, lease):
         await _liveness(lease, key, params)
-    return _rented_result(
-        target, params, previous, scoring, table, time.monotonic() - started, fraction
-    )
+    return _rented_result(target, params, previous, scoring, table, time.monotonic() - started, fraction)
 
 
 async def _specs(client: MinerClient, target: MinerTarget) -> MachineSpecs:

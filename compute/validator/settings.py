@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
-
-import re
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 

@@ -33,8 +33,10 @@ class MinerNotes:
 
     @property
     def fully_rented(self) -> bool:
-        return self.rentals is not None and self.claimed_gpus > 0 and (
-            self.rentals.rented_gpus >= self.claimed_gpus
+        return (
+            self.rentals is not None
+            and self.claimed_gpus > 0
+            and (self.rentals.rented_gpus >= self.claimed_gpus)
         )
 
 

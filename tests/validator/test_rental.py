@@ -75,7 +75,9 @@ async def test_miner_refusing_every_lease_gets_nothing(start_miner, validator_cl
 
     miner.manager.allocate = refuse  # the cheat: claim "rented" to every caller
     params = small_params(round_id=5, trusted_renters=frozenset({make_wallet("renter").hotkey.ss58_address}))
-    result = await check_miner(validator_client, target(miner), params, TABLE, SCORING, verified_before(miner))
+    result = await check_miner(
+        validator_client, target(miner), params, TABLE, SCORING, verified_before(miner)
+    )
     assert not result.ok and result.sample == 0.0
     assert "no verified lease" in result.reasons[0]
 
@@ -84,7 +86,9 @@ async def test_rental_to_an_unknown_renter_earns_nothing(start_miner, validator_
     miner = start_miner("sybil", gpus=(FAKE_GPU,))
     await rent(make_wallet("sybil-renter"), miner)  # the miner's own second key "rents" its GPU
     params = small_params(round_id=5, trusted_renters=frozenset({make_wallet("renter").hotkey.ss58_address}))
-    result = await check_miner(validator_client, target(miner), params, TABLE, SCORING, verified_before(miner))
+    result = await check_miner(
+        validator_client, target(miner), params, TABLE, SCORING, verified_before(miner)
+    )
     assert not result.ok and result.sample == 0.0
     assert "not a known party" in result.reasons[0]
 
