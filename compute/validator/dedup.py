@@ -95,7 +95,11 @@ class DeviceRegistry:
     def shared_devices(self, prints: Sequence[Fingerprint], samples: dict[int, float]) -> list[SharedDevice]:
         devices = []
         for members, evidence in _groups(prints, "strong"):
-            devices.append(self._verdict(members, evidence, samples))
+            device = self._verdict(members, evidence, samples)
+            keeper = next(fp.hotkey for fp in members if fp.uid == device.keeper)
+            for ident in evidence:  # the keeper stays the keeper in later rounds
+                self.first.setdefault(ident, keeper)
+            devices.append(device)
         for fp in prints:
             for ident in fp.strong():
                 self.first.setdefault(ident, fp.hotkey)

@@ -243,9 +243,11 @@ class RoundLoop(BlockLoop):
         finally:
             beat.cancel()
             progress.close()
-        results = self.oversight.close(
-            self.store.results(record.round_id), notes, {t.uid: t.endpoint for t in targets}
-        )
+        recorded = self.store.results(record.round_id)
+        results = self.oversight.close(recorded, notes, {t.uid: t.endpoint for t in targets})
+        for before, after in zip(recorded, results, strict=True):
+            if after != before:
+                self.store.revise_result(after)
         updates = score_updates(
             results, self.store.scores(), metagraph.neurons, self.scoring, self.own_hotkey
         )

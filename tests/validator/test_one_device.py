@@ -65,6 +65,13 @@ def test_a_copycat_cannot_evict_the_first_owner_of_a_gpu() -> None:
     assert device.keeper == 1
 
 
+def test_the_keeper_of_a_shared_device_stays_the_keeper() -> None:
+    registry = DeviceRegistry()
+    pair = [fp(1, uuids={"GPU-a"}), fp(2, "10.0.0.2", uuids={"GPU-a"})]
+    assert registry.shared_devices(pair, {1: 1.0, 2: 2.0})[0].keeper == 2
+    assert registry.shared_devices(pair, {1: 3.0, 2: 2.0})[0].keeper == 2  # not whoever scores best now
+
+
 def test_same_ip_or_ssh_host_makes_suspects_tested_together() -> None:
     prints = [fp(1), fp(2), fp(3, "10.0.0.3", endpoints={"10.0.0.1:4000"}), fp(4, "10.0.0.4")]
     assert suspect_groups(prints) == [frozenset({1, 2, 3})]
