@@ -48,6 +48,10 @@ class RentalLedger:
             return 1.0
         return sum(leases.values()) / len(leases)
 
+    def canaries_tried(self) -> int:
+        """Canary outcomes remembered, over all hotkeys (for reports and benchmarks)."""
+        return sum(len(tried) for tried in self._canaries.values())
+
     def forget(self, hotkey: str) -> None:
         """A deregistered hotkey: a new owner of the uid starts clean."""
         self._canaries.pop(hotkey, None)
