@@ -232,6 +232,41 @@ class ListLeasesRequest(Message):
     kind: Literal["list_leases"] = "list_leases"
 
 
+class SignedRequest(Value):
+    """A btauth/1-signed request exactly as the miner received it: path, raw body, auth headers.
+
+    Kept by the miner for each rental and shown to validators as a receipt, so that they can
+    re-verify the renter's signature themselves (freshness is not checked: the request is old)."""
+
+    path: str = Field(max_length=128)
+    body: str = Field(max_length=16384, description="raw request body (UTF-8 JSON) as signed")
+    headers: dict[str, str] = Field(max_length=8, description="the X-Bittensor-* headers as received")
+
+
+class RentalReceipt(Value):
+    """One active rental and the renter's signed allocate request that created it."""
+
+    lease_id: LeaseId
+    request: SignedRequest
+    gpus: list[GpuSpec] = Field(default_factory=list, max_length=64)
+    ssh: SshAccess | None = None
+    created_at: float
+    expires_at: float
+
+
+class RentalReceiptsRequest(Message):
+    """validator -> miner: show the receipts of the rentals you hold (rented credit needs them)."""
+
+    kind: Literal["rental_receipts"] = "rental_receipts"
+
+
+class RentalReceiptsResponse(Message):
+    """miner -> validator: receipts of the miner's active rentals (renters' own signed requests)."""
+
+    kind: Literal["rental_receipts"] = "rental_receipts"
+    receipts: list[RentalReceipt] = Field(default_factory=list, max_length=64)
+
+
 class LeaseResponse(Message):
     kind: Literal["lease"] = "lease"
     lease: LeaseInfo
@@ -258,6 +293,7 @@ Request = (
     | RestartLeaseRequest
     | DeallocateRequest
     | ListLeasesRequest
+    | RentalReceiptsRequest
 )
 
 ROUTES: dict[type[Message], tuple[str, type[Message]]] = {
@@ -271,6 +307,7 @@ ROUTES: dict[type[Message], tuple[str, type[Message]]] = {
     RestartLeaseRequest: ("/v1/leases/restart", LeaseResponse),
     DeallocateRequest: ("/v1/leases/deallocate", DeallocateResponse),
     ListLeasesRequest: ("/v1/leases/list", ListLeasesResponse),
+    RentalReceiptsRequest: ("/v1/leases/receipts", RentalReceiptsResponse),
 }
 
 
@@ -328,9 +365,13 @@ __all__ = [
     "Message",
     "Value",
     "Request",
+    "RentalReceipt",
+    "RentalReceiptsRequest",
+    "RentalReceiptsResponse",
     "RequestFailed",
     "Requirements",
     "RestartLeaseRequest",
+    "SignedRequest",
     "SpecsRequest",
     "SpecsResponse",
     "SshAccess",

@@ -23,6 +23,7 @@ from compute.store import ValidatorStore  # noqa: E402
 from compute.transport import KeyWallet, MinerClient, WalletError, load_wallet  # noqa: E402
 from compute.validator import (  # noqa: E402
     LoopRunner,
+    Oversight,
     RoundLoop,
     ValidatorSettings,
     WandbLogger,
@@ -105,6 +106,7 @@ async def run(s: ValidatorSettings) -> int:
         wandb=wandb,
         rounds_limit=s.rounds,
         on_limit=on_limit,
+        oversight=Oversight(canary_rate=s.canary_rate, trusted_renters=frozenset(s.trusted_renters)),
     )
     runner = LoopRunner(chain_block_source(chain), [round_loop, weights_loop])
     loop = asyncio.get_running_loop()

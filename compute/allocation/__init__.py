@@ -12,7 +12,7 @@ from typing import Any
 from compute.allocation.backend import BACKEND_API_VERSION, Backend, BackendError
 from compute.allocation.embedded import EmbeddedBackend
 from compute.allocation.manager import AllocationManager, Availability, ManagerLimits
-from compute.allocation.records import Endpoint, LeaseRecord
+from compute.allocation.records import Endpoint, LeaseRecord, Receipt
 from compute.allocation.store import GpuConflict, LeaseStore, StoredLease, StoreError
 
 
@@ -47,6 +47,7 @@ __all__ = [
     "LeaseRecord",
     "LeaseStore",
     "ManagerLimits",
+    "Receipt",
     "StoreError",
     "StoredLease",
 ]

@@ -39,7 +39,7 @@ from typing import Literal
 
 from compute.allocation.backend import Backend
 from compute.allocation.failures import EXPECTED, failure
-from compute.allocation.records import LeaseRecord
+from compute.allocation.records import LeaseRecord, Receipt
 from compute.allocation.sshkeys import InvalidPublicKey, validate_public_key
 from compute.allocation.store import DuplicateKey, GpuConflict, LeaseStore, StoredLease
 from compute.protocol import (
@@ -141,7 +141,10 @@ class AllocationManager:
 
     # ---------------------------------------------------------------- allocate
 
-    async def allocate(self, owner_hotkey: str, request: AllocateRequest) -> LeaseInfo:
+    async def allocate(
+        self, owner_hotkey: str, request: AllocateRequest, receipt: Receipt | None = None
+    ) -> LeaseInfo:
+        """Reserve and start a lease; ``receipt`` (the signed request) is kept for rentals."""
         req = request.requirements
         if request.duration_s > self.limits.max_lease_s:
             raise _fail(
@@ -171,6 +174,8 @@ class AllocationManager:
             raise
         finally:
             self._starting.discard(lease.lease_id)
+        if receipt is not None and request.purpose == "rental":
+            await asyncio.to_thread(self.store.set_receipt, lease.lease_id, receipt)
         logger.info(
             "allocated lease=%s owner=%s purpose=%s gpus=%s port=%s until=%.0f",
             lease.lease_id,
@@ -461,6 +466,10 @@ class AllocationManager:
             created_at=record.created_at,
             expires_at=record.expires_at,
         )
+
+    def info(self, lease: StoredLease) -> LeaseInfo:
+        """The wire view of a stored lease (SSH access only while active)."""
+        return self._to_info(lease)
 
     async def active_count(self) -> int:
         return len(await asyncio.to_thread(self.store.live))

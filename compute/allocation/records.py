@@ -39,3 +39,12 @@ class Endpoint:
     username: str
     host_key: str  # OpenSSH public host key line, for pinning
     ports: dict[int, int] = field(default_factory=dict)  # container port -> host port
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """The renter's allocate request exactly as signed (btauth/1): kept so validators can verify it."""
+
+    path: str
+    body: str
+    headers: dict[str, str]

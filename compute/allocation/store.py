@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from compute.allocation.records import Endpoint, LeaseRecord
+from compute.allocation.records import Endpoint, LeaseRecord, Receipt
 from compute.sqlitedb import immediate, open_db
 
 LeaseState = Literal["pending", "active", "expired", "released"]
@@ -55,6 +55,12 @@ CREATE TABLE IF NOT EXISTS leases (
 );
 CREATE INDEX IF NOT EXISTS leases_owner ON leases(owner_hotkey, state);
 CREATE INDEX IF NOT EXISTS leases_state ON leases(state, expires_at);
+CREATE TABLE IF NOT EXISTS lease_receipts (
+    lease_id TEXT PRIMARY KEY,
+    path TEXT NOT NULL,
+    body TEXT NOT NULL,
+    headers TEXT NOT NULL
+);
 """
 _INDEXES = """
 CREATE UNIQUE INDEX IF NOT EXISTS leases_idem ON leases(owner_hotkey, idempotency_key)
@@ -162,6 +168,21 @@ class LeaseStore:
                 "UPDATE leases SET state=?, ended_at=? WHERE lease_id=? AND state='active'",
                 (state, when, lease_id),
             )
+
+    def set_receipt(self, lease_id: str, receipt: Receipt) -> None:
+        """Keep the renter's signed allocate request (the lease's proof for validators)."""
+        with self._tx() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO lease_receipts VALUES (?,?,?,?)",
+                (lease_id, receipt.path, receipt.body, json.dumps(dict(receipt.headers))),
+            )
+
+    def receipt(self, lease_id: str) -> Receipt | None:
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT path, body, headers FROM lease_receipts WHERE lease_id=?", (lease_id,)
+            ).fetchone()
+        return None if row is None else Receipt(row[0], row[1], json.loads(row[2]))
 
     def _update(self, lease_id: str, assignment: str, value: object) -> None:
         with self._tx() as conn:

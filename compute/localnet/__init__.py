@@ -58,6 +58,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     parser.add_argument(
+        "--cheaters",
+        action="store_true",
+        help="add a miner that refuses every rental while claiming rented and two hotkeys sharing one box",
+    )
+    parser.add_argument(
         "--logging.debug", dest="debug", action="store_true", help="debug logs from every process"
     )
     return parser
@@ -88,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         pog_p=args.pog_p,
         timeout_s=args.timeout,
         debug=args.debug,
+        cheaters=args.cheaters,
     )
 
     if args.backend == "docker":

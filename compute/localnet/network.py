@@ -45,6 +45,7 @@ class Options:
     timeout_s: float = 170.0
     debug: bool = False
     base_image: str | None = None  # the Docker miners' lease image (compute.localnet.images picks it)
+    cheaters: bool = False  # add a miner refusing every rental and two hotkeys sharing one box
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,7 @@ class LocalNet:
         self.processes = ProcessGroup(self.workdir / "logs", repo_root)
         self.validator: Participant | None = None
         self.miners: list[Participant] = []
+        self.cheaters: list[Participant] = []
 
     # ------------------------------------------------------------------ setup
     def create(self) -> None:
@@ -100,6 +102,15 @@ class LocalNet:
             wallet = create_wallet(self.wallet_root, name)
             uid = state.register(wallet.hotkey.ss58_address, wallet.coldkeypub.ss58_address, MINER_STAKE_TAO)
             self.miners.append(Participant(name, wallet, uid))
+        if self.options.cheaters:
+            from .cheat_miners import CHEATERS
+
+            for name in CHEATERS:
+                wallet = create_wallet(self.wallet_root, name)
+                uid = state.register(
+                    wallet.hotkey.ss58_address, wallet.coldkeypub.ss58_address, MINER_STAKE_TAO
+                )
+                self.cheaters.append(Participant(name, wallet, uid))
         log.info(
             "simulated chain %s: netuid %d, validator uid %d, %d miners",
             self.chain_path,
@@ -175,6 +186,10 @@ class LocalNet:
                 miner.wallet.hotkey.ss58_address[:10],
                 port,
             )
+        if self.cheaters:
+            args = ["-m", "compute.localnet.cheat_miners", str(self.workdir), str(self.chain_path)]
+            children.append(self.processes.start("cheaters", args))
+            log.info("cheating miners %s starting", [c.name for c in self.cheaters])
         return children
 
     def wait_for_miners(self, children: list[Child], timeout_s: float = 60.0) -> None:
@@ -182,7 +197,7 @@ class LocalNet:
         chain = connect(f"sim:{self.chain_path}", NETUID)
         try:
             deadline = time.monotonic() + timeout_s
-            wanted = {m.wallet.hotkey.ss58_address for m in self.miners}
+            wanted = {m.wallet.hotkey.ss58_address for m in self.miners + self.cheaters}
             while True:
                 for child in children:
                     if not child.alive:
@@ -226,6 +241,8 @@ class LocalNet:
             "cpu",
             "--wandb.off",
         ]
+        if self.options.cheaters:
+            args += ["--validator.canary_rate", "1"]  # every miner gets a canary rental each round
         child = self.processes.start("validator", args, on_line=self.on_line)
         log.info("validator uid=%d running %d round(s)", self.validator.uid, self.options.rounds)
         return child

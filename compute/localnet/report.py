@@ -30,7 +30,7 @@ def collect_summary(net: LocalNet) -> dict[str, Any]:
         scores = store.scores()
         rounds = store.rounds_finished()
         miners = []
-        for miner in net.miners:
+        for miner in net.miners + net.cheaters:
             hotkey = miner.wallet.hotkey.ss58_address
             result = _latest_result(store, miner.uid, rounds)
             score = scores.get(miner.uid)
@@ -76,7 +76,18 @@ def _latest_result(store: ValidatorStore, uid: int, rounds: int):
 def _verdict(result) -> str:
     if result is None:
         return "not tested"
-    return "verified" if result.ok else "failed"
+    first = result.reasons[0] if result.reasons else ""
+    if first.startswith("shared device"):
+        return first.split(" (")[0]  # "shared device: same machine as uid N"
+    if result.rented:
+        return "rented (verified lease)"
+    if not result.ok and "no verified lease" in first:
+        return "refused rentals, no verified lease"
+    if not result.ok:
+        return "failed"
+    if any("credited once, here" in reason for reason in result.reasons):
+        return "verified (device credited once)"
+    return "verified"
 
 
 def summary_problems(summary: dict[str, Any], rounds_wanted: int) -> list[str]:

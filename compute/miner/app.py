@@ -21,6 +21,7 @@ from fastapi import FastAPI
 
 from compute import __version__
 from compute.allocation import AllocationManager
+from compute.miner.receipts import rental_receipts, signed_receipt
 from compute.protocol import (
     AllocateRequest,
     AvailabilityResponse,
@@ -38,6 +39,8 @@ from compute.protocol import (
     ListLeasesResponse,
     MachineSpecs,
     Message,
+    RentalReceiptsRequest,
+    RentalReceiptsResponse,
     RequestFailed,
     RestartLeaseRequest,
     SpecsRequest,
@@ -99,7 +102,7 @@ def build_miner_app(
     async def allocate(req: AllocateRequest, caller: Caller) -> LeaseResponse:
         hotkey = caller.hotkey_ss58
         try:
-            lease = await manager.allocate(hotkey, req)
+            lease = await manager.allocate(hotkey, req, signed_receipt())
         except RequestFailed as exc:
             logger.info("allocate refused hotkey=%s code=%s reason=%s", hotkey, exc.code, exc.reason)
             raise
@@ -153,6 +156,10 @@ def build_miner_app(
     @route(ListLeasesRequest)
     async def list_leases(req: ListLeasesRequest, caller: Caller) -> ListLeasesResponse:
         return ListLeasesResponse(leases=(await manager.list(caller.hotkey_ss58))[:1024])
+
+    @route(RentalReceiptsRequest)
+    async def receipts(req: RentalReceiptsRequest, caller: Caller) -> RentalReceiptsResponse:
+        return RentalReceiptsResponse(receipts=await rental_receipts(manager))
 
     return server.app
 

@@ -63,6 +63,14 @@ class PogResult:
     gpu_uuids: tuple[str, ...] = ()
     depth_round: int | None = None
     history_reset: bool = False
+    # Rental truth (docs/validator.md): factors in [0, 1] the sample is multiplied by, None when
+    # not measured. ``rented_fraction``: verified rented GPUs / claimed GPUs (rented rounds only);
+    # ``availability``: canary rentals that worked; ``rental_uptime``: verified rentals that
+    # stayed reachable; ``shared_with``: uids found on the same device (credited once).
+    rented_fraction: float | None = None
+    availability: float | None = None
+    rental_uptime: float | None = None
+    shared_with: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

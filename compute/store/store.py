@@ -309,6 +309,22 @@ class ValidatorStore:
             )
             return cur.rowcount == 1
 
+    def revise_result(self, result: PogResult) -> bool:
+        """Overwrite the sample and reasons of a recorded result (a verdict reached after the whole
+        round, e.g. a device shared by several hotkeys credited once); False if there is no row."""
+        with self._tx() as db:
+            cur = db.execute(
+                "UPDATE pog_results SET sample=?, reasons=? WHERE round_id=? AND uid=? AND hotkey=?",
+                (
+                    float(result.sample),
+                    json.dumps(list(result.reasons)),
+                    result.round_id,
+                    result.uid,
+                    result.hotkey,
+                ),
+            )
+            return cur.rowcount == 1
+
     def results(self, round_id: int) -> list[PogResult]:
         with self._lock:
             rows = self._db.execute(f"{_SELECT_RESULT} WHERE round_id=? ORDER BY uid", (round_id,)).fetchall()

@@ -28,7 +28,15 @@ from .client import (
 )
 from .policy import AccessPolicy, Forbidden, PolicyUnavailable
 from .ratelimit import Busy, PrioritySemaphore, RateLimiter
-from .server import RunningServer, ServerLimits, SignedServer, serve, serve_in_thread
+from .server import (
+    RawSigned,
+    RunningServer,
+    ServerLimits,
+    SignedServer,
+    current_signed,
+    serve,
+    serve_in_thread,
+)
 
 __all__ = [
     "HEADER_RESPONSE_HOTKEY",
@@ -44,6 +52,7 @@ __all__ = [
     "PolicyUnavailable",
     "PrioritySemaphore",
     "RateLimiter",
+    "RawSigned",
     "Rejected",
     "RequestTimeout",
     "RunningServer",
@@ -51,6 +60,7 @@ __all__ = [
     "SignedServer",
     "TransportError",
     "WalletError",
+    "current_signed",
     "load_wallet",
     "response_message",
     "serve",

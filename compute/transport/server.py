@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import socket
 import threading
@@ -55,6 +56,33 @@ _AUTH_STATUS: dict[type[http_auth.AuthError], tuple[int, str]] = {
     http_auth.ReplayedRequest: (401, "replayed request"),
     http_auth.WrongReceiver: (421, "wrong receiver"),
 }
+
+
+@dataclass(frozen=True)
+class RawSigned:
+    """The request a handler is serving, as signed: path, raw body and the btauth/1 headers."""
+
+    path: str
+    body: bytes
+    headers: dict[str, str]
+
+
+# Set around each handler call so a handler that must keep proof of who asked (a rental receipt)
+# can read the signed bytes; None outside a handler or with authentication disabled.
+current_signed: contextvars.ContextVar[RawSigned | None] = contextvars.ContextVar(
+    "current_signed", default=None
+)
+_AUTH_HEADERS = tuple(
+    h.lower()
+    for h in (
+        http_auth.HEADER_VERSION,
+        http_auth.HEADER_HOTKEY,
+        http_auth.HEADER_RECEIVER,
+        http_auth.HEADER_NONCE,
+        http_auth.HEADER_CRYPTO,
+        http_auth.HEADER_SIGNATURE,
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -162,8 +190,15 @@ class SignedServer:
             caller = self._authenticate(request, body)
             priority = self._admit(caller.hotkey_ss58)
             try:
-                async with self.slots.slot(priority, self.limits.queue_timeout_s):
-                    payload = await self._run(route, body, caller)
+                signed = RawSigned(
+                    route.path, body, {k: v for k, v in request.headers.items() if k.lower() in _AUTH_HEADERS}
+                )
+                token = current_signed.set(None if self.insecure_disable_auth else signed)
+                try:
+                    async with self.slots.slot(priority, self.limits.queue_timeout_s):
+                        payload = await self._run(route, body, caller)
+                finally:
+                    current_signed.reset(token)
             except Busy as exc:
                 raise _Refusal(
                     503, ErrorCode.BUSY, f"miner is saturated: {exc}", {"Retry-After": "1"}

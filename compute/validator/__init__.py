@@ -13,6 +13,7 @@ from compute.validator.loop import (
     score_updates,
     select_targets,
 )
+from compute.validator.oversight import Oversight
 from compute.validator.pog_session import (
     BOOTSTRAP,
     PogSession,
@@ -43,6 +44,7 @@ from compute.validator.wandb_log import WandbLogger, result_figures, wandb_wante
 from compute.validator.weights import WeightsError, WeightSetter, weights_from_scores
 
 __all__ = [
+    "Oversight",
     "BOOTSTRAP",
     "BlockLoop",
     "DepthParams",

@@ -96,6 +96,7 @@ async def _round(args: argparse.Namespace, root: Path, miners: list[dict]) -> di
     from compute.store import ValidatorStore
     from compute.transport import KeyWallet, MinerClient
     from compute.validator.loop import RoundLoop
+    from compute.validator.oversight import Oversight
     from compute.validator.round import RoundParams
 
     validator = Keypair.create_from_uri("//BenchValidator")
@@ -132,6 +133,7 @@ async def _round(args: argparse.Namespace, root: Path, miners: list[dict]) -> di
         allow_same_ip=True,
         step_timeout=1800,
         show_table=False,
+        oversight=Oversight(canary_rate=args.canary_rate),
     )
     block = chain.block()
     cpu0, wall0 = time.process_time(), time.monotonic()
@@ -148,6 +150,8 @@ async def _round(args: argparse.Namespace, root: Path, miners: list[dict]) -> di
         "validator_cpu_s": round(cpu, 2),
         "cpu_s_per_miner": round(cpu / max(1, len(miners)), 4),
         "concurrency": args.concurrency,
+        "canary_rate": args.canary_rate,
+        "canaries": loop.oversight.ledger.canaries_tried(),
         "m": args.m,
         "n": args.n,
         "p": args.p,
@@ -165,6 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=4096)
     parser.add_argument("--p", type=int, default=64)
     parser.add_argument("--miner-timeout", type=float, default=300.0)
+    parser.add_argument(
+        "--canary-rate", type=float, default=0.1, help="chance per miner of a canary rental (default 0.1)"
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     parser.add_argument("--serve-miners", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--dir", default=None, help=argparse.SUPPRESS)

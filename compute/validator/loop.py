@@ -12,6 +12,7 @@ rest); a restart resumes an open round. This module holds no scoring math and no
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from abc import ABC, abstractmethod
@@ -22,9 +23,11 @@ from compute.chain import Chain, MetagraphSnapshot, NeuronInfo
 from compute.scoring import GpuTable, ScoringConfig, decay_score, update_score
 from compute.store import PogResult, ScoreRecord, ScoreUpdate, ValidatorStore
 from compute.transport import MinerClient
+from compute.validator.oversight import Oversight
 from compute.validator.progress import RoundProgress
 from compute.validator.round import MinerTarget, RoundParams, check_miner
 from compute.validator.table import print_round_table, round_table
+from compute.validator.truth import MinerNotes
 from compute.validator.wandb_log import WandbLogger
 from compute.validator.weights import WeightsError, WeightSetter, weights_from_scores
 
@@ -176,6 +179,7 @@ class RoundLoop(BlockLoop):
         rounds_limit: int = 0,
         on_limit: Callable[[], Awaitable[None]] | None = None,
         show_table: bool = True,
+        oversight: Oversight | None = None,
     ) -> None:
         self.chain, self.store, self.client, self.own_hotkey = chain, store, client, own_hotkey
         self.params, self.table, self.scoring = params, table, scoring
@@ -189,6 +193,7 @@ class RoundLoop(BlockLoop):
         )
         self.rounds_done = 0
         self.progress_every_s = 10.0  # one progress line this often off a terminal
+        self.oversight = oversight if oversight is not None else Oversight()
 
     async def run_step(self, block: int) -> None:
         metagraph = await asyncio.wait_for(asyncio.to_thread(self.chain.metagraph), 60)
@@ -208,14 +213,26 @@ class RoundLoop(BlockLoop):
         )
         deadline = time.monotonic() + self.step_timeout * 0.9
         gate = asyncio.Semaphore(self.concurrency)
+        params = replace(params, trusted_renters=self.oversight.trusted(metagraph))
+        plan = self.oversight.plan(t.uid for t in targets)
+        notes = {t.uid: MinerNotes() for t in targets}
 
         async def one(target: MinerTarget) -> None:
-            async with gate:
+            # suspected duplicates skip the gate: they are challenged at the same moment
+            async with gate if target.uid not in plan.together else contextlib.nullcontext():
                 previous = self.store.last_verified(target.uid, target.hotkey)
                 result = await check_miner(
-                    self.client, target, params, self.table, self.scoring, previous, deadline
+                    self.client,
+                    target,
+                    params,
+                    self.table,
+                    self.scoring,
+                    previous,
+                    deadline,
+                    notes=notes[target.uid],
+                    canary=target.uid in plan.canary,
                 )
-                self.store.record_result(result)
+                self.store.record_result(self.oversight.after_check(result, notes[target.uid]))
                 progress.advance(result.ok)
 
         progress = RoundProgress(record.round_id, len(targets), every_s=self.progress_every_s)
@@ -225,7 +242,11 @@ class RoundLoop(BlockLoop):
         finally:
             beat.cancel()
             progress.close()
-        results = self.store.results(record.round_id)
+        recorded = self.store.results(record.round_id)
+        results = self.oversight.close(recorded, notes, {t.uid: t.endpoint for t in targets})
+        for before, after in zip(recorded, results, strict=True):
+            if after != before:
+                self.store.revise_result(after)
         updates = score_updates(
             results, self.store.scores(), metagraph.neurons, self.scoring, self.own_hotkey
         )

@@ -6,11 +6,16 @@ garbage or silence, failed verification, per-miner timeout) becomes a ``PogResul
 error and cancellation. Retries (with backoff, bounded by the caller's deadline) cover only a miner
 that could not be reached before a lease existed; a failed proof is final.
 
-Rented machines (the miner refuses a GPU validation lease for lack of capacity) get a CPU-only
-liveness lease instead: that proves the miner serves leases, NOT its GPUs, so their sample is the
-machine score of their last verified identification (with the rented bonus) while that is at most
-``rented_max_age`` rounds old, then decays by ``rented_decay`` per round; a machine never verified
-scores 0. Nothing here touches the store or the chain.
+Rented machines (the miner refuses a GPU validation lease for lack of capacity) must show
+receipts (``compute.validator.rental``): only GPUs held by leases whose renter signed the request,
+is a known party and whose SSH endpoint answers with the lease's host key count as rented. A miner
+that refuses with no verified lease gets nothing for the round. A verified rented machine gets a
+CPU-only liveness lease: that proves the miner serves leases, NOT its GPUs, so its sample is the
+machine score of its last verified identification (with the rented bonus) times the verified
+rented fraction, while that is at most ``rented_max_age`` rounds old, then decays by
+``rented_decay`` per round; a machine never verified scores 0. With ``canary`` set, the test first
+rents the miner as a renter would (``compute.validator.canary``). What the test saw beyond PoG
+goes into the caller's ``MinerNotes``. Nothing here touches the store or the chain.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from compute.protocol import (
 from compute.scoring import GpuTable, HolisticConfig, ScoringConfig
 from compute.store import PogResult
 from compute.transport import MinerClient, PeerUnreachable, Rejected, RequestTimeout, TransportError
+from compute.validator.canary import run_canary
 from compute.validator.depth import (
     DepthParams,
     DepthRejected,
@@ -48,7 +54,9 @@ from compute.validator.depth import (
 )
 from compute.validator.evidence import Measured, scored_result
 from compute.validator.pog_session import PogSession, PogSessionError
+from compute.validator.rental import check_rentals
 from compute.validator.settings import ValidatorSettings
+from compute.validator.truth import MinerNotes
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +96,8 @@ class RoundParams:
     depth: DepthParams = DepthParams()
     holistic: HolisticConfig = HolisticConfig()
     force_depth: bool = False  # run sustained and host probes this round whatever the cadence
+    trusted_renters: frozenset[str] = frozenset()  # renters whose signed leases count as rented
+    rental_probe_timeout: float = 15.0
 
 
 def round_params(s: ValidatorSettings, holistic: HolisticConfig | None = None) -> RoundParams:
@@ -117,6 +127,7 @@ def round_params(s: ValidatorSettings, holistic: HolisticConfig | None = None) -
         device=s.device,
         rented_max_age=s.rented_max_age,
         rented_decay=s.rented_decay,
+        trusted_renters=frozenset(s.trusted_renters),
         depth=depth,
         holistic=holistic or HolisticConfig(),
     )
@@ -142,8 +153,11 @@ async def check_miner(
     scoring: ScoringConfig,
     previous: PogResult | None = None,
     deadline: float | None = None,
+    notes: MinerNotes | None = None,
+    canary: bool = False,
 ) -> PogResult:
     """Test ``target`` within ``params.miner_timeout`` (and before ``deadline``, monotonic)."""
+    notes = notes if notes is not None else MinerNotes()
     attempt = 0
     while True:
         budget = params.miner_timeout
@@ -153,11 +167,14 @@ async def check_miner(
             return _failure(target, params, ("round deadline reached before the test",), {})
         started = time.monotonic()
         try:
-            return await asyncio.wait_for(_attempt(client, target, params, table, scoring, previous), budget)
+            return await asyncio.wait_for(
+                _attempt(client, target, params, table, scoring, previous, notes, canary), budget
+            )
         except asyncio.TimeoutError:
             return _failure(target, params, (f"miner test exceeded {budget:.0f}s",), {})
         except _Unreachable as exc:
             attempt += 1
+            canary = False  # one canary per test, even when the test is retried
             if attempt > params.retries:
                 return _failure(target, params, (str(exc),), {})
             wait = _RETRY_BACKOFF_S * 2 ** (attempt - 1)
@@ -177,23 +194,63 @@ async def _attempt(
     table: GpuTable,
     scoring: ScoringConfig,
     previous: PogResult | None,
+    notes: MinerNotes,
+    canary: bool,
 ) -> PogResult:
     started = time.monotonic()
     specs = await _specs(client, target)
     await _release_stale(client, target)
     claimed = specs.gpus[:MAX_GPUS_TESTED]
+    notes.claimed_gpus = len(claimed)
+    notes.gpu_uuids.update(gpu.uuid for gpu in claimed if gpu.uuid)  # self-reported: may only lower
+    if canary:
+        timeout = min(60.0, params.miner_timeout)
+        notes.canary = await run_canary(client, target.endpoint, target.hotkey, len(claimed), timeout)
     key = asyncssh.generate_private_key("ssh-ed25519")
     try:
         lease = await _allocate(client, target, params, key, len(claimed))
     except _Rented:
-        lease = await _allocate(client, target, params, key, 0)
-        async with _released(client, target, lease):
-            await _liveness(lease, key, params)
-        return _rented_result(target, params, previous, scoring, table, time.monotonic() - started)
+        return await _rented(client, target, params, table, scoring, previous, notes, key, started)
+    if lease.ssh is not None:
+        notes.saw_lease(lease.ssh.host, lease.ssh.port, lease.ssh.host_key)
     async with _released(client, target, lease):
         measured = await _prove(lease, key, params, table, claimed, specs, previous)
+    notes.gpu_uuids.update(measured.uuids)
     measured.timings["total_s"] = time.monotonic() - started
     return scored_result(target, params, measured, table, previous)
+
+
+async def _rented(
+    client: MinerClient,
+    target: MinerTarget,
+    params: RoundParams,
+    table: GpuTable,
+    scoring: ScoringConfig,
+    previous: PogResult | None,
+    notes: MinerNotes,
+    key: asyncssh.SSHKey,
+    started: float,
+) -> PogResult:
+    """The miner refused a GPU lease: credit only the GPUs its verified rentals hold."""
+    check = await check_rentals(
+        client,
+        target.endpoint,
+        target.hotkey,
+        params.trusted_renters,
+        time.time(),
+        params.rental_probe_timeout,
+    )
+    notes.rentals = check
+    for held in check.alive:
+        notes.saw_lease(held.host, held.port, held.host_key)
+    fraction = check.fraction(notes.claimed_gpus)
+    if fraction <= 0:
+        why = f" ({check.rejected[0]})" if check.rejected else ""
+        raise _Failed(f"refused validation with no_capacity while holding no verified lease{why}")
+    lease = await _allocate(client, target, params, key, 0)
+    async with _released(client, target, lease):
+        await _liveness(lease, key, params)
+    return _rented_result(target, params, previous, scoring, table, time.monotonic() - started, fraction)
 
 
 async def _specs(client: MinerClient, target: MinerTarget) -> MachineSpecs:
@@ -422,9 +479,14 @@ def _rented_result(
     scoring: ScoringConfig,
     table: GpuTable,
     total_s: float,
+    fraction: float = 1.0,
 ) -> PogResult:
-    sample = rented_sample(previous, params.round_id, params, table, scoring)
-    reason = "rented: liveness only" if sample > 0 else "rented: never verified, no score"
+    sample = rented_sample(previous, params.round_id, params, table, scoring) * fraction
+    reason = (
+        f"rented: {fraction:.0%} of GPUs in verified leases, liveness only"
+        if sample > 0
+        else "rented: never verified, no score"
+    )
     return PogResult(
         round_id=params.round_id,
         uid=target.uid,
@@ -440,6 +502,7 @@ def _rented_result(
         timings={"total_s": total_s},
         block=params.block,
         created=time.time(),
+        rented_fraction=fraction,
     )
 
 

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from compute.settings import CommonSettings, SettingsError, add_common_args, common_from_args, load_dotenv
+
+_SS58 = re.compile(r"^[1-9A-HJ-NP-Za-km-z]{46,48}$")
 
 
 class ValidatorSettings(BaseModel):
@@ -52,9 +55,21 @@ class ValidatorSettings(BaseModel):
     cpu_memory_mb: float = Field(2.0, gt=0, le=1 << 16)  # machines without GPUs (the demo): small proofs
     cpu_bandwidth_gbs: float = Field(0.1, gt=0, le=10_000)
     cpu_sustained_seconds: float = Field(1.0, gt=0, le=600)
+    trusted_renters: tuple[str, ...] = ()  # operator hotkeys (ss58) whose rentals count as rented
+    canary_rate: float = Field(0.1, ge=0, le=1)  # chance per miner per round of a canary rental
     wandb_off: bool = False
     wandb_on: bool = False  # log offline without WANDB_API_KEY (with a key, wandb is on anyway)
     wandb_project: str = Field("compute-subnet", min_length=1, max_length=128)
+
+    @field_validator("trusted_renters", mode="before")
+    @classmethod
+    def _renters(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = tuple(part.strip() for part in value.split(",") if part.strip())
+        for hotkey in value if isinstance(value, (list, tuple)) else ():
+            if not isinstance(hotkey, str) or not _SS58.fullmatch(hotkey):
+                raise ValueError(f"{hotkey!r} is not an ss58 hotkey address")
+        return value
 
     @field_validator("data_dir")
     @classmethod
@@ -135,6 +150,16 @@ _FLAGS: dict[str, tuple[str, type, str]] = {
         "cpu_sustained_seconds",
         float,
         "sustained run without GPUs (default 1)",
+    ),
+    "validator.trusted_renters": (
+        "trusted_renters",
+        str,
+        "comma-separated renter hotkeys (ss58) whose leases count as rented, besides validators",
+    ),
+    "validator.canary_rate": (
+        "canary_rate",
+        float,
+        "chance per miner per round of a short canary rental (default 0.1)",
     ),
     "wandb.project": ("wandb_project", str, "wandb project (default compute-subnet)"),
 }

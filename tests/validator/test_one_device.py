@@ -1,0 +1,216 @@
+"""One device, one reward; canary rentals; the factors they give. Pure tables first, then a real
+round over real miners: honest ones, one that refuses every lease while claiming "rented", and two
+hotkeys that hand out the same box."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from validator_helpers import FAKE_GPU, Miner, port_block, register_and_serve, small_params
+
+from compute.allocation import AllocationManager, EmbeddedBackend, LeaseStore, ManagerLimits
+from compute.chain import connect
+from compute.localnet.cheaters import OneBoxBackend, RefusingManager
+from compute.miner import build_miner_app
+from compute.pog import load_gpu_table
+from compute.protocol import GpuSpec, MachineSpecs
+from compute.scoring import ScoringConfig
+from compute.store import PogResult, ValidatorStore
+from compute.transport import KeyWallet, ServerLimits, serve_in_thread
+from compute.validator import RoundLoop, chain_block_source
+from compute.validator.canary import CanaryOutcome, run_canary
+from compute.validator.dedup import DeviceRegistry, Fingerprint, credit_once, suspect_groups
+from compute.validator.ledger import RentalLedger
+from compute.validator.oversight import Oversight
+from compute.validator.rental import RentalCheck, VerifiedLease
+
+TABLE = load_gpu_table()
+SCORING = ScoringConfig()
+
+
+def fp(uid: int, ip: str = "10.0.0.1", uuids=(), keys=(), endpoints=()) -> Fingerprint:
+    return Fingerprint(uid, f"hk{uid}", ip, frozenset(uuids), frozenset(keys), frozenset(endpoints))
+
+
+def result(uid: int, sample: float) -> PogResult:
+    return PogResult(1, uid, f"hk{uid}", ok=True, sample=sample)
+
+
+@pytest.mark.parametrize(
+    ("prints", "zeroed"),
+    [
+        ([fp(1, uuids={"GPU-a"}), fp(2, "10.0.0.2", uuids={"GPU-a"})], {2}),
+        ([fp(1, keys={"ssh-ed25519 AAAA1"}), fp(2, "10.0.0.2", keys={"ssh-ed25519 AAAA1"})], {2}),
+        ([fp(1, endpoints={"1.2.3.4:40000"}), fp(2, "10.0.0.2", endpoints={"1.2.3.4:40000"})], {2}),
+        ([fp(1, uuids={"GPU-a"}), fp(2, uuids={"GPU-b"})], set()),  # one IP, two devices
+        ([fp(1, uuids={"GPU-a"}), fp(2, "10.0.0.2", uuids={"GPU-b"})], set()),
+    ],
+)
+def test_a_shared_device_is_credited_once(prints, zeroed) -> None:
+    devices = DeviceRegistry().shared_devices(prints, {1: 2.0, 2: 1.0})
+    out = {r.uid: r for r in credit_once([result(1, 2.0), result(2, 1.0)], devices)}
+    assert {uid for uid, r in out.items() if r.sample == 0} == zeroed
+    for uid in zeroed:
+        assert "shared device" in out[uid].reasons[0] and out[uid].shared_with == (1,)
+    if zeroed:
+        assert out[1].sample == 2.0 and "credited once, here" in out[1].reasons[-1]
+
+
+def test_a_copycat_cannot_evict_the_first_owner_of_a_gpu() -> None:
+    registry = DeviceRegistry()
+    registry.shared_devices([fp(1, uuids={"GPU-a"})], {1: 1.0})  # uid 1 showed GPU-a first
+    copycat = [fp(1, uuids={"GPU-a"}), fp(2, "10.0.0.2", uuids={"GPU-a"})]
+    (device,) = registry.shared_devices(copycat, {1: 1.0, 2: 9.0})  # the copycat scores higher
+    assert device.keeper == 1
+
+
+def test_the_keeper_of_a_shared_device_stays_the_keeper() -> None:
+    registry = DeviceRegistry()
+    pair = [fp(1, uuids={"GPU-a"}), fp(2, "10.0.0.2", uuids={"GPU-a"})]
+    assert registry.shared_devices(pair, {1: 1.0, 2: 2.0})[0].keeper == 2
+    assert registry.shared_devices(pair, {1: 3.0, 2: 2.0})[0].keeper == 2  # not whoever scores best now
+
+
+def test_same_ip_or_ssh_host_makes_suspects_tested_together() -> None:
+    prints = [fp(1), fp(2), fp(3, "10.0.0.3", endpoints={"10.0.0.1:4000"}), fp(4, "10.0.0.4")]
+    assert suspect_groups(prints) == [frozenset({1, 2, 3})]
+
+
+def _lease(sig: str) -> VerifiedLease:
+    return VerifiedLease("0" * 32, "renter", 1, sig, 0.0, 1e12, "127.0.0.1", 1, "ssh-ed25519 AAAA")
+
+
+def test_ledger_factors_only_lower_and_start_at_one() -> None:
+    ledger = RentalLedger()
+    assert ledger.availability("hk") == 1.0 and ledger.uptime("hk") == 1.0
+    ledger.canary("hk", CanaryOutcome(True))
+    assert ledger.availability("hk") == 1.0
+    ledger.canary("hk", CanaryOutcome(False, "canary refused", refused=True))
+    assert ledger.availability("hk") == pytest.approx(2 / 3)
+    ledger.observe("hk", RentalCheck(alive=(_lease("a"), _lease("b"))))
+    ledger.observe("hk", RentalCheck(alive=(_lease("a"),), dead=(_lease("b"),)))
+    assert ledger.uptime("hk") == 0.5  # lease b went dark inside its term
+    ledger.observe("hk", RentalCheck(alive=(_lease("b"),)))
+    assert ledger.uptime("hk") == 0.5  # coming back does not undo an outage
+
+
+def start_custom(tmp_path: Path, make_wallet, name: str, *, box: Path | None = None, refuse=False) -> Miner:
+    wallet = make_wallet(name)
+    data = tmp_path / name
+    kwargs = dict(bind_host="127.0.0.1", port_range=port_block())
+    backend = OneBoxBackend(data, box, **kwargs) if box else EmbeddedBackend(data, **kwargs)
+    gpus: list[GpuSpec] = [FAKE_GPU] if refuse else []
+    manager_type = RefusingManager if refuse else AllocationManager
+    manager = manager_type(
+        LeaseStore(data / "leases.db"),
+        backend,
+        gpus,
+        ManagerLimits(max_cpu=2, max_memory_gb=4, max_disk_gb=10),
+    )
+    specs = MachineSpecs(
+        cpu_model="test cpu",
+        cpu_cores=2,
+        cpu_freq_mhz=0,
+        ram_bytes=8 << 30,
+        disk_total_bytes=1 << 40,
+        disk_free_bytes=1 << 39,
+        gpus=gpus,
+        backend="embedded",
+        miner_version="0.1.0",
+    )
+    keypair = KeyWallet.from_wallet(wallet)
+    app = build_miner_app(keypair, None, manager, lambda: specs, ServerLimits(rate_per_s=100, burst=100))
+    server = serve_in_thread(app, "127.0.0.1", 0)
+    miner = Miner(name, f"127.0.0.1:{server.port}", keypair.ss58, wallet, manager, backend)
+    miner.server = server  # type: ignore[attr-defined]
+    return miner
+
+
+@pytest.fixture
+def cheaters_net(tmp_path: Path, sim_chain, make_wallet, validator_client):
+    path, state = sim_chain
+    wallet = validator_client.wallet_obj
+    state.register(wallet.hotkey.ss58_address, wallet.coldkeypub.ss58_address, 5000.0, True)
+    box = tmp_path / "box_host_key"
+    miners = {
+        "honest1": start_custom(tmp_path, make_wallet, "honest1"),
+        "honest2": start_custom(tmp_path, make_wallet, "honest2"),
+        "refuser": start_custom(tmp_path, make_wallet, "refuser", refuse=True),
+        "box-a": start_custom(tmp_path, make_wallet, "box-a", box=box),
+        "box-b": start_custom(tmp_path, make_wallet, "box-b", box=box),
+    }
+    uids = {name: register_and_serve(path, state, miner) for name, miner in miners.items()}
+    chain = connect(f"sim:{path}", 27)
+    store = ValidatorStore(tmp_path / "validator.db")
+    yield chain, store, wallet, uids, miners
+    store.close()
+    chain.close()
+    for miner in miners.values():
+        miner.server.stop()  # type: ignore[attr-defined]
+
+
+async def test_round_credits_honest_miners_and_neither_cheat(cheaters_net, validator_client) -> None:
+    chain, store, wallet, uids, miners = cheaters_net
+    oversight = Oversight(canary_rate=1.0)
+    loop = RoundLoop(
+        chain,
+        store,
+        validator_client,
+        wallet.hotkey.ss58_address,
+        small_params(),
+        TABLE,
+        SCORING,
+        interval_blocks=1,
+        concurrency=5,
+        allow_same_ip=True,
+        step_timeout=180,
+        show_table=False,
+        oversight=oversight,
+    )
+    await loop.run_step(await chain_block_source(chain)())
+    scores = {uid: rec.score for uid, rec in store.scores().items()}
+    by_name = {name: scores[uid] for name, uid in uids.items()}
+    assert by_name["honest1"] > 0 and by_name["honest2"] > 0
+    assert by_name["refuser"] == 0.0
+    assert sorted([by_name["box-a"], by_name["box-b"]])[0] == 0.0  # the box is credited once ...
+    assert sorted([by_name["box-a"], by_name["box-b"]])[1] > 0  # ... not zero times
+    assert by_name["honest1"] == pytest.approx(by_name["honest2"], rel=0.5)
+    # canaries ran: honest miners keep availability 1, the refuser's refusal lowered its own
+    assert oversight.ledger.availability(miners["honest1"].hotkey) == 1.0
+    assert oversight.ledger.availability(miners["refuser"].hotkey) == 0.5
+    # next round the one-IP miners are challenged at the same moment
+    assert {uids["box-a"], uids["box-b"]} <= set().union(*oversight.suspects)
+
+
+async def test_canary_works_end_to_end_on_an_honest_miner_and_leaves_nothing(
+    tmp_path: Path, make_wallet, validator_client
+) -> None:
+    miner = start_custom(tmp_path, make_wallet, "honest")
+    try:
+        outcome = await run_canary(validator_client, miner.endpoint, miner.hotkey, 0, timeout=30)
+        assert outcome.ok, outcome.reason
+        assert await miner.backend.running() == set()
+        refuser = start_custom(tmp_path, make_wallet, "refuser", refuse=True)
+        refused = await run_canary(validator_client, refuser.endpoint, refuser.hotkey, 1, timeout=30)
+        assert not refused.ok and refused.refused
+        refuser.server.stop()  # type: ignore[attr-defined]
+    finally:
+        miner.server.stop()  # type: ignore[attr-defined]
+
+
+async def test_broken_canary_lease_is_a_failure(tmp_path: Path, make_wallet, validator_client) -> None:
+    miner = start_custom(tmp_path, make_wallet, "broken")
+    start = miner.backend.start
+
+    async def start_then_break(lease):  # the lease starts, but nothing answers behind the endpoint
+        endpoint = await start(lease)
+        await miner.backend.stop(lease.lease_id)
+        return endpoint
+
+    miner.backend.start = start_then_break  # type: ignore[method-assign]
+    try:
+        outcome = await run_canary(validator_client, miner.endpoint, miner.hotkey, 0, timeout=10)
+        assert not outcome.ok and not outcome.refused and "SSH" in outcome.reason
+    finally:
+        miner.server.stop()  # type: ignore[attr-defined]

@@ -1,0 +1,135 @@
+"""Rental truth against real miners: rented credit only for leases the validator verifies.
+
+Each cheater is a real miner on 127.0.0.1 (signed app, embedded backend, real SSH) that plays one
+way of claiming "rented" without a real, known renter holding a live lease.
+"""
+
+from __future__ import annotations
+
+import pytest
+from validator_helpers import FAKE_GPU, small_params
+
+from compute.pog import load_gpu_table
+from compute.protocol import (
+    AllocateRequest,
+    ErrorCode,
+    RentalReceiptsRequest,
+    RequestFailed,
+    Requirements,
+)
+from compute.scoring import ScoringConfig
+from compute.store import PogResult
+from compute.transport import KeyWallet, MinerClient
+from compute.validator import MinerTarget, check_miner
+from compute.validator.rental import ReceiptRejected, verify_receipt
+from compute.validator.truth import MinerNotes
+
+TABLE = load_gpu_table()
+SCORING = ScoringConfig()
+RENTER_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
+FULL = TABLE.weight_of("H100 SXM") * (1 + SCORING.rented_bonus)
+
+
+def target(miner, uid: int = 1) -> MinerTarget:
+    return MinerTarget(uid, miner.hotkey, miner.endpoint)
+
+
+def verified_before(miner) -> PogResult:
+    return PogResult(3, 1, miner.hotkey, ok=True, sample=3.3, models=("H100 SXM",), gpu_count=1)
+
+
+async def rent(wallet, miner, gpu_count: int = 1):
+    """Allocate through the normal renter path: a signed request over HTTP."""
+    request = AllocateRequest(
+        requirements=Requirements(gpu_count=gpu_count), duration_s=600, ssh_public_key=RENTER_KEY
+    )
+    async with MinerClient(KeyWallet.from_wallet(wallet)) as renter:
+        return (await renter.call(miner.endpoint, miner.hotkey, request)).lease
+
+
+async def receipts(client, miner):
+    return (await client.call(miner.endpoint, miner.hotkey, RentalReceiptsRequest())).receipts
+
+
+async def test_honest_rented_miner_keeps_its_credit(start_miner, validator_client, make_wallet) -> None:
+    miner = start_miner("rented", gpus=(FAKE_GPU,))
+    renter = make_wallet("renter")
+    await rent(renter, miner)
+    params = small_params(round_id=5, trusted_renters=frozenset({renter.hotkey.ss58_address}))
+    notes = MinerNotes()
+    result = await check_miner(
+        validator_client, target(miner), params, TABLE, SCORING, verified_before(miner), notes=notes
+    )
+    assert result.ok and result.rented, result.reasons
+    assert result.rented_fraction == 1.0
+    assert result.sample == pytest.approx(FULL)
+    assert notes.rentals is not None and len(notes.rentals.alive) == 1
+    assert len(await miner.backend.running()) == 1  # only the renter's lease is left
+
+
+async def test_miner_refusing_every_lease_gets_nothing(start_miner, validator_client, make_wallet) -> None:
+    miner = start_miner("refuser", gpus=(FAKE_GPU,))
+
+    async def refuse(owner, request, receipt=None):
+        raise RequestFailed(ErrorCode.NO_CAPACITY, "all GPUs are rented", 409)
+
+    miner.manager.allocate = refuse  # the cheat: claim "rented" to every caller
+    params = small_params(round_id=5, trusted_renters=frozenset({make_wallet("renter").hotkey.ss58_address}))
+    result = await check_miner(
+        validator_client, target(miner), params, TABLE, SCORING, verified_before(miner)
+    )
+    assert not result.ok and result.sample == 0.0
+    assert "no verified lease" in result.reasons[0]
+
+
+async def test_rental_to_an_unknown_renter_earns_nothing(start_miner, validator_client, make_wallet) -> None:
+    miner = start_miner("sybil", gpus=(FAKE_GPU,))
+    await rent(make_wallet("sybil-renter"), miner)  # the miner's own second key "rents" its GPU
+    params = small_params(round_id=5, trusted_renters=frozenset({make_wallet("renter").hotkey.ss58_address}))
+    result = await check_miner(
+        validator_client, target(miner), params, TABLE, SCORING, verified_before(miner)
+    )
+    assert not result.ok and result.sample == 0.0
+    assert "not a known party" in result.reasons[0]
+
+
+async def test_lease_whose_endpoint_died_earns_nothing(start_miner, validator_client, make_wallet) -> None:
+    miner = start_miner("dead", gpus=(FAKE_GPU,))
+    renter = make_wallet("renter")
+    lease = await rent(renter, miner)
+    await miner.backend.stop(lease.lease_id)  # the GPU stays "held", nobody can reach the lease
+    params = small_params(round_id=5, trusted_renters=frozenset({renter.hotkey.ss58_address}))
+    notes = MinerNotes()
+    result = await check_miner(
+        validator_client, target(miner), params, TABLE, SCORING, verified_before(miner), notes=notes
+    )
+    assert not result.ok and result.sample == 0.0
+    assert notes.rentals is not None and len(notes.rentals.dead) == 1
+
+
+async def test_tampered_or_misdirected_receipts_are_rejected(
+    start_miner, validator_client, make_wallet
+) -> None:
+    miner, other = start_miner("a", gpus=(FAKE_GPU,)), start_miner("b", gpus=(FAKE_GPU,))
+    renter = make_wallet("renter")
+    trusted = frozenset({renter.hotkey.ss58_address})
+    await rent(renter, miner)
+    (receipt,) = await receipts(validator_client, miner)
+    now = receipt.created_at + 1
+    assert verify_receipt(receipt, miner.hotkey, trusted, now).gpu_count == 1
+    with pytest.raises(ReceiptRejected, match="signature"):  # shown by another miner
+        verify_receipt(receipt, other.hotkey, trusted, now)
+    more_gpus = receipt.request.body.replace('"gpu_count":1', '"gpu_count":8')
+    assert more_gpus != receipt.request.body
+    tampered = receipt.model_copy(update={"request": receipt.request.model_copy(update={"body": more_gpus})})
+    with pytest.raises(ReceiptRejected, match="signature"):
+        verify_receipt(tampered, miner.hotkey, trusted, now)
+    with pytest.raises(ReceiptRejected, match="signed term"):
+        verify_receipt(receipt, miner.hotkey, trusted, now + 3600)
+
+
+async def test_validation_leases_leave_no_receipt(start_miner, validator_client) -> None:
+    miner = start_miner("honest")
+    result = await check_miner(validator_client, target(miner), small_params(), TABLE, SCORING)
+    assert result.ok, result.reasons
+    assert await receipts(validator_client, miner) == []
