@@ -147,10 +147,12 @@ class Opening(_Model):  # worker -> validator
 
 
 def parse_message(model: type[_Model], raw: str | bytes, max_bytes: int = MAX_MESSAGE_BYTES) -> _Model:
-    """Parse one JSON message, refusing anything larger than ``max_bytes`` before parsing."""
+    """Parse one JSON message, refusing anything larger than ``max_bytes`` before parsing; any
+    parser failure (deep nesting, huge numbers, wrong types, truncation) is a ``WireError``."""
     if len(raw) > max_bytes:
         raise WireError(f"message of {len(raw)} bytes exceeds the limit of {max_bytes}")
     try:
         return model.model_validate_json(raw)
-    except ValueError as exc:
-        raise WireError(f"invalid {model.__name__}: {exc}") from None
+    except (ValueError, TypeError, RecursionError, OverflowError, MemoryError) as exc:
+        reason = str(exc)[:500] if isinstance(exc, ValueError) else type(exc).__name__
+        raise WireError(f"invalid {model.__name__} (malformed): {reason}") from None

@@ -152,11 +152,18 @@ async def prove_sustained(
     cpu: bool,
     depth: DepthParams,
     timeout: float,
+    reference_tflops: float | None = None,
+    cpu_m: int = 256,
 ) -> SustainedReport:
-    """Segments back to back, stamped on arrival; a few opened and verified (always the last)."""
+    """Segments back to back, stamped on arrival; a few opened and verified (always the last).
+
+    ``reference_tflops`` is the validator-timed GEMM throughput of all the GPUs this round (times the
+    segment efficiency): the last segments are compared with it, not only with the miner's first.
+    A CPU machine runs segments of the GEMM round's own width ``cpu_m`` (small enough to keep), so
+    the reference compares like with like."""
     if cpu:
         plan = plan_sustained(
-            expected_tflops, "fp32", 1, depth.cpu_sustained_seconds, depth.cpu_sustained_seconds / 4, m=256
+            expected_tflops, "fp32", 1, depth.cpu_sustained_seconds, depth.cpu_sustained_seconds / 4, m=cpu_m
         )
     else:
         plan = plan_sustained(
@@ -172,7 +179,9 @@ async def prove_sustained(
         if not verdict.ok:
             raise DepthRejected(f"sustained segment {index} rejected: " + "; ".join(verdict.reasons[:2]))
     try:
-        return analyse_series(series.sent_at, series.arrivals, plan.flops_per_segment)
+        return analyse_series(
+            series.sent_at, series.arrivals, plan.flops_per_segment, reference_tflops=reference_tflops
+        )
     except SustainedError as exc:
         raise DepthRejected(f"sustained series unusable: {exc}") from None
 

@@ -7,7 +7,9 @@ source as ``__main__``. The validator then speaks the worker protocol (info -> c
 with a bounded line reader and a timeout on every read, and times ``commit`` on its own monotonic
 clock: from right before the challenge line is written until the commitment line has arrived. The
 in-depth ops (docs/pog-depth.md) stream intermediate lines: each ``memory_pass`` and ``segment``
-line is stamped on arrival, and out-of-order or foreign lines are protocol errors.
+line is stamped on arrival, and out-of-order or foreign lines are protocol errors. Every line is
+parsed by ``worker_reply``: malformed output of any kind is a ``WorkerProtocolError``, never an
+exception out of the parser.
 
 The host key is pinned to the one the lease reported; nothing is ever auto-accepted. This module
 does not verify proofs or score anything: it returns parsed wire models and timings.
@@ -23,7 +25,6 @@ import time
 from dataclasses import dataclass
 
 import asyncssh
-from pydantic import ValidationError
 
 from compute.pog import (
     Challenge,
@@ -36,6 +37,16 @@ from compute.pog import (
     OpeningRequest,
     worker_script,
 )
+from compute.validator.worker_reply import (
+    DeviceInfo,
+    PogSessionError,
+    WorkerFailed,
+    WorkerProtocolError,
+    parse_devices,
+)
+from compute.validator.worker_reply import parse_json as _parse_json
+from compute.validator.worker_reply import parse_model as _model
+from compute.validator.worker_reply import parse_reply as _parse_reply
 
 log = logging.getLogger(__name__)
 
@@ -54,32 +65,12 @@ SMALL_LINE = 1 << 16
 _STDERR_TAIL = 2000
 
 
-class PogSessionError(Exception):
-    """Root of the session's errors; ``str(error)`` is the reason recorded for the miner."""
-
-
 class SshFailed(PogSessionError):
     """Could not connect, authenticate, pin the host key, or start the command."""
 
 
-class WorkerProtocolError(PogSessionError):
-    """The far side broke the protocol: wrong digest, garbage, oversized or unexpected lines."""
-
-
-class WorkerFailed(PogSessionError):
-    """The worker answered ``{"ok": false}`` to a request."""
-
-
 class WorkerTimeout(PogSessionError):
     """The worker stayed silent past the deadline."""
-
-
-@dataclass(frozen=True)
-class DeviceInfo:
-    index: int
-    name: str
-    memory_bytes: int
-    uuid: str = ""  # reported by the machine: a claim, used only to notice a swapped GPU set
 
 
 @dataclass(frozen=True)
@@ -229,21 +220,7 @@ class PogSession:
 
     async def info(self, timeout: float) -> list[DeviceInfo]:
         reply = await self._request({"op": "info"}, "info", SMALL_LINE, timeout)
-        devices = reply.get("devices")
-        if not isinstance(devices, list) or not 1 <= len(devices) <= 64:
-            raise WorkerProtocolError("info: 'devices' must be a list of 1..64 entries")
-        try:
-            return [
-                DeviceInfo(
-                    int(d["index"]),
-                    str(d["name"])[:128],
-                    max(0, int(d["memory_bytes"])),
-                    str(d.get("uuid") or "")[:128],
-                )
-                for d in devices
-            ]
-        except (KeyError, TypeError, ValueError) as exc:
-            raise WorkerProtocolError(f"info: malformed device entry: {exc}") from None
+        return parse_devices(reply)
 
     async def commit(self, challenge: Challenge, timeout: float) -> TimedCommitment:
         """Send the challenge and time the round trip to the commitment on the validator's clock."""
@@ -405,27 +382,18 @@ class PogSession:
         await self.close()
 
 
-def _parse_json(raw: bytes, op: str) -> dict:
-    try:
-        reply = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise WorkerProtocolError(f"{op}: worker sent a line that is not JSON: {raw[:60]!r}") from None
-    if not isinstance(reply, dict):
-        raise WorkerProtocolError(f"{op}: worker reply is not an object")
-    return reply
-
-
-def _parse_reply(raw: bytes, op: str) -> dict:
-    reply = _parse_json(raw, op)
-    if reply.get("ok") is not True:
-        raise WorkerFailed(f"{op}: worker error: {str(reply.get('error'))[:300]}")
-    if reply.get("op") != op:
-        raise WorkerProtocolError(f"{op}: worker answered op {str(reply.get('op'))[:30]!r}")
-    return reply
-
-
-def _model(model, value: object, op: str):
-    try:
-        return model.model_validate(value)
-    except ValidationError as exc:
-        raise WorkerProtocolError(f"{op}: invalid {model.__name__}: {exc.errors()[0]['msg']}") from None
+__all__ = [
+    "BOOTSTRAP",
+    "DeviceInfo",
+    "PogSession",
+    "PogSessionError",
+    "SshFailed",
+    "TimedCommitment",
+    "TimedMemory",
+    "TimedSeries",
+    "WorkerFailed",
+    "WorkerProtocolError",
+    "WorkerTimeout",
+    "bootstrap_command",
+    "opening_line_limit",
+]

@@ -442,7 +442,12 @@ async def _prove_depth(
     expected = (
         measured.tflops["fp32"] if cpu else _expected_tflops(table, specs, "fp16") or measured.tflops["fp16"]
     )
-    measured.sustained = await prove_sustained(session, expected, count, cpu, depth, timeout)
+    gemm = measured.tflops["fp32" if cpu else "fp16"]  # this round's GEMM, the validator's clock
+    reference = gemm * count * params.holistic.sustained.reference_fraction
+    width = min(together[0].m, together[0].p, 1024)  # CPU segments as wide as the GEMM round
+    measured.sustained = await prove_sustained(
+        session, expected, count, cpu, depth, timeout, reference, cpu_m=width
+    )
     measured.timings["sustained_s"] = time.monotonic() - started
     started = time.monotonic()
     measured.host = await probe_host(session, specs.cpu_cores, cpu, depth, timeout)

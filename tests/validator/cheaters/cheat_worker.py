@@ -10,6 +10,9 @@ forged    commits random roots at once and computes only after the clock stopped
 memskip   memory proof: runs pass 1, then skips the passes (replays pass 1's vector without reading A)
 throttle  honest, but each sustained segment takes longer than the one before (a throttling GPU)
 garbage   answers every request with a line that is not JSON
+deepnest  answers info with JSON nested 20000 deep (RecursionError in json.loads)
+hugeint   answers info with memory_bytes 1e999 (Infinity: OverflowError in int())
+wrongtype answers info with a device list of strings
 silent    answers info, then never answers again
 """
 
@@ -37,7 +40,7 @@ def main(mode: str) -> None:
     sys.modules[module.__name__] = module  # dataclasses look their module up
     ns = module.__dict__
     exec(compile(source, "pog_worker", "exec"), ns)
-    if mode in ("garbage", "silent"):
+    if mode in ("garbage", "silent", *MALFORMED_INFO):
         return _broken(stdin, mode)
     original = ns["product_cpu"]
     if mode in ("memskip", "throttle"):
@@ -106,10 +109,19 @@ def _depth_cheat(ns: dict, stdin, mode: str) -> None:
     ns["serve"](stdin, sys.stdout, "cpu")
 
 
+MALFORMED_INFO = {
+    "deepnest": '{"ok":true,"op":"info","devices":' + "[" * 20_000 + "]" * 20_000 + "}\n",
+    "hugeint": '{"ok":true,"op":"info","devices":[{"index":0,"name":"x","memory_bytes":1e999}]}\n',
+    "wrongtype": '{"ok":true,"op":"info","devices":["gpu0","gpu1"]}\n',
+}
+
+
 def _broken(stdin, mode: str) -> None:
     while line := stdin.readline():
         if mode == "garbage":
             sys.stdout.write("ceci n'est pas du JSON\n")
+        elif mode in MALFORMED_INFO:
+            sys.stdout.write(MALFORMED_INFO[mode])
         elif b'"info"' in line:
             sys.stdout.write(
                 '{"ok":true,"op":"info","devices":[{"index":0,"name":"cpu","memory_bytes":1,"uuid":""}]}\n'
