@@ -18,6 +18,7 @@ def test_one_kill_at_each_step_loses_nothing(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_twenty_kills_at_each_step_lose_nothing(tmp_path):
     report = run_crash_loop(tmp_path, iterations=20, port_range=(BASE, BASE + 9))
     assert report.runs == report.kills == 20 * len(STEPS)
@@ -26,6 +27,7 @@ def test_twenty_kills_at_each_step_lose_nothing(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.docker
+@pytest.mark.timeout(900)
 def test_kills_with_docker_leave_no_orphan_container(tmp_path):
     report = run_crash_loop(tmp_path, iterations=2, kind="docker", port_range=(BASE, BASE + 9))
     assert report.runs == report.kills == 2 * len(STEPS)
