@@ -175,7 +175,10 @@ class AllocationManager:
         finally:
             self._starting.discard(lease.lease_id)
         if receipt is not None and request.purpose == "rental":
-            await asyncio.to_thread(self.store.set_receipt, lease.lease_id, receipt)
+            try:  # the lease runs: a lost receipt only costs this miner rental credit, never the lease
+                await asyncio.to_thread(self.store.set_receipt, lease.lease_id, receipt)
+            except EXPECTED as exc:
+                logger.warning("lease=%s receipt not stored: %s", lease.lease_id, exc)
         logger.info(
             "allocated lease=%s owner=%s purpose=%s gpus=%s port=%s until=%.0f",
             lease.lease_id,
