@@ -214,4 +214,25 @@ class LeaseNetwork:
         return True
 
 
-__all__ = ["BLOCKED_DESTINATIONS", "Firewall", "IsolationUnavailable", "LeaseNetwork", "NetworkPolicy"]
+def release_unused_networks(client: Any) -> list[str]:
+    """Remove every miner lease network (and its rules) no container uses any more; their names.
+
+    For operators cleaning up after a miner that is gone for good, and for test teardown.
+    """
+    released = []
+    for network in client.networks.list(filters={"label": ["compute.managed=1"]}):
+        miner_id = (network.attrs.get("Labels") or {}).get("compute.miner")
+        if miner_id and network.name == NetworkPolicy(miner_id).network:
+            if LeaseNetwork(lambda: client, miner_id).release_if_unused():
+                released.append(network.name)
+    return released
+
+
+__all__ = [
+    "BLOCKED_DESTINATIONS",
+    "Firewall",
+    "IsolationUnavailable",
+    "LeaseNetwork",
+    "NetworkPolicy",
+    "release_unused_networks",
+]
