@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench-transport": ("compute.transport.bench:main", "benchmark the signed HTTP transport"),
     "bench-allocation": ("compute.allocation.bench:main", "benchmark lease allocation"),
     "bench-validator": ("compute.validator.bench:main", "benchmark a validator round"),
+    "bench-hardening": ("compute.miner.hardening:main", "flood, kill -9 loop and tenant isolation figures"),
 }
 
 

@@ -94,6 +94,7 @@ def build_backend(
         gpu_uuids=gpu_uuids,
         public_host=ssh_host,
         miner_id=miner_id or wallet_hotkey(settings),
+        isolate=not settings.no_tenant_isolation,
     )
 
 
