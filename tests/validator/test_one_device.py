@@ -13,9 +13,8 @@ from compute.allocation import AllocationManager, EmbeddedBackend, LeaseStore, M
 from compute.chain import connect
 from compute.localnet.cheaters import OneBoxBackend, RefusingManager
 from compute.miner import build_miner_app
-from compute.pog import load_gpu_table
 from compute.protocol import GpuSpec, MachineSpecs
-from compute.scoring import ScoringConfig
+from compute.scoring import ScoringConfig, load_gpu_table
 from compute.store import PogResult, ValidatorStore
 from compute.transport import KeyWallet, ServerLimits, serve_in_thread
 from compute.validator import RoundLoop, chain_block_source

@@ -9,7 +9,6 @@ from __future__ import annotations
 import pytest
 from validator_helpers import FAKE_GPU, small_params
 
-from compute.pog import load_gpu_table
 from compute.protocol import (
     AllocateRequest,
     ErrorCode,
@@ -17,7 +16,7 @@ from compute.protocol import (
     RequestFailed,
     Requirements,
 )
-from compute.scoring import ScoringConfig
+from compute.scoring import ScoringConfig, load_gpu_table
 from compute.store import PogResult
 from compute.transport import KeyWallet, MinerClient
 from compute.validator import MinerTarget, check_miner
