@@ -54,8 +54,8 @@ def check_registered(chain: Chain, hotkey: str, settings: MinerSettings) -> None
     if not registered:
         raise StartupError(
             f"hotkey {hotkey} is not registered on netuid {settings.common.netuid}; register with "
-            f"`btcli subnets register --netuid {settings.common.netuid} --wallet.name "
-            f"{settings.common.wallet_name} --wallet.hotkey {settings.common.wallet_hotkey}`"
+            f"`btcli subnets register --netuid {settings.common.netuid} -w {settings.common.wallet_name} "
+            f"-H {settings.common.wallet_hotkey} --wallet-path {settings.common.wallet_path}`"
         )
 
 
