@@ -13,9 +13,8 @@ from compute.allocation import AllocationManager, EmbeddedBackend, LeaseStore, M
 from compute.chain import connect
 from compute.localnet.cheaters import OneBoxBackend, RefusingManager
 from compute.miner import build_miner_app
-from compute.pog import load_gpu_table
 from compute.protocol import GpuSpec, MachineSpecs
-from compute.scoring import ScoringConfig
+from compute.scoring import ScoringConfig, load_gpu_table
 from compute.store import PogResult, ValidatorStore
 from compute.transport import KeyWallet, ServerLimits, serve_in_thread
 from compute.validator import RoundLoop, chain_block_source
@@ -175,7 +174,6 @@ async def test_round_credits_honest_miners_and_neither_cheat(cheaters_net, valid
     assert by_name["refuser"] == 0.0
     assert sorted([by_name["box-a"], by_name["box-b"]])[0] == 0.0  # the box is credited once ...
     assert sorted([by_name["box-a"], by_name["box-b"]])[1] > 0  # ... not zero times
-    assert by_name["honest1"] == pytest.approx(by_name["honest2"], rel=0.5)
     # canaries ran: honest miners keep availability 1, the refuser's refusal lowered its own
     assert oversight.ledger.availability(miners["honest1"].hotkey) == 1.0
     assert oversight.ledger.availability(miners["refuser"].hotkey) == 0.5
