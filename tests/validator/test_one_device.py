@@ -172,6 +172,10 @@ async def test_round_credits_honest_miners_and_neither_cheat(cheaters_net, valid
     by_name = {name: scores[uid] for name, uid in uids.items()}
     assert by_name["honest1"] > 0 and by_name["honest2"] > 0
     assert by_name["refuser"] == 0.0
+    results = {r.uid: r for r in store.results(1)}
+    for name in ("honest1", "honest2"):  # two honest distinct miners on one IP are unaffected
+        assert results[uids[name]].ok and results[uids[name]].sample > 0
+        assert not any("shared device" in reason for reason in results[uids[name]].reasons)
     assert sorted([by_name["box-a"], by_name["box-b"]])[0] == 0.0  # the box is credited once ...
     assert sorted([by_name["box-a"], by_name["box-b"]])[1] > 0  # ... not zero times
     # canaries ran: honest miners keep availability 1, the refuser's refusal lowered its own
