@@ -48,6 +48,8 @@ def collect_summary(net: LocalNet) -> dict[str, Any]:
                     "memory_gbs": result.mem_gbs if result else None,
                     "sustained_ratio": result.sustained_ratio if result else None,
                     "sustained_factor": result.sustained_factor if result else None,
+                    "availability": result.availability if result else None,
+                    "shared_with": list(result.shared_with) if result else [],
                     "score": score.score if score else 0.0,
                     "weight": weights.get(miner.uid, 0.0),
                 }
