@@ -152,6 +152,6 @@ def test_the_docker_demo_on_this_cpu_host_picks_an_image_that_works(tmp_path: Pa
 
 def test_failing_cheaters_of_the_cheater_scenario_are_not_problems() -> None:
     summary = _summary("verified", "failed")
-    summary["miners"][1]["cheater"] = True
+    summary["miners"][1]["role"] = "cheater"
     summary["miners"][0]["verdict"] = "verified (device credited once)"
     assert summary_problems(summary, 1) == []
