@@ -13,11 +13,12 @@ import time
 
 import numpy as np
 
+from compute.scoring import load_gpu_table
+
 from .challenge import choose_openings, new_challenge
 from .depth_engine import SustainedRunner, commit_on_device
 from .engine import ProverEngine
 from .host import DiskProbe, HostPolicy, check_cpu, check_disk, cpu_request, disk_read_request, probe_cpu
-from .identify import load_gpu_table
 from .memory import (
     MemoryCommitment,
     MemoryEngine,
