@@ -4,6 +4,9 @@ other data) is caught or credited nothing."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import os
 import time
 
 import numpy as np
@@ -70,18 +73,13 @@ class NoFile(DiskProbe):
 
     def write(self, request):
         result = super().write(request)
-        self.seed, self.discard_file = bytes.fromhex(request["seed"]), True
-        import os
-
+        self.seed = bytes.fromhex(request["seed"])
         os.remove(self._target)
         return result
 
     def read(self, request):
         wanted = set(request["blocks"]) | {k - 1 for k in request["blocks"] if k > 0}
         blocks, leaf = {}, b""
-        import base64
-        import hashlib
-
         for k in range(max(wanted) + 1):  # the chain, one block after another
             block = disk_block(self.seed, k, leaf)
             leaf = hashlib.sha256(block).digest()

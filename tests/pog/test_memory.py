@@ -22,6 +22,7 @@ from compute.pog.memory import (
     verify_memory,
 )
 from compute.pog.memory.kernel import (
+    _mv_blocks,
     elements_np,
     elements_torch,
     product_np,
@@ -237,6 +238,10 @@ def test_torch_arithmetic_is_bit_identical_to_numpy() -> None:
     a = elements_np(rows, cols[:512], keys)
     x = np.random.default_rng(0).integers(0, 2**32, 512, dtype=np.uint32)
     assert np.array_equal(product_torch(torch.from_numpy(a.view(np.int32)), x), product_np(a, x))
+    blocks = _mv_blocks(
+        torch.from_numpy(a.view(np.int32)), torch.from_numpy(x.view(np.int32)), torch.int64, 4096
+    )
+    assert np.array_equal((blocks.numpy() & 0xFFFFFFFF).astype(np.uint32), product_np(a, x))  # CUDA fallback
 
 
 def test_buffered_pass_lines_are_rejected_by_time(policy) -> None:

@@ -108,7 +108,7 @@ def check_cpu(
         return ProbeCheck(False, "cpu", [f"malformed probe: {type(exc).__name__}: {exc}"])
 
 
-def _opened_blocks(seed: bytes, root: bytes, count: int, opened: list) -> dict[int, bytes] | str:
+def _opened_blocks(root: bytes, count: int, opened: list) -> dict[int, bytes] | str:
     blocks: dict[int, bytes] = {}
     for entry in opened:
         index, data = entry["index"], base64.b64decode(entry["data"], validate=True)
@@ -126,7 +126,7 @@ def _check_disk(write_request, write, write_s, read_request, read, read_s, polic
     count = nbytes // DISK_BLOCK
     if not isinstance(write, dict) or write.get("bytes") != nbytes or not isinstance(read, dict):
         return ProbeCheck(False, "disk", [f"disk probe did not write the {nbytes} bytes asked"])
-    blocks = _opened_blocks(seed, bytes.fromhex(write["root"]), count, read.get("blocks", []))
+    blocks = _opened_blocks(bytes.fromhex(write["root"]), count, read.get("blocks", []))
     if isinstance(blocks, str):
         return ProbeCheck(False, "disk", [blocks])
     for k in read_request["blocks"]:

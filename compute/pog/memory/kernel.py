@@ -96,21 +96,30 @@ def _mv(a, x, wide):
     return (a * x).sum(1, dtype=wide)
 
 
+def _mv_blocks(a, x, wide, block_bytes: int = 256 << 20):
+    """Eager ``_mv`` in row blocks: the wrapping products of one block at a time (no n x n temp)."""
+    import torch
+
+    step = max(1, block_bytes // (4 * a.shape[1]))
+    return torch.cat([_mv(a[r0 : r0 + step], x, wide) for r0 in range(0, a.shape[0], step)])
+
+
 _FUSED: dict = {}
 
 
-def fused(name: str, fn, *args):
+def fused(name: str, fn, *args, eager=None):
     """``fn(*args)`` through ``torch.compile`` (one fused kernel on CUDA: the generator and the pass
-    run at device speed), falling back to eager torch for good if compiling fails; bit-identical."""
+    run at device speed); if compiling fails (no compiler or Triton on this machine), ``eager`` (or
+    ``fn``) from then on: exact, only slower."""
     import torch
 
     if name not in _FUSED:
         _FUSED[name] = torch.compile(fn, dynamic=False)
     try:
         return _FUSED[name](*args)
-    except Exception:  # no compiler / Triton on this machine: eager is exact, only slower
-        _FUSED[name] = fn
-        return fn(*args)
+    except Exception:
+        _FUSED[name] = eager or fn
+        return _FUSED[name](*args)
 
 
 def elements_torch(rows, cols, keys: np.ndarray, compiled: bool = False):
@@ -187,4 +196,4 @@ def product_torch(a, x: np.ndarray) -> np.ndarray:
     xt = torch.from_numpy(np.ascontiguousarray(x, dtype=_U).view(np.int32)).to(a.device)
     if a.device.type == "cpu":
         return torch.mv(a, xt).numpy().view(_U)
-    return (fused("pass", _mv, a, xt, torch.int64).cpu().numpy() & 0xFFFFFFFF).astype(_U)
+    return (fused("pass", _mv, a, xt, torch.int64, eager=_mv_blocks).cpu().numpy() & 0xFFFFFFFF).astype(_U)
