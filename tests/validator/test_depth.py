@@ -68,6 +68,16 @@ async def test_worker_skipping_memory_passes_scores_zero(start_miner, validator_
     assert await miner.backend.running() == set()
 
 
+async def test_worker_regenerating_memory_per_pass_is_credited_no_memory(
+    start_miner, validator_client
+) -> None:
+    miner = start_miner("memregen", cheat="memregen")
+    result = await check_miner(validator_client, target(miner), small_params(), TABLE, SCORING)
+    assert result.ok  # the answers are right: the round stands ...
+    assert result.mem_proven_gb == 0.0 and not result.mem_gbs  # ... but no memory is credited
+    assert any("regenerating A" in reason for reason in result.reasons), result.reasons
+
+
 async def test_throttling_worker_is_verified_but_its_sustained_factor_lowers_the_score(
     start_miner, validator_client
 ) -> None:
