@@ -283,7 +283,10 @@ async def probe_host(
         figures["cpu_cores"], figures["cpu_gbs"] = check.value, check.rate
     else:
         reasons.append("cpu proof: " + "; ".join(check.reasons[:1]))
-    ram_gb, reason = await _prove_ram(session, cpu, depth, timeout)
+    try:
+        ram_gb, reason = await _prove_ram(session, cpu, depth, timeout)
+    except WorkerFailed as exc:  # e.g. the RAM could not be allocated: nothing proven
+        ram_gb, reason = 0.0, str(exc)
     if ram_gb > 0:
         figures["ram_gb"] = ram_gb
     else:
