@@ -235,6 +235,10 @@ def test_torch_arithmetic_is_bit_identical_to_numpy() -> None:
     rows, cols = np.arange(10, 74, dtype=np.uint32), np.arange(3000, dtype=np.uint32)
     got = elements_torch(torch.arange(10, 74), torch.arange(3000), keys).numpy().view(np.uint32)
     assert np.array_equal(got, elements_np(rows, cols, keys))
+    keys_t = torch.from_numpy(keys.view(np.int32).copy())  # the CUDA build passes the keys once, as a tensor
+    assert np.array_equal(
+        elements_torch(torch.arange(10, 74), torch.arange(3000), keys_t).numpy().view(np.uint32), got
+    )
     a = elements_np(rows, cols[:512], keys)
     x = np.random.default_rng(0).integers(0, 2**32, 512, dtype=np.uint32)
     assert np.array_equal(product_torch(torch.from_numpy(a.view(np.int32)), x), product_np(a, x))

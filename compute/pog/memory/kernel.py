@@ -122,12 +122,15 @@ def fused(name: str, fn, *args, eager=None):
         return _FUSED[name](*args)
 
 
-def elements_torch(rows, cols, keys: np.ndarray, compiled: bool = False):
-    """Torch twin of ``elements_np`` (``rows``, ``cols`` int64 index tensors), bit-identical: int32
-    tensors, rounds in groups of ``ROUND_GROUP`` (one fused kernel per group when ``compiled``)."""
+def elements_torch(rows, cols, keys, compiled: bool = False):
+    """Torch twin of ``elements_np`` (``rows``, ``cols`` int64 index tensors; ``keys`` the uint32
+    array or its int32 tensor on the device), bit-identical: int32 tensors, rounds in groups of
+    ``ROUND_GROUP`` (one fused kernel per group when ``compiled``)."""
     import torch
 
-    k = torch.from_numpy(np.ascontiguousarray(keys).view(np.int32).copy()).to(rows.device)
+    k = keys
+    if isinstance(keys, np.ndarray):
+        k = torch.from_numpy(np.ascontiguousarray(keys).view(np.int32).copy()).to(rows.device)
     a = (rows.to(torch.int32)[:, None] ^ k[0]).expand(len(rows), len(cols)).contiguous()
     b = (cols.to(torch.int32)[None, :] ^ k[1]).expand(len(rows), len(cols)).contiguous()
     body = k[2:]

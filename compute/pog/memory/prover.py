@@ -101,19 +101,21 @@ class MemoryEngine:
     def build(self, spec: MemorySpec, gpu: int):
         """A (n x n uint32) for one GPU: numpy on CPU, an int32 tensor on ``cuda:gpu``."""
         keys = round_keys(bytes.fromhex(spec.key), gpu, spec.hash_rounds)
-        step = _block_rows(spec.n)
         if self.device == "cuda":
             import torch
 
             device = torch.device("cuda", gpu)
+            keys_t = torch.from_numpy(keys.view(np.int32).copy()).to(device)  # once, not per block
             a_t = torch.empty((spec.n, spec.n), dtype=torch.int32, device=device)
             cols = torch.arange(spec.n, dtype=torch.int64, device=device)
+            step = _block_rows(spec.n, 128 << 20)
             for r0 in range(0, spec.n, step):  # full blocks only: one kernel shape per n
                 rows = torch.arange(r0, r0 + step, dtype=torch.int64, device=device)
-                block = elements_torch(rows, cols, keys, compiled=True)
+                block = elements_torch(rows, cols, keys_t, compiled=True)
                 a_t[r0 : r0 + step] = block[: min(step, spec.n - r0)]
             torch.cuda.synchronize(device)
             return a_t
+        step = _block_rows(spec.n)
         a = np.empty((spec.n, spec.n), dtype=np.uint32)
         cols_np = np.arange(spec.n, dtype=np.uint32)
 
