@@ -260,14 +260,17 @@ class PogSession:
             raise WorkerProtocolError("commit_on: commitment is for another challenge")
         return TimedCommitment(commitment, elapsed)
 
-    async def memory_commit(self, challenge: MemoryChallenge, timeout: float) -> TimedMemory:
+    async def memory_commit(
+        self, challenge: MemoryChallenge, timeout: float, slot: str = "memory"
+    ) -> TimedMemory:
         """Build A (``memory_build``), then send the start nonce (``memory_commit``) and stamp every
-        ``memory_pass`` line per GPU on arrival; the chain cannot begin before the start is sent."""
-        gpus, passes = challenge.gpu_count, challenge.passes
+        ``memory_pass`` line per GPU on arrival; the chain cannot begin before the start is sent.
+        ``slot="ram"``: the same proof resident in host memory (``ram_build``, ``ram_commit``)."""
+        gpus, passes, build, commit = challenge.gpu_count, challenge.passes, f"{slot}_build", f"{slot}_commit"
         sent_at = time.monotonic()
         ready = await self._request(
-            {"op": "memory_build", "challenge": challenge.build_message()},
-            "memory_build",
+            {"op": build, "challenge": challenge.build_message()},
+            build,
             SMALL_LINE,
             timeout,
         )
@@ -276,15 +279,15 @@ class PogSession:
             not isinstance(ready.get("ready"), dict)
             or ready["ready"].get("challenge_id") != challenge.challenge_id
         ):
-            raise WorkerProtocolError("memory_build: reply is for another challenge")
+            raise WorkerProtocolError(f"{build}: reply is for another challenge")
         arrivals: list[list[float]] = [[] for _ in range(gpus)]
-        self._send({"op": "memory_commit", "request": challenge.start_message()})
+        self._send({"op": commit, "request": challenge.start_message()})
         started = time.monotonic()
         while True:
             raw = await self._read_line(SMALL_LINE + gpus * passes * 80, timeout)
             now = time.monotonic()
-            line = _parse_json(raw, "memory_commit")
-            if line.get("op") == "memory_commit":
+            line = _parse_json(raw, commit)
+            if line.get("op") == commit:
                 break
             gpu = line.get("gpu")
             if (
@@ -293,25 +296,28 @@ class PogSession:
                 or isinstance(gpu, bool)
                 or not 0 <= gpu < gpus
             ):
-                _parse_reply(raw, "memory_commit")  # raises the worker's error, or a protocol error
-                raise WorkerProtocolError(f"memory_commit: unexpected line {raw[:80]!r}")
+                _parse_reply(raw, commit)  # raises the worker's error, or a protocol error
+                raise WorkerProtocolError(f"{commit}: unexpected line {raw[:80]!r}")
             if line.get("op") == "memory_pass" and line.get("pass") == len(arrivals[gpu]) + 1 <= passes:
                 arrivals[gpu].append(now)
             else:
-                raise WorkerProtocolError(f"memory_commit: out-of-order line {raw[:80]!r}")
-        reply = _parse_reply(raw, "memory_commit")
-        commitment = _model(MemoryCommitment, reply.get("commitment"), "memory_commit")
+                raise WorkerProtocolError(f"{commit}: out-of-order line {raw[:80]!r}")
+        reply = _parse_reply(raw, commit)
+        commitment = _model(MemoryCommitment, reply.get("commitment"), commit)
         if commitment.challenge_id != challenge.challenge_id:
-            raise WorkerProtocolError("memory_commit: commitment is for another challenge")
+            raise WorkerProtocolError(f"{commit}: commitment is for another challenge")
         return TimedMemory(commitment, arrivals, time.monotonic() - started, started, build_s)
 
-    async def memory_open(self, request: MemoryOpenRequest, n: int, timeout: float) -> MemoryOpening:
+    async def memory_open(
+        self, request: MemoryOpenRequest, n: int, timeout: float, slot: str = "memory"
+    ) -> MemoryOpening:
         vectors = sum(2 * len(p) for p in request.passes)
         limit = SMALL_LINE + vectors * (n * 16 // 3 + 256)
+        op = f"{slot}_open"
         reply = await self._request(
-            {"op": "memory_open", "request": request.model_dump(mode="json")}, "memory_open", limit, timeout
+            {"op": op, "request": request.model_dump(mode="json")}, op, limit, timeout
         )
-        return _model(MemoryOpening, reply.get("opening"), "memory_open")
+        return _model(MemoryOpening, reply.get("opening"), op)
 
     async def sustained(self, segments: list[Challenge], timeout: float) -> TimedSeries:
         """Run segments back to back; ``timeout`` bounds the silence between two segment lines."""
@@ -350,14 +356,17 @@ class PogSession:
         )
         return _model(Opening, reply.get("opening"), "sustained_open")
 
-    async def probe(self, request: dict, timeout: float) -> tuple[dict, float]:
-        """One host probe; returns (result, seconds on the validator's clock)."""
+    async def probe(
+        self, request: dict, timeout: float, op: str = "probe", limit: int = SMALL_LINE
+    ) -> tuple[dict, float]:
+        """One host probe (``probe``: CPU; ``disk_write``, ``disk_read``); returns (result, seconds on
+        the validator's clock)."""
         started = time.monotonic()
-        reply = await self._request({"op": "probe", "request": request}, "probe", SMALL_LINE, timeout)
+        reply = await self._request({"op": op, "request": request}, op, limit, timeout)
         elapsed = time.monotonic() - started
         result = reply.get("result")
         if not isinstance(result, dict):
-            raise WorkerProtocolError("probe: result is not an object")
+            raise WorkerProtocolError(f"{op}: result is not an object")
         return result, elapsed
 
     async def close(self) -> None:

@@ -51,6 +51,7 @@ from compute.validator.depth import (
     prove_scaling,
     prove_sustained,
     sustained_due,
+    write_disk,
 )
 from compute.validator.evidence import Measured, scored_result
 from compute.validator.pog_session import PogSession, PogSessionError
@@ -438,6 +439,7 @@ async def _prove_depth(
     last = None if previous is None or measured.history_reset else previous.depth_round
     if not (params.force_depth or sustained_due(params.round_id, last, depth.sustained_every)):
         return
+    disk = await write_disk(session, cpu, depth, timeout)  # read back after the sustained run
     started = time.monotonic()
     expected = (
         measured.tflops["fp32"] if cpu else _expected_tflops(table, specs, "fp16") or measured.tflops["fp16"]
@@ -450,7 +452,7 @@ async def _prove_depth(
     )
     measured.timings["sustained_s"] = time.monotonic() - started
     started = time.monotonic()
-    measured.host = await probe_host(session, specs.cpu_cores, cpu, depth, timeout)
+    measured.host = await probe_host(session, specs.cpu_cores, cpu, depth, timeout, disk)
     measured.timings["probes_s"] = time.monotonic() - started
     measured.depth_ran = True
 

@@ -129,12 +129,12 @@ _FLAGS: dict[str, tuple[str, type, str]] = {
     "validator.probe_ram_mb": (
         "probe_ram_mb",
         int,
-        "RAM filled and read back by the host probe (default 512)",
+        "host RAM proven resident by the memory proof on the host: the most RAM credited (default 512)",
     ),
     "validator.probe_disk_mb": (
         "probe_disk_mb",
         int,
-        "disk written and read back by the host probe (default 512)",
+        "disk written, then read back later in the round: the most disk credited (default 512)",
     ),
     "validator.cpu_memory_mb": (
         "cpu_memory_mb",

@@ -8,6 +8,7 @@ bf16      rounds C to bfloat16 (a lower-precision shortcut)
 replay    answers with the product of a stale, precomputed key (correct tree, wrong numbers)
 forged    commits random roots at once and computes only after the clock stopped
 memskip   memory proof: runs pass 1, then skips the passes (replays pass 1's vector without reading A)
+memregen  memory proof: never allocates A, regenerates it on every pass (right answers, too slow)
 throttle  honest, but each sustained segment takes longer than the one before (a throttling GPU)
 garbage   answers every request with a line that is not JSON
 deepnest  answers info with JSON nested 20000 deep (RecursionError in json.loads)
@@ -43,7 +44,7 @@ def main(mode: str) -> None:
     if mode in ("garbage", "silent", *MALFORMED_INFO):
         return _broken(stdin, mode)
     original = ns["product_cpu"]
-    if mode in ("memskip", "throttle"):
+    if mode in ("memskip", "memregen", "throttle"):
         return _depth_cheat(ns, stdin, mode)
     if mode == "partial":
 
@@ -96,6 +97,10 @@ def _depth_cheat(ns: dict, stdin, mode: str) -> None:
             return calls["first"]  # every later pass replays pass 1 without reading A
 
         engine_cls.multiply = multiply
+    elif mode == "memregen":
+        engine_cls, build = ns["MemoryEngine"], ns["MemoryEngine"].build
+        engine_cls.build = lambda self, spec, gpu: None
+        engine_cls.multiply = lambda self, spec, gpu, a, x: ns["product_np"](build(self, spec, gpu), x)
     else:
         engine_cls, honest = ns["ProverEngine"], ns["ProverEngine"].commit
         calls = {"n": 0}
