@@ -16,7 +16,7 @@ import numpy as np
 
 from .challenge import choose_openings, new_challenge
 from .gen_bench import generator_ns_per_elem_cpu, gpu_generator_gbs, merkle_vs_sha256, roofline
-from .generator import MATRIX_A, MATRIX_B, PRECISION_BITS, matrix_block_np, matrix_seeds, subkey
+from .generator import MATRIX_A, MATRIX_B, PRECISION_BITS, matrix_block_np, subkey
 from .prover import Prover
 from .verifier import verify
 from .verify_bench import measure_verify, verify_figures
@@ -51,26 +51,35 @@ class BenchResult:
         return data
 
 
+GPU_FULL_OPERANDS_BYTES = 16e9  # above this the GPU baseline reuses one slab pair (the chunked GEMM)
+
+
 def _plain_gemm_cuda(challenge):
-    """Plain product of full A and B generated on the GPU (fp32 output, the prover's accumulation)."""
+    """The GEMM alone on the GPU: full pre-generated A @ B, or at large n the same chunked addmm loop
+    the prover runs over one pre-generated slab pair (so the ratio isolates generation and hashing)."""
     import torch
 
+    from .cuda_product import accumulate
     from .gpu_gen import fill_block
 
-    key = subkey(bytes.fromhex(challenge.key), 0)
-    (a_rs, a_cs), (b_rs, b_cs) = matrix_seeds(key, MATRIX_A), matrix_seeds(key, MATRIX_B)
+    m, n, p, chunk = challenge.m, challenge.n, challenge.p, challenge.chunk
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[challenge.precision]
-    a = torch.empty((challenge.m, challenge.n), dtype=dtype, device="cuda")
-    b = torch.empty((challenge.n, challenge.p), dtype=dtype, device="cuda")
-    fill_block(a, a_rs, a_cs, 0, 0, challenge.precision)
-    fill_block(b, b_rs, b_cs, 0, 0, challenge.precision)
-    out = torch.empty((challenge.m, challenge.p), dtype=torch.float32, device="cuda")
+    full = (m * n + n * p) * torch.finfo(dtype).bits / 8 <= GPU_FULL_OPERANDS_BYTES
+    width = n if full else chunk
+    a = torch.empty((m, width), dtype=dtype, device="cuda")
+    b = torch.empty((width, p), dtype=dtype, device="cuda")
+    fill_block(a, 1, 2, 0, 0, challenge.precision)
+    fill_block(b, 3, 4, 0, 0, challenge.precision)
+    out = torch.zeros((m, p), dtype=torch.float32, device="cuda")
 
     def run() -> None:
-        if dtype == torch.float32:
+        if full and dtype == torch.float32:
             torch.mm(a, b, out=out)
-        else:
+        elif full:
             torch.mm(a, b, out_dtype=torch.float32, out=out)
+        else:
+            for _ in range(0, n, chunk):
+                accumulate(out, a, b)
         torch.cuda.synchronize()
 
     return run

@@ -61,7 +61,8 @@ if triton is not None:
             z = _splitmix(z)
             return z ^ (z >> 31)
 
-        @triton.jit
+        # seeds and starts are runtime values: specialising 1 (or 16-aligned) into constants breaks .to()
+        @triton.jit(do_not_specialize=["row_seed", "col_seed", "row_start", "col_start"])
         def _gen_kernel(
             out_ptr,
             rows,
@@ -91,9 +92,12 @@ if triton is not None:
         triton = None
 
 
+_failed: list[str] = []  # a kernel that failed to compile or launch once is not retried
+
+
 def triton_usable(tensor) -> bool:
     """Whether the fused kernel can write ``tensor`` here (CUDA, or CPU under TRITON_INTERPRET=1)."""
-    if triton is None:
+    if triton is None or _failed:
         return False
     return tensor.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -107,21 +111,27 @@ def fill_block(out, row_seed: int, col_seed: int, row_start: int, col_start: int
     rows, cols = out.shape
     if triton_usable(out) and out.stride(1) == 1:
         grid = (triton.cdiv(rows, BLOCK_R), triton.cdiv(cols, BLOCK_C))
-        _gen_kernel[grid](
-            out,
-            rows,
-            cols,
-            out.stride(0),
-            _as_int64(row_seed),
-            _as_int64(col_seed),
-            row_start,
-            col_start,
-            SHIFT=64 - bits,
-            SCALE=2.0 ** -(bits - 1),
-            BR=BLOCK_R,
-            BC=BLOCK_C,
-        )
-        return "triton"
+        try:
+            _gen_kernel[grid](
+                out,
+                rows,
+                cols,
+                out.stride(0),
+                _as_int64(row_seed),
+                _as_int64(col_seed),
+                row_start,
+                col_start,
+                SHIFT=64 - bits,
+                SCALE=2.0 ** -(bits - 1),
+                BR=BLOCK_R,
+                BC=BLOCK_C,
+            )
+            return "triton"
+        except Exception as exc:  # a compiler/driver problem must cost speed, never the proof
+            log.warning(
+                "fused generator failed (%s: %s): torch fallback from now on", type(exc).__name__, exc
+            )
+            _failed.append(repr(exc))
     out.copy_(
         mix_block_torch(
             index_values_torch(row_seed, row_start, rows, out.device),
