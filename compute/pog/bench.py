@@ -114,6 +114,34 @@ def verify_at_n(
     return measure_verify(precision, n, rows=rows, cols=cols).cpu_s
 
 
+def _phases(timing, challenge, device: str) -> dict:
+    """Where the best commit's time went (the prover's own split) and, on CUDA, generation alone."""
+    figures = {}
+    if timing is not None:
+        figures = {"commit_compute_s": timing.compute_s, "commit_hash_s": timing.hash_s}
+    if device == "cuda":
+        figures["generation_only_s"] = _generation_only_cuda(challenge)
+    return figures
+
+
+def _generation_only_cuda(challenge) -> float:
+    """Seconds to generate every slab of A and B of the challenge with the fused kernel, nothing else."""
+    import torch
+
+    from .gpu_gen import fill_block
+
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[challenge.precision]
+    a = torch.empty((challenge.m, challenge.chunk), dtype=dtype, device="cuda")
+    b = torch.empty((challenge.chunk, challenge.p), dtype=dtype, device="cuda")
+    torch.cuda.synchronize()
+    started = time.perf_counter()
+    for t0 in range(0, challenge.n, challenge.chunk):
+        fill_block(a, 1, 2, 0, t0, challenge.precision)
+        fill_block(b, 3, 4, t0, 0, challenge.precision)
+    torch.cuda.synchronize()
+    return time.perf_counter() - started
+
+
 def _reference_model() -> tuple[float, float]:
     """(tflops_fp16, bandwidth_gbs) of ``REFERENCE_GPU`` in the GPU table."""
     from .identify import load_gpu_table
@@ -164,11 +192,12 @@ def run_bench(
     gemm = _plain_gemm(challenge, prover.device)
     gemm()  # warm-up: thread pools, allocator, (CUDA) kernels
     prover.commit(new_challenge(precision, min(m, 256), min(n, 256), min(p, 256), 1))
-    gemm_times, commit_times = [], []
+    gemm_times, commit_times, phases = [], [], []
     for _ in range(max(1, repeats)):
         gemm_times.append(_timed(gemm)[0])
         elapsed, commitment = _timed(lambda: prover.commit(challenge))
         commit_times.append(elapsed)
+        phases.append(commitment.timings.per_gpu[0] if commitment.timings else None)
     gemm_s, commit_s = min(gemm_times), min(commit_times)
     request = choose_openings(challenge)
     opening = prover.open(request)
@@ -195,5 +224,8 @@ def run_bench(
         verify_n_s=None if verify_n is None else verify_at_n(precision, verify_n),
         repeats=max(1, repeats),
         threads=int(threads),
-        extra=issue_figures(prover.device, int(threads), verify_tflops),
+        extra={
+            **_phases(phases[commit_times.index(commit_s)], challenge, prover.device),
+            **issue_figures(prover.device, int(threads), verify_tflops),
+        },
     )

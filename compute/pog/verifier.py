@@ -29,11 +29,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .generator import (
+    GOLDEN,
     MATRIX_A,
     MATRIX_B,
+    MIX1,
+    MIX2,
     PRECISION_BITS,
     centered_block,
-    index_values,
     matrix_seeds,
     subkey,
     values_at,
@@ -72,6 +74,21 @@ def tolerance(precision: str, n: int) -> float:
 VERIFY_BLOCK = 8192
 
 
+def _index_into(seed: int, start: int, steps: np.ndarray, out: np.ndarray, tmp: np.ndarray) -> np.ndarray:
+    """``index_values(seed, start, len(steps))`` written into ``out`` without allocating."""
+    with np.errstate(over="ignore"):
+        np.add(steps, np.uint64(start), out=out)
+        out *= np.uint64(GOLDEN)
+        out += np.uint64(seed)
+        for shift, mult in ((30, MIX1), (27, MIX2)):
+            np.right_shift(out, np.uint64(shift), out=tmp)
+            out ^= tmp
+            out *= np.uint64(mult)
+        np.right_shift(out, np.uint64(31), out=tmp)
+        out ^= tmp
+    return out
+
+
 def expected_entries(challenge, gpu: int, rows: list[int], cols: list[list[int]]) -> np.ndarray:
     """Exact ``C[rows[k], cols[k][c]]`` of one GPU's sub-challenge, flat float64 in (row, column) order.
 
@@ -89,9 +106,14 @@ def expected_entries(challenge, gpu: int, rows: list[int], cols: list[list[int]]
     shape = (len(rows) + len(distinct), block)
     buffers = (np.empty(shape, np.uint64), np.empty(shape, np.uint64), np.empty(shape, np.float64))
     acc = np.zeros((len(rows), len(distinct)), dtype=np.float64)
+    steps, index_buf = np.arange(block, dtype=np.uint64), np.empty((3, block), np.uint64)
     for t0 in range(0, challenge.n, block):
         size = min(block, challenge.n - t0)
-        vals = (index_values(a_cs, t0, size), index_values(b_rs, t0, size))
+        a_vals, b_vals, tmp = index_buf[:, :size]
+        vals = (
+            _index_into(a_cs, t0, steps[:size], a_vals, tmp),
+            _index_into(b_rs, t0, steps[:size], b_vals, tmp),
+        )
         out = centered_block(fixed, vals, bits, *(buf[:, :size] for buf in buffers))
         acc += out[:split] @ out[split:].T
     pick_rows = [k for k, row_cols in enumerate(cols) for _ in row_cols]
