@@ -30,7 +30,7 @@ bench fp32_validator fp32 1167360 2      # the validator's H100 fp32 shape
 bench bf16_full bf16 262144 3
 python3 - "$out" <<'PY'
 import json, sys
-from compute.pog import identify
+from compute.scoring.identify import identify
 out = sys.argv[1]
 fp16 = json.load(open(f"{out}/fp16_validator.json"))["tflops"]
 fp32 = json.load(open(f"{out}/fp32_validator.json"))["tflops"]

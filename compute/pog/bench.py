@@ -144,7 +144,7 @@ def _generation_only_cuda(challenge) -> float:
 
 def _reference_model() -> tuple[float, float]:
     """(tflops_fp16, bandwidth_gbs) of ``REFERENCE_GPU`` in the GPU table."""
-    from .identify import load_gpu_table
+    from compute.scoring.identify import load_gpu_table  # lazy: scoring imports pog
 
     model = load_gpu_table().models[REFERENCE_GPU]
     return model.tflops("fp16"), float(model.bandwidth_gbs)
