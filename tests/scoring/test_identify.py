@@ -84,7 +84,7 @@ def test_a100_40_and_80_are_separated_by_memory(memory: float) -> None:
 
 def test_a100_80_is_never_named_without_80_gb_proven() -> None:
     for memory in (None, 40.0, 60.0):
-        assert identify(262.0, 18.2, memory, "NVIDIA A100-SXM4-80GB", TABLE).model == "A100 40GB"
+        assert identify(201.0, 16.5, memory, "NVIDIA A100-SXM4-80GB", TABLE).model == "A100 40GB"
 
 
 def test_rtx_4090_figures_claiming_h100_name_identify_as_4090() -> None:
