@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
@@ -101,7 +102,7 @@ def _plain_gemm(challenge, device: str):
     return lambda: torch.mm(at, bt)
 
 
-def _timed(fn) -> tuple[float, object]:
+def _timed(fn) -> tuple[float, Any]:
     started = time.perf_counter()
     value = fn()
     return time.perf_counter() - started, value

@@ -38,7 +38,7 @@ def node_hash(left: bytes, right: bytes) -> bytes:
 def _leaf_block(challenge_id: bytes, gpu_index: int, rows: np.ndarray, start: int) -> list[bytes]:
     """``leaf_hash`` of each row of a contiguous float32 block, without per-row array conversions."""
     prefix = LEAF_TAG + challenge_id + int(gpu_index).to_bytes(4, "little")
-    flat = memoryview(np.ascontiguousarray(rows, dtype="<f4").reshape(-1).view(np.uint8))
+    flat = np.ascontiguousarray(rows, dtype="<f4").reshape(-1).view(np.uint8).data  # a flat byte view
     width = rows.shape[1] * 4 if rows.ndim == 2 else 0
     out = []
     for k in range(len(rows)):
