@@ -94,11 +94,15 @@ def test_commitment_roots_must_be_sha256_hex() -> None:
 
 
 def test_opening_request_indices_are_distinct_and_bounded() -> None:
-    base = {"challenge_id": "ab" * 16, "rows": [[1, 2]], "cols": [[0]]}
+    base = {"challenge_id": "ab" * 16, "rows": [[1, 2]], "cols": [[[0], [0, 5]]]}
     OpeningRequest.model_validate(base)
     for rows in ([[1, 1]], [[-1]], [[]], [list(range(65))]):
         with pytest.raises(ValidationError):
             OpeningRequest.model_validate(base | {"rows": rows})
+    # one column list per opened row, each distinct and bounded
+    for cols in ([[[0]]], [[[0], [1, 1]]], [[[0], []]], [[[0], list(range(65))]], [[0, 1]]):
+        with pytest.raises(ValidationError):
+            OpeningRequest.model_validate(base | {"cols": cols})
 
 
 @pytest.mark.parametrize("model", [Challenge, Commitment, OpeningRequest, Opening])

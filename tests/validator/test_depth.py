@@ -98,7 +98,7 @@ def test_sustained_cadence() -> None:
 
 def _measured(gpus: int, credited: int | None, uuids: tuple[str, ...] = (), reset: bool = False) -> Measured:
     devices = [DeviceInfo(i, "NVIDIA H100 80GB HBM3", 80 * 10**9, f"GPU-{i}") for i in range(gpus)]
-    measured = Measured({"fp16": 700.0, "fp32": 60.0}, {}, devices, gpus, uuids=uuids, history_reset=reset)
+    measured = Measured({"fp16": 520.0, "fp32": 47.0}, {}, devices, gpus, uuids=uuids, history_reset=reset)
     measured.memory = MemoryOutcome((True,) * gpus, (3000.0,) * gpus, 48.0, 80.0)
     if credited is not None:
         measured.scaling = ScalingOutcome(credited / gpus, Credit(gpus, gpus, float(credited), credited))
