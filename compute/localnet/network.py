@@ -244,29 +244,45 @@ class LocalNet:
             if code != 0:
                 raise LocalnetError(f"{child.name} exited with code {code}; log {child.log_path}")
 
-    def demo_scoring_config(self) -> Path | None:
-        """With several validators: the scoring config with the sustained factor floored at 1.
+    def demo_scoring_env(self) -> dict[str, str]:
+        """With several validators: scoring files that flatten what only the box's load decides.
 
-        Every demo "GPU" is one shared CPU whose throughput over a run swings with whatever else
-        the machine does (measured: honest ratios 0.53-0.75 under load), so each validator would
-        read a different "throttling" and carry it for ``sustained_every`` rounds. On a network the
-        validation lease holds the GPU alone. None when the config has no ``sustained`` section."""
-        source = Path(os.environ.get("COMPUTE_SCORING_CONFIG") or self.repo_root / "config" / "scoring.yaml")
-        raw = yaml.safe_load(source.read_text(encoding="utf-8")) or {}
-        if not isinstance(raw.get("sustained"), dict):
-            log.warning("%s has no sustained section; demo scoring left as is", source)
-            return None
-        raw["sustained"]["floor"] = 1.0
-        target = self.workdir / "scoring-demo.yaml"
-        target.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
-        return target
+        Every demo "GPU" is one shared CPU, so its throughput (the CPU weight per TFLOPS) and its
+        sustained ratio swing with whatever else the machine runs (measured: fp32 0.018 vs 0.032
+        TFLOPS for one miner, sustained ratios 0.53-0.75 on honest miners), and each validator
+        would read different figures. The demo's validators therefore weigh every CPU at the
+        table's ``min_weight`` and floor the sustained factor at 1; proofs, memory and host
+        probes are verified and scored as usual. On a network none of this applies (a validation
+        lease holds its GPU alone). Sections a config lacks are left as they are."""
+        env: dict[str, str] = {}
+        for var, default, section, key, value, name in (
+            ("COMPUTE_SCORING_CONFIG", "scoring.yaml", "sustained", "floor", 1.0, "scoring-demo.yaml"),
+            (
+                "COMPUTE_GPU_TABLE",
+                "gpu_performance.yaml",
+                "cpu_fallback",
+                "weight_per_tflops",
+                0.0,
+                "gpu-demo.yaml",
+            ),
+        ):
+            source = Path(os.environ.get(var) or self.repo_root / "config" / default)
+            raw = yaml.safe_load(source.read_text(encoding="utf-8")) or {}
+            if not isinstance(raw.get(section), dict):
+                log.warning("%s has no %s section; left as is for the demo", source, section)
+                continue
+            raw[section][key] = value
+            target = self.workdir / name
+            target.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+            env[var] = str(target)
+        return env
 
     def run_validator(self, participant: Participant | None = None) -> Child:
         validator = participant or self.validator
         assert validator is not None
         several = len(self.validators) > 1
         schedule = ["--validator.spread_seconds", str(self.options.spread_s if several else 0.0)]
-        scoring = self.demo_scoring_config() if several else None
+        scoring_env = self.demo_scoring_env() if several else None
         args = [
             "-m",
             "neurons.validator",
@@ -299,7 +315,7 @@ class LocalNet:
             validator.name,
             args,
             on_line=self.on_line,
-            extra_env={"COMPUTE_SCORING_CONFIG": str(scoring)} if scoring else None,
+            extra_env=scoring_env,
         )
         log.info("%s uid=%d running %d round(s)", validator.name, validator.uid, self.options.rounds)
         return child

@@ -62,15 +62,23 @@ def test_validators_out_of_range_are_refused(tmp_path: Path) -> None:
     assert "--validators must be between 1 and 16" in proc.stderr
 
 
-def test_demo_scoring_floors_only_the_sustained_factor(tmp_path: Path, monkeypatch) -> None:
+def test_demo_scoring_flattens_only_load_dependent_terms(tmp_path: Path, monkeypatch) -> None:
     from compute.localnet import LocalNet, Options
-    from compute.scoring import load_holistic_config
+    from compute.scoring import load_gpu_table, load_holistic_config
 
     monkeypatch.delenv("COMPUTE_SCORING_CONFIG", raising=False)
+    monkeypatch.delenv("COMPUTE_GPU_TABLE", raising=False)
     net = LocalNet(Options(workdir=tmp_path, validators=3), REPO)
-    tmp_path.mkdir(exist_ok=True)
-    path = net.demo_scoring_config()
-    assert path is not None
-    demo, repo = load_holistic_config(path), load_holistic_config(REPO / "config" / "scoring.yaml")
+    env = net.demo_scoring_env()
+    demo = load_holistic_config(env["COMPUTE_SCORING_CONFIG"])
+    repo = load_holistic_config(REPO / "config" / "scoring.yaml")
     assert demo.sustained.floor == 1.0
     assert demo.model_copy(update={"sustained": repo.sustained}) == repo  # nothing else changed
+    table = load_gpu_table(env["COMPUTE_GPU_TABLE"])
+    repo_table = load_gpu_table(REPO / "config" / "gpu_performance.yaml")
+    assert (
+        table.cpu_fallback.weight(0.01)
+        == table.cpu_fallback.weight(0.03)
+        == repo_table.cpu_fallback.min_weight
+    )
+    assert table.models == repo_table.models  # GPUs weigh as before
