@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import secrets
 import shlex
 import time
 from dataclasses import dataclass
@@ -221,6 +222,23 @@ class PogSession:
     async def info(self, timeout: float) -> list[DeviceInfo]:
         reply = await self._request({"op": "info"}, "info", SMALL_LINE, timeout)
         return parse_devices(reply)
+
+    async def warm_up(self, challenge: Challenge, timeout: float) -> None:
+        """Let the worker run a throwaway product at the coming challenge's shape, off the clock.
+
+        Only the shape travels: the key and id are fresh random values, so nothing of the real
+        challenge is known before ``commit`` starts the clock. A worker that refuses only loses
+        its own warm-up (the timed commit is then slower), so a refusal is not an error.
+        """
+        shape = challenge.model_copy(
+            update={"key": secrets.token_hex(16), "challenge_id": secrets.token_hex(16)}
+        )
+        try:
+            await self._request(
+                {"op": "warmup", "challenge": shape.model_dump(mode="json")}, "warmup", SMALL_LINE, timeout
+            )
+        except WorkerProtocolError as exc:
+            log.debug("worker warm-up refused: %s", exc)
 
     async def commit(self, challenge: Challenge, timeout: float) -> TimedCommitment:
         """Send the challenge and time the round trip to the commitment on the validator's clock."""

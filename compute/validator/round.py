@@ -458,6 +458,7 @@ async def _prove_depth(
 
 
 async def _one_precision(session: PogSession, challenge: Challenge, params: RoundParams) -> float:
+    await session.warm_up(challenge, params.miner_timeout)  # off the clock: first products run slow
     timed = await session.commit(challenge, params.miner_timeout)
     request = choose_openings(challenge, params.rows_per_gpu, params.cols_per_row)  # after the commitment
     opening = await session.open_rows(request, challenge.p, params.miner_timeout)
