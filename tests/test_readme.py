@@ -48,6 +48,8 @@ COMMANDS = {
             "bench-transport",
             "bench-allocation",
             "bench-validator",
+            "dashboard",
+            "bench-dashboard",
         )
     },
     "python -m compute.pog bench": (pog_main, ["bench"]),
