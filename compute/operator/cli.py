@@ -24,13 +24,21 @@ from compute.operator.book import BookError, LeaseBook
 from compute.operator.commands import HANDLERS, Result
 from compute.operator.errors import EXIT_OK, EXIT_USAGE, OperatorError, Refused, UsageError
 from compute.operator.pog_records import load_verified
+from compute.operator.proven import fetch_proven
 from compute.operator.service import Operator
 from compute.settings import CommonSettings, SettingsError, add_common_args, common_from_args
 from compute.transport import MinerClient, WalletError, load_wallet
 
 DEFAULT_DATA_DIR = "~/.compute/register"
 DEFAULT_TIMEOUT_S = 15.0
-_REGISTER_FLAGS = ("register.data_dir", "register.timeout", "register.pog_db", "validator.data_dir", "json")
+_REGISTER_FLAGS = (
+    "register.data_dir",
+    "register.timeout",
+    "register.pog_db",
+    "register.dashboard",
+    "validator.data_dir",
+    "json",
+)
 
 
 def _add_register_args(parser: argparse.ArgumentParser) -> None:
@@ -45,6 +53,10 @@ def _add_register_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--register.pog_db", help="validator store (file or directory) with PoG results")
     group.add_argument(
         "--validator.data_dir", help="a validator's data dir; its PoG results mark verified GPUs"
+    )
+    group.add_argument(
+        "--register.dashboard",
+        help="a validator dashboard URL (http://host:port); its proven figures mark verified GPUs",
     )
     group.add_argument("--json", action="store_true", default=None, help="print JSON instead of tables")
 
@@ -149,6 +161,9 @@ async def _run(
         raise UsageError(str(exc)) from exc
     pog_source = getattr(args, "register.pog_db", None) or getattr(args, "validator.data_dir", None)
     verified = load_verified(pog_source) if pog_source else {}
+    dashboard = getattr(args, "register.dashboard", None)
+    if dashboard:
+        verified = {**verified, **await fetch_proven(dashboard, timeout)}
     async with MinerClient(wallet, timeout=timeout, max_concurrency=32) as client:
         op = Operator(
             hotkey=hotkey,

@@ -46,6 +46,10 @@ class VerifiedGpus:
     gpu_model: str
     gpu_count: int
     verified_at: float
+    tflops_fp16: float | None = None  # the validator's own measurements; None: not measured
+    tflops_fp32: float | None = None
+    memory_gb: float | None = None  # proven resident memory per GPU
+    bandwidth_gbs: float | None = None
 
 
 @dataclass(frozen=True)
@@ -97,6 +101,7 @@ class Machine:
     backend: str | None
     version: str | None
     refused_us: bool = False  # it answered, signed, but declined (e.g. our hotkey has no permit)
+    proof: VerifiedGpus | None = None  # what a validator proved (figures shown before committing)
 
     @property
     def ref(self) -> MinerRef:
@@ -199,6 +204,7 @@ def build_machine(
         max_duration_s=availability.max_duration_s if availability is not None else None,
         backend=s.backend if s else (health.backend if health else None),
         version=health.version if health is not None else (s.miner_version if s else None),
+        proof=verified,
     )
 
 

@@ -7,6 +7,7 @@ the entry point. Nothing here decides anything or talks to miners.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from rich.console import Console
@@ -14,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from compute.operator.book import BookEntry
-from compute.operator.discovery import Machine
+from compute.operator.discovery import Machine, VerifiedGpus
 
 
 def duration_text(seconds: float) -> str:
@@ -51,6 +52,22 @@ def machine_json(machine: Machine) -> dict[str, Any]:
         "version": machine.version,
         "refused_us": machine.refused_us,
         "error": machine.error,
+        "proven": proof_json(machine.proof),
+    }
+
+
+def proof_json(proof: VerifiedGpus | None) -> dict[str, Any] | None:
+    """The validator-proved figures (None when no validator proved this machine)."""
+    if proof is None:
+        return None
+    return {
+        "gpu_model": proof.gpu_model,
+        "gpu_count": proof.gpu_count,
+        "tflops_fp16": proof.tflops_fp16,
+        "tflops_fp32": proof.tflops_fp32,
+        "memory_gb": proof.memory_gb,
+        "bandwidth_gbs": proof.bandwidth_gbs,
+        "verified_at": proof.verified_at,
     }
 
 
@@ -99,13 +116,34 @@ _STATE_STYLE = {
 }
 
 
+_PROOF_COLUMNS = ("Proven TFLOPS fp16/fp32", "Proven mem", "Proven BW", "Verified")
+
+
+def _sig(value: float | None, unit: str = "") -> str:
+    return "-" if value is None else f"{value:.3g}{unit}"
+
+
+def _proof_cells(proof: VerifiedGpus | None, now: float) -> tuple[str, ...]:
+    """The validator's figures for a machine; '-' everywhere when none proved it."""
+    if proof is None:
+        return ("-",) * len(_PROOF_COLUMNS)
+    return (
+        f"{_sig(proof.tflops_fp16)} / {_sig(proof.tflops_fp32)}",
+        _sig(proof.memory_gb, " GB"),
+        _sig(proof.bandwidth_gbs, " GB/s"),
+        duration_text(now - proof.verified_at) + " ago",
+    )
+
+
 def show_machines(console: Console, machines: list[Machine]) -> None:
     if not machines:
         console.print("No machine matches.")
         return
     table = Table(title=f"Rentable machines ({len(machines)})")
-    for column in ("UID", "Hotkey", "GPUs", "GPU mem", "CPU", "RAM", "Disk free", "State"):
+    columns = ("UID", "Hotkey", "GPUs", "GPU mem", "CPU", "RAM", "Disk free", "State")
+    for column in columns + _PROOF_COLUMNS:
         table.add_column(column)
+    now = time.time()
     for m in machines:
         style = _STATE_STYLE.get(m.state, "")
         table.add_row(
@@ -117,8 +155,14 @@ def show_machines(console: Console, machines: list[Machine]) -> None:
             f"{m.ram_gb:g} GiB" if m.online else "?",
             f"{m.disk_gb:g} GB" if m.online else "?",
             f"[{style}]{m.state}[/]" if style else m.state,
+            *_proof_cells(m.proof, now),
         )
     console.print(table)
+    if not any(m.proof for m in machines):
+        console.print(
+            "[dim]No validator-proved figures: pass --register.dashboard URL, --register.pog_db "
+            "or --validator.data_dir.[/]"
+        )
     refusals = [m for m in machines if m.refused_us]
     if refusals:
         console.print(
