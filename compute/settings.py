@@ -210,6 +210,7 @@ class MinerSettings(BaseModel):
     ssh_port_range: tuple[int, int] = (40000, 40999)
     ssh_host: str | None = None
     base_image: str = "compute-base:cuda"
+    templates: Path | None = None  # YAML catalog of lease base images (None: base_image only)
     max_cpu: int | None = Field(None, ge=1, le=1024)
     max_memory_gb: float | None = Field(None, gt=0, le=16384)
     max_disk_gb: float | None = Field(None, gt=0, le=1_000_000)
@@ -281,6 +282,9 @@ def add_miner_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     group.add_argument(
         "--miner.base_image", help="docker image of rental containers (default compute-base:cuda)"
     )
+    group.add_argument(
+        "--miner.templates", help="YAML file of lease templates to offer (default: base_image only)"
+    )
     group.add_argument("--miner.max_cpu", type=int, help="most CPUs one lease may ask for")
     group.add_argument("--miner.max_memory_gb", type=float, help="most memory (GB) one lease may ask for")
     group.add_argument("--miner.max_disk_gb", type=float, help="most disk (GB) one lease may ask for")
@@ -342,6 +346,7 @@ _MINER_FLAGS = {
     "ssh_port_range": "miner.ssh_port_range",
     "ssh_host": "miner.ssh_host",
     "base_image": "miner.base_image",
+    "templates": "miner.templates",
     "max_cpu": "miner.max_cpu",
     "max_memory_gb": "miner.max_memory_gb",
     "max_disk_gb": "miner.max_disk_gb",

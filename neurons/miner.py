@@ -22,6 +22,7 @@ from compute.miner.service import (  # noqa: E402
     PeriodicLoop,
     StartupError,
     build_backend,
+    build_catalog,
     check_port_free,
     check_registered,
 )
@@ -52,7 +53,10 @@ async def run(settings: MinerSettings) -> int:
     gpus = gpu_specs(host, settings.gpus)
     known = [g.uuid for g in gpus if g.uuid]
     uuids = known if len(known) == len(gpus) else None  # all or none
-    backend = build_backend(settings, uuids, settings.ssh_host or public_ip, miner_id=keypair.ss58)
+    catalog = build_catalog(settings)
+    backend = build_backend(
+        settings, uuids, settings.ssh_host or public_ip, miner_id=keypair.ss58, catalog=catalog
+    )
     limits = ManagerLimits(
         max_cpu=settings.max_cpu,
         max_memory_gb=settings.max_memory_gb,
@@ -79,7 +83,9 @@ async def run(settings: MinerSettings) -> int:
         deny_coldkeys=settings.blacklist_coldkeys,
         refresh_s=METAGRAPH_REFRESH_S,
     )
-    app = build_miner_app(keypair, policy, manager, specs_provider(specs_cache.get, backend.name, gpus))
+    app = build_miner_app(
+        keypair, policy, manager, specs_provider(specs_cache.get, backend.name, gpus), templates=catalog
+    )
 
     async def publish() -> None:
         await asyncio.to_thread(chain.serve, wallet, public_ip, settings.public_port)

@@ -27,6 +27,7 @@ COMMANDS = {
         f"neurons/register.py {sub}": (register_main, [sub])
         for sub in (
             "resources",
+            "templates",
             "allocate",
             "list",
             "extend",

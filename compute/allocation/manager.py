@@ -237,6 +237,7 @@ class AllocationManager:
                 ssh_public_key=public_key,
                 created_at=now,
                 expires_at=now + request.duration_s,
+                template=req.template,
             )
             lease = StoredLease(
                 record=record,

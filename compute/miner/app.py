@@ -22,6 +22,7 @@ from fastapi import FastAPI
 from compute import __version__
 from compute.allocation import AllocationManager
 from compute.miner.receipts import rental_receipts, signed_receipt
+from compute.allocation.templates import TemplateCatalog, UnknownTemplate
 from compute.protocol import (
     AllocateRequest,
     AvailabilityResponse,
@@ -45,6 +46,8 @@ from compute.protocol import (
     RestartLeaseRequest,
     SpecsRequest,
     SpecsResponse,
+    TemplatesRequest,
+    TemplatesResponse,
     route_for,
 )
 from compute.transport import AccessPolicy, ServerLimits, SignedServer
@@ -60,10 +63,23 @@ def build_miner_app(
     specs_provider: Callable[[], MachineSpecs],
     limits: ServerLimits | None = None,
     clock: Callable[[], float] = time.monotonic,
+    templates: TemplateCatalog | None = None,
 ) -> FastAPI:
-    """The miner's signed FastAPI app; ``specs_provider`` may block (it runs in a thread)."""
+    """The miner's signed FastAPI app; ``specs_provider`` may block (it runs in a thread).
+
+    ``templates``: the base images offered (None: only the backend's own image, as ``default``)."""
     server = SignedServer(keypair, policy, limits)
     started = clock()
+
+    def check_template(name: str | None) -> None:
+        if name is None:
+            return
+        try:
+            if templates is None:
+                raise UnknownTemplate(f"template {name!r} is not offered here (this miner has no templates)")
+            templates.resolve(name)
+        except UnknownTemplate as exc:
+            raise RequestFailed(ErrorCode.UNSUPPORTED, str(exc), 400) from None
 
     def route(request_type: type[Message]) -> Callable:
         path, response_type = route_for(request_type.model_construct())
@@ -88,8 +104,13 @@ def build_miner_app(
             raise RequestFailed(ErrorCode.BUSY, "specs collection is taking too long; retry", 503) from None
         return SpecsResponse(specs=machine)
 
+    @route(TemplatesRequest)
+    async def offered(req: TemplatesRequest, caller: Caller) -> TemplatesResponse:
+        return TemplatesResponse(templates=list(templates.templates) if templates else [])
+
     @route(CheckAvailabilityRequest)
     async def availability(req: CheckAvailabilityRequest, caller: Caller) -> AvailabilityResponse:
+        check_template(req.requirements.template)
         result = await asyncio.to_thread(manager.check, req.requirements)
         return AvailabilityResponse(
             available=result.available,
@@ -102,6 +123,7 @@ def build_miner_app(
     async def allocate(req: AllocateRequest, caller: Caller) -> LeaseResponse:
         hotkey = caller.hotkey_ss58
         try:
+            check_template(req.requirements.template)
             lease = await manager.allocate(hotkey, req, signed_receipt())
         except RequestFailed as exc:
             logger.info("allocate refused hotkey=%s code=%s reason=%s", hotkey, exc.code, exc.reason)

@@ -101,8 +101,14 @@ def build_parser() -> argparse.ArgumentParser:
     resources = sub("resources", "list rentable machines")
     _add_filters(resources)
     resources.add_argument("--available-only", action="store_true", help="hide rented and offline machines")
+    templates = sub("templates", "base images (templates) each miner offers")
+    templates.add_argument("--hotkey", help="ask only this miner (by hotkey)")
+    templates.add_argument("--uid", type=int, help="ask only this miner (by uid)")
     allocate = sub("allocate", "rent the best matching machine (or a given one)")
     _add_filters(allocate)
+    allocate.add_argument(
+        "--template", help="start from this template (see `templates`; default: the miner's)"
+    )
     allocate.add_argument("--ports", type=int, default=0, help="extra ports to publish (0-16)")
     allocate.add_argument("--hours", type=float, help="lease length in hours (default 1)")
     allocate.add_argument("--duration", help="lease length: 90m, 2h, 3d, or seconds")

@@ -64,6 +64,7 @@ class Wanted:
     disk_gb: float = 0.0
     extra_ports: int = 0
     available_only: bool = False
+    template: str | None = None  # a base image the miner offers (``register.py templates``)
 
     def requirements(self) -> Requirements:
         """The wire requirements sent to a miner (its own defaults where we want "any")."""
@@ -75,6 +76,7 @@ class Wanted:
             memory_gb=self.ram_gb or 1.0,
             disk_gb=self.disk_gb or 5.0,
             extra_ports=self.extra_ports,
+            template=self.template,
         )
 
 

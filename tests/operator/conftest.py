@@ -87,7 +87,7 @@ class Subnet:
         return code, json.loads(out.getvalue())
 
 
-def _make_backend(kind: str, root: Path):
+def _make_backend(kind: str, root: Path, templates=None):
     base = random.randrange(200, 590) * 100
     if kind == "embedded":
         return EmbeddedBackend(
@@ -100,11 +100,12 @@ def _make_backend(kind: str, root: Path):
         host="127.0.0.1",
         ssh_port_range=(base, base + 99),
         name_prefix=f"test-operator-{base}",
+        templates=templates,
     )
 
 
 def start_subnet(
-    root: Path, make_wallet, backend_kind: str, gpus: list[GpuSpec]
+    root: Path, make_wallet, backend_kind: str, gpus: list[GpuSpec], templates=None
 ) -> tuple[Subnet, Callable[[], None]]:
     chain_path = root / "chain.db"
     state = SimChainState.create(chain_path, netuid=NETUID, block_time=1.0)
@@ -117,10 +118,12 @@ def start_subnet(
     miner_uid = state.register(miner.hotkey.ss58_address, miner.coldkeypub.ss58_address, 0.0)
     offline_uid = state.register(offline.hotkey.ss58_address, offline.coldkeypub.ss58_address, 0.0)
     chain = connect(f"sim:{chain_path}", NETUID)
-    backend = _make_backend(backend_kind, root)
+    backend = _make_backend(backend_kind, root, templates)
     manager = AllocationManager(LeaseStore(root / "miner" / "leases.db"), backend, gpus=gpus)
     policy = AccessPolicy(chain.metagraph, min_stake=100.0, require_permit=True, refresh_s=60.0)
-    app = build_miner_app(miner.hotkey, policy, manager, static_specs(backend.name, gpus))
+    app = build_miner_app(
+        miner.hotkey, policy, manager, static_specs(backend.name, gpus), templates=templates
+    )
     server = serve_in_thread(app, "127.0.0.1", 0)
     chain.serve(miner, "127.0.0.1", server.port)
     chain.serve(offline, "127.0.0.1", free_port())  # nothing listens there
