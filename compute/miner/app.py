@@ -21,8 +21,8 @@ from fastapi import FastAPI
 
 from compute import __version__
 from compute.allocation import AllocationManager
-from compute.miner.receipts import rental_receipts, signed_receipt
 from compute.allocation.templates import TemplateCatalog, UnknownTemplate
+from compute.miner.receipts import rental_receipts, signed_receipt
 from compute.protocol import (
     AllocateRequest,
     AvailabilityResponse,
