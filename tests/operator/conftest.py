@@ -169,3 +169,21 @@ def docker_subnet(tmp_path: Path, make_wallet) -> Iterator[Subnet]:
     net, stop = start_subnet(tmp_path, make_wallet, "docker", [])  # no GPU to hand a container here
     yield net
     stop()
+
+
+@pytest.fixture
+def start_docker_subnet(tmp_path: Path, make_wallet) -> Iterator[Callable[..., Subnet]]:
+    """Start a Docker-backed subnet on demand (e.g. with a template catalog); stopped at teardown."""
+    stops: list[Callable[[], None]] = []
+
+    def start(templates=None) -> Subnet:
+        reason = docker_skip_reason()
+        if reason:
+            pytest.skip(reason)
+        net, stop = start_subnet(tmp_path, make_wallet, "docker", [], templates=templates)
+        stops.append(stop)
+        return net
+
+    yield start
+    for stop in stops:
+        stop()
