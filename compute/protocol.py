@@ -156,6 +156,20 @@ class SshAccess(Value):
     ports: dict[int, int] = Field(default_factory=dict, description="lease port -> public port")
 
 
+class LeaseHealth(Value):
+    """The miner's watch over a lease: container running and sshd answering (miner -> caller).
+
+    ``lost``: down longer than the miner's threshold, still retried, and reported here and in its
+    log rather than dropped. ``restarts`` counts the miner's automatic restarts of this lease.
+    """
+
+    status: Literal["up", "down", "lost"]
+    checked_at: float = Field(ge=0)
+    down_since: float | None = Field(None, ge=0)
+    restarts: int = Field(0, ge=0, le=1_000_000)
+    reason: str = Field("", max_length=500)
+
+
 class LeaseInfo(Value):
     lease_id: LeaseId
     owner_hotkey: Hotkey
@@ -166,6 +180,8 @@ class LeaseInfo(Value):
     ssh: SshAccess | None = None
     created_at: float
     expires_at: float
+    # Left off the wire when unknown, so callers that predate the field still parse the lease.
+    health: LeaseHealth | None = Field(None, exclude_if=lambda v: v is None)
 
 
 # ---------------------------------------------------------------- requests and responses
@@ -390,6 +406,7 @@ __all__ = [
     "HealthRequest",
     "HealthResponse",
     "ImageRef",
+    "LeaseHealth",
     "LeaseInfo",
     "LeaseResponse",
     "LeaseStatusRequest",

@@ -15,6 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from compute.allocation import AllocationManager, LeaseStore, ManagerLimits  # noqa: E402
+from compute.allocation.health import HealthMonitor  # noqa: E402
 from compute.chain import ChainError, connect  # noqa: E402
 from compute.logs import configure_logging  # noqa: E402
 from compute.miner import build_miner_app, gpu_specs, specs_provider  # noqa: E402
@@ -65,6 +66,7 @@ async def run(settings: MinerSettings) -> int:
     )
     manager = AllocationManager(LeaseStore(settings.data_dir / "leases.db"), backend, gpus, limits)
     report = await manager.reconcile()
+    monitor = HealthMonitor(manager, settings.axon_ip, settings.lease_lost_after)
     logger.info(
         "miner hotkey=%s backend=%s gpus=%d leases=%s",
         keypair.ss58,
@@ -84,7 +86,12 @@ async def run(settings: MinerSettings) -> int:
         refresh_s=METAGRAPH_REFRESH_S,
     )
     app = build_miner_app(
-        keypair, policy, manager, specs_provider(specs_cache.get, backend.name, gpus), templates=catalog
+        keypair,
+        policy,
+        manager,
+        specs_provider(specs_cache.get, backend.name, gpus),
+        templates=catalog,
+        monitor=monitor,
     )
 
     async def publish() -> None:
@@ -98,6 +105,10 @@ async def run(settings: MinerSettings) -> int:
         PeriodicLoop("expiry", EXPIRY_INTERVAL_S, manager.sweep),
         PeriodicLoop("republish", REPUBLISH_INTERVAL_S, publish),
     ]
+    if settings.health_interval > 0:
+        loops.append(
+            PeriodicLoop("lease-health", settings.health_interval, monitor.check_once, timeout_s=600.0)
+        )
     tasks = [asyncio.create_task(item.run(stop), name=item.name) for item in loops]
     logger.info(
         "serving on %s:%d (published as %s:%d)",

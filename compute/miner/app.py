@@ -21,6 +21,7 @@ from fastapi import FastAPI
 
 from compute import __version__
 from compute.allocation import AllocationManager
+from compute.allocation.health import HealthMonitor
 from compute.allocation.templates import TemplateCatalog, UnknownTemplate
 from compute.miner.receipts import rental_receipts, signed_receipt
 from compute.protocol import (
@@ -34,6 +35,7 @@ from compute.protocol import (
     ExtendLeaseRequest,
     HealthRequest,
     HealthResponse,
+    LeaseInfo,
     LeaseResponse,
     LeaseStatusRequest,
     ListLeasesRequest,
@@ -64,10 +66,12 @@ def build_miner_app(
     limits: ServerLimits | None = None,
     clock: Callable[[], float] = time.monotonic,
     templates: TemplateCatalog | None = None,
+    monitor: HealthMonitor | None = None,
 ) -> FastAPI:
     """The miner's signed FastAPI app; ``specs_provider`` may block (it runs in a thread).
 
-    ``templates``: the base images offered (None: only the backend's own image, as ``default``)."""
+    ``templates``: the base images offered (None: only the backend's own image, as ``default``);
+    ``monitor``: the lease watch whose findings are attached to status and list answers."""
     server = SignedServer(keypair, policy, limits)
     started = clock()
 
@@ -130,13 +134,15 @@ def build_miner_app(
             raise
         return LeaseResponse(lease=lease)
 
+    def watched(lease: LeaseInfo) -> LeaseInfo:
+        return monitor.annotate(lease) if monitor is not None else lease
+
     @route(LeaseStatusRequest)
     async def status(req: LeaseStatusRequest, caller: Caller) -> LeaseResponse:
-        return LeaseResponse(
-            lease=await _logged(
-                "status", caller, req.lease_id, manager.status(caller.hotkey_ss58, req.lease_id)
-            )
+        lease = await _logged(
+            "status", caller, req.lease_id, manager.status(caller.hotkey_ss58, req.lease_id)
         )
+        return LeaseResponse(lease=watched(lease))
 
     @route(ExtendLeaseRequest)
     async def extend(req: ExtendLeaseRequest, caller: Caller) -> LeaseResponse:
@@ -177,7 +183,9 @@ def build_miner_app(
 
     @route(ListLeasesRequest)
     async def list_leases(req: ListLeasesRequest, caller: Caller) -> ListLeasesResponse:
-        return ListLeasesResponse(leases=(await manager.list(caller.hotkey_ss58))[:1024])
+        return ListLeasesResponse(
+            leases=[watched(lease) for lease in (await manager.list(caller.hotkey_ss58))[:1024]]
+        )
 
     @route(RentalReceiptsRequest)
     async def receipts(req: RentalReceiptsRequest, caller: Caller) -> RentalReceiptsResponse:

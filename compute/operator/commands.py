@@ -21,7 +21,14 @@ from compute.operator.book import BookEntry, LeaseBook
 from compute.operator.discovery import Wanted
 from compute.operator.errors import LeaseNotFound, UsageError
 from compute.operator.keys import load_public_key
-from compute.operator.output import lease_json, machine_json, show_lease, show_leases, show_machines
+from compute.operator.output import (
+    health_json,
+    lease_json,
+    machine_json,
+    show_lease,
+    show_leases,
+    show_machines,
+)
 from compute.operator.output_templates import show_templates, templates_json
 from compute.operator.rpc import MinerRef
 from compute.operator.service import Operator
@@ -150,10 +157,13 @@ async def cmd_list(op: Operator, args: argparse.Namespace) -> Result:
     entries, problems = await op.leases(refresh=args.refresh, include_ended=args.all)
     now = time.time()
     payload = {
-        "leases": [lease_json(e, op.ssh_command(e), now) for e in entries],
+        "leases": [
+            {**lease_json(e, op.ssh_command(e), now), "health": health_json(op.lease_health.get(e.lease_id))}
+            for e in entries
+        ],
         "problems": problems,
     }
-    return Result(payload, lambda console: show_leases(console, entries, now, problems))
+    return Result(payload, lambda console: show_leases(console, entries, now, problems, op.lease_health))
 
 
 async def cmd_status(op: Operator, args: argparse.Namespace) -> Result:

@@ -16,6 +16,7 @@ from rich.table import Table
 
 from compute.operator.book import BookEntry
 from compute.operator.discovery import Machine, VerifiedGpus
+from compute.protocol import LeaseHealth
 
 
 def duration_text(seconds: float) -> str:
@@ -170,19 +171,57 @@ def show_machines(console: Console, machines: list[Machine]) -> None:
         )
 
 
-def show_leases(console: Console, entries: list[BookEntry], now: float, problems: dict[str, str]) -> None:
+_HEALTH_STYLE = {"up": "green", "down": "yellow", "lost": "bold red"}
+
+
+def health_json(health: LeaseHealth | None) -> dict[str, Any] | None:
+    return None if health is None else health.model_dump()
+
+
+def _health_cell(health: LeaseHealth | None, now: float) -> str:
+    """Status and restarts the miner reported ('-': not refreshed, or an old miner)."""
+    if health is None:
+        return "-"
+    text = f"[{_HEALTH_STYLE[health.status]}]{health.status}[/]"
+    if health.down_since is not None:
+        text += f" for {duration_text(now - health.down_since)}"
+    return f"{text}, {health.restarts} restart(s)"
+
+
+def show_leases(
+    console: Console,
+    entries: list[BookEntry],
+    now: float,
+    problems: dict[str, str],
+    health: dict[str, LeaseHealth] | None = None,
+) -> None:
     if not entries:
         console.print("No leases.")
         return
+    health = health or {}
     table = Table(title=f"My leases ({len(entries)})")
-    for column in ("Lease", "Miner", "GPUs", "SSH", "State", "Time left"):
+    for column in ("Lease", "Miner", "GPUs", "SSH", "State", "Health", "Time left"):
         table.add_column(column)
     for e in entries:
         ssh = escape(f"{e.ssh_username}@{e.ssh_host}:{e.ssh_port}") if e.ssh_host else "-"
         state = e.state if e.lease_id not in problems else f"{e.state} [red](unreachable)[/]"
         gpus = escape(e.gpu_summary) + ("" if e.verified else " (unverified)")
-        table.add_row(e.lease_id, f"uid {e.miner_uid}", gpus, ssh, state, duration_text(e.time_left(now)))
+        table.add_row(
+            e.lease_id,
+            f"uid {e.miner_uid}",
+            gpus,
+            ssh,
+            state,
+            _health_cell(health.get(e.lease_id), now) if e.state == "active" else "-",
+            duration_text(e.time_left(now)),
+        )
     console.print(table)
+    for lease_id, status in health.items():
+        if status.status == "lost":
+            console.print(
+                f"[bold red]{lease_id}[/]: down since {duration_text(now - (status.down_since or now))}"
+                f" ago and reported lost by its miner: {escape(status.reason)}"
+            )
     for lease_id, problem in problems.items():
         console.print(f"[red]{lease_id}[/]: {escape(problem)}")
 
