@@ -14,8 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from compute.allocation import AllocationManager, LeaseStore, ManagerLimits  # noqa: E402
-from compute.allocation.health import HealthMonitor  # noqa: E402
+from compute.allocation import AllocationManager, HealthMonitor, LeaseStore, ManagerLimits  # noqa: E402
 from compute.chain import ChainError, connect  # noqa: E402
 from compute.logs import configure_logging  # noqa: E402
 from compute.miner import build_miner_app, gpu_specs, specs_provider  # noqa: E402

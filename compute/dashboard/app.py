@@ -22,8 +22,7 @@ from fastapi.responses import HTMLResponse
 
 from compute.dashboard.models import ProvenMachines, proven_machine
 from compute.dashboard.render import render_page
-from compute.store import StoreError, verified_machines
-from compute.store.history import Overview, overview
+from compute.store import Overview, StoreError, overview, verified_machines
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from collections import Counter
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from compute.store.records import PogResult
+from compute.store import PogResult
 
 
 class ProvenMachine(BaseModel):

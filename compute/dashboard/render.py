@@ -15,8 +15,7 @@ from collections import Counter
 from html import escape
 
 from compute.dashboard.svg import line_chart, sparkline
-from compute.store.history import MinerOverview, Overview, RoundProgress
-from compute.store.records import PogResult
+from compute.store import MinerOverview, Overview, PogResult, RoundProgress
 
 TOP_SERIES = 8
 REFRESH_S = 30

@@ -20,9 +20,7 @@ from bittensor.http_auth import Caller
 from fastapi import FastAPI
 
 from compute import __version__
-from compute.allocation import AllocationManager
-from compute.allocation.health import HealthMonitor
-from compute.allocation.templates import TemplateCatalog, UnknownTemplate
+from compute.allocation import AllocationManager, HealthMonitor, TemplateCatalog, UnknownTemplate
 from compute.miner.receipts import rental_receipts, signed_receipt
 from compute.protocol import (
     AllocateRequest,

@@ -20,8 +20,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from compute.allocation import BACKENDS, Backend
-from compute.allocation.templates import TemplateCatalog, TemplateError, load_templates
+from compute.allocation import BACKENDS, Backend, TemplateCatalog, TemplateError, load_templates
 from compute.chain import Chain, ChainError
 from compute.settings import MinerSettings
 
