@@ -22,7 +22,8 @@ setup(
     install_requires=requirements,
     extras_require={
         # torch is the miner's GPU path; the validator verifies with numpy alone.
-        "miner": ["torch>=2.3"],
+        # triton: the fused GPU input generator (compute/pog/gpu_gen.py); torch falls back without it
+        "miner": ["torch>=2.3", "triton>=3.2,<4; platform_system == 'Linux' and platform_machine == 'x86_64'"],
         "dev": [
             "pytest>=8,<10",
             "pytest-asyncio>=0.23,<2",
@@ -34,6 +35,8 @@ setup(
             # the miner's torch path stays under test; this exact pin resolves to the CI machine's local
             # CPU wheel (any other spec downloads GBs of CUDA wheels)
             "torch==2.13.0",
+            # runs the fused generator kernel on CPU (TRITON_INTERPRET=1) in tests: ~290 MB wheel, ~1 min
+            "triton>=3.2,<4; platform_system == 'Linux' and platform_machine == 'x86_64'",
         ],
     },
 )

@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench-validator": ("compute.validator.bench:main", "benchmark a validator round"),
     "dashboard": ("compute.dashboard.cli:main", "serve a validator store's read-only dashboard"),
     "bench-dashboard": ("compute.dashboard.bench:main", "benchmark the dashboard's first render"),
+    "bench-hardening": ("compute.miner.hardening:main", "flood, kill -9 loop and tenant isolation figures"),
 }
 
 

@@ -226,6 +226,7 @@ class MinerSettings(BaseModel):
     data_dir: Path = Path("~/.compute/miner")
     force_embedded: bool = False
     gpus: tuple[int, ...] | None = None
+    no_tenant_isolation: bool = False
 
     @field_validator("ssh_port_range", mode="before")
     @classmethod
@@ -318,6 +319,12 @@ def add_miner_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         help="allow the embedded backend on the mainnet subnet (not recommended)",
     )
     group.add_argument("--miner.gpus", help="comma-separated GPU indices to rent out (default all)")
+    group.add_argument(
+        "--miner.no_tenant_isolation",
+        action="store_true",
+        default=None,
+        help="run Docker leases without the miner's firewall rules (when iptables is unavailable)",
+    )
     return parser
 
 
@@ -334,6 +341,7 @@ def miner_from_args(ns: argparse.Namespace, env: Mapping[str, str] | None = None
         "gpus": gpu_indices,
         "allow_non_validators": look.flag("miner.allow_non_validators"),
         "force_embedded": look.flag("miner.force_embedded"),
+        "no_tenant_isolation": look.flag("miner.no_tenant_isolation"),
     }
     for field, flag in _MINER_FLAGS.items():
         value = look.get(flag)

@@ -28,7 +28,14 @@ from compute.miner.service import (  # noqa: E402
 )
 from compute.settings import MinerSettings, SettingsError, parse_miner  # noqa: E402
 from compute.specs import SpecsCache  # noqa: E402
-from compute.transport import AccessPolicy, KeyWallet, WalletError, load_wallet, serve  # noqa: E402
+from compute.transport import (  # noqa: E402
+    AccessPolicy,
+    KeyWallet,
+    WalletError,
+    load_wallet,
+    raise_nofile_limit,
+    serve,
+)
 
 logger = logging.getLogger("neurons.miner")
 EXPIRY_INTERVAL_S = 5.0
@@ -40,6 +47,8 @@ async def run(settings: MinerSettings) -> int:
     common = settings.common
     wallet = load_wallet(common.wallet_name, common.wallet_hotkey, str(common.wallet_path))
     keypair = KeyWallet.from_wallet(wallet)
+    soft, hard = raise_nofile_limit()
+    logger.info("open-file limit %d (hard %d); see docs/miner.md for pm2", soft, hard)
     check_port_free(settings.axon_ip, settings.axon_port)
     try:
         chain = connect(common.chain_target, common.netuid)

@@ -34,6 +34,7 @@ from compute.validator import (  # noqa: E402
     chain_block_source,
     parse_validator,
     round_params,
+    round_spread,
     round_step_timeout,
     wandb_wanted,
 )
@@ -82,7 +83,9 @@ async def run(s: ValidatorSettings) -> int:
     )
     scoring = ScoringConfig(rented_bonus=s.rented_bonus, ema_alpha=s.ema_alpha, missed_decay=s.missed_decay)
     setter = WeightSetter(chain, wallet, store, VERSION_KEY)
-    weights_loop = WeightsLoop(chain, store, setter, keypair.ss58, interval_blocks=s.weights_blocks)
+    weights_loop = WeightsLoop(
+        chain, store, setter, keypair.ss58, interval_blocks=s.weights_blocks, credit_step=s.credit_step
+    )
     runner: LoopRunner | None = None
 
     async def on_limit() -> None:
@@ -92,6 +95,8 @@ async def run(s: ValidatorSettings) -> int:
         runner.stop.set()
 
     block_seconds = await chain_block_seconds(chain)
+    step_timeout = round_step_timeout(s.miner_timeout, s.round_blocks, block_seconds)
+    interval_s = s.round_blocks * block_seconds
     round_loop = RoundLoop(
         chain,
         store,
@@ -103,11 +108,16 @@ async def run(s: ValidatorSettings) -> int:
         interval_blocks=s.round_blocks,
         concurrency=s.concurrency,
         allow_same_ip=s.allow_same_ip,
-        step_timeout=round_step_timeout(s.miner_timeout, s.round_blocks, block_seconds),
+        step_timeout=step_timeout,
         wandb=wandb,
         rounds_limit=s.rounds,
         on_limit=on_limit,
         oversight=Oversight(canary_rate=s.canary_rate, trusted_renters=frozenset(s.trusted_renters)),
+        spread_s=round_spread(s.spread_seconds, interval_s, step_timeout, s.miner_timeout),
+        load_budget=s.load_budget,
+        check_seconds=s.check_seconds,
+        interval_s=interval_s,
+        credit_step=s.credit_step,
     )
     runner = LoopRunner(chain_block_source(chain), [round_loop, weights_loop])
     loop = asyncio.get_running_loop()

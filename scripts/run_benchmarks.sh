@@ -13,6 +13,7 @@ run pog-cpu-fp16      python3 -m compute.pog bench --device cpu --precision fp16
 run pog-depth-cpu     python3 -m compute.pog bench --device cpu --suite depth --json
 run transport         python3 -m compute bench-transport --json
 run allocation        python3 -m compute bench-allocation --backend embedded --json
+run hardening         python3 -m compute bench-hardening --json
 if docker info >/dev/null 2>&1; then
   run allocation-docker python3 -m compute bench-allocation --backend docker --iterations 10 --json
 fi

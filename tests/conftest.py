@@ -25,3 +25,17 @@ def make_wallet(tmp_path: Path) -> Callable[..., bt.Wallet]:
         return create_wallet(root, name, hotkey)
 
     return _make
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _release_lease_networks():
+    """Docker tests that kill miners leave lease networks and firewall chains: remove unused ones."""
+    yield
+    try:
+        import docker
+
+        from compute.allocation.netpolicy import release_unused_networks
+
+        release_unused_networks(docker.from_env())
+    except Exception:  # no engine, no permission: nothing was created either
+        pass

@@ -39,6 +39,7 @@ from compute.allocation.container_files import (
     sshd_config,
 )
 from compute.allocation.docker_spec import EXTRA_PORT_BASE
+from compute.allocation.netpolicy import LeaseNetwork
 from compute.allocation.ports import pick_free_ports, ssh_banner
 from compute.allocation.records import Endpoint, LeaseRecord
 from compute.allocation.sshkeys import generate_host_key, validate_public_key
@@ -87,10 +88,15 @@ class DockerBackend:
         ready_timeout_s: float = 20.0,
         miner_id: str | None = None,
         templates: TemplateCatalog | None = None,
+        isolate: bool = True,
     ) -> None:
         """``miner_id`` (the miner's hotkey; default ``name_prefix``) labels and scopes the containers.
 
-        ``templates`` maps a lease's requested template to its image (``image`` when None)."""
+        ``templates`` maps a lease's requested template to its image (``image`` when None).
+        ``isolate`` (unless ``network`` names one) puts leases on the miner's own ICC-off bridge
+        with firewall rules (:mod:`compute.allocation.netpolicy`); a lease is refused when they
+        cannot be installed.
+        """
         low, high = ssh_port_range
         if not (1 <= low <= high <= 65535):
             raise ValueError(f"bad ssh_port_range {ssh_port_range}")
@@ -110,6 +116,7 @@ class DockerBackend:
         self._client_lock = threading.Lock()
         self._start_lock = asyncio.Lock()
         self._disk_quota: bool | None = None  # None: not probed yet
+        self.lease_network = LeaseNetwork(self._client, self.miner_id) if isolate and not network else None
         self._legacy_warned = False
 
     # -- public API (Backend protocol) ---------------------------------------------------
@@ -124,6 +131,8 @@ class DockerBackend:
             host_key.private_openssh, host_key.public_line, authorized_key, sshd_config(self.sshd)
         )
         async with self._start_lock:
+            if self.lease_network is not None:
+                await asyncio.to_thread(self.lease_network.ensure)
             container_id, ports = await asyncio.to_thread(
                 self._create_and_start, lease, archive, host_key.public_line
             )
@@ -167,6 +176,17 @@ class DockerBackend:
         except LeaseContainerNotFound:
             return
         await asyncio.to_thread(self._remove, self._container_name(lease_id))
+        await self.release_network()
+
+    async def release_network(self) -> None:
+        """Remove the lease network and its rules if no lease of this miner is left."""
+        if self.lease_network is None:
+            return
+        async with self._start_lock:
+            try:
+                await asyncio.to_thread(self.lease_network.release_if_unused)
+            except (DockerException, BackendError) as exc:
+                log.warning("lease network not released: %s", exc)
 
     async def restart(self, lease_id: str) -> None:
         container = await asyncio.to_thread(self._get, lease_id)
@@ -208,12 +228,13 @@ class DockerBackend:
     ) -> dict[str, Any]:
         """Arguments for ``containers.create``: limits, labels, port map, GPUs. No I/O."""
         image = self.templates.resolve(lease.template).image if self.templates else self.image
+        network = self.lease_network.name if self.lease_network is not None else self.network
         options = spec.ContainerOptions(
             image,
             self.host,
             self.miner_id,
             self.pids_limit,
-            self.network,
+            network,
             _host_cpus(),
             spec.lxcfs_root(),
         )

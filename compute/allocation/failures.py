@@ -16,6 +16,7 @@ from compute.allocation.backend import BackendError
 from compute.allocation.store import StoreError
 from compute.protocol import ErrorCode, RequestFailed
 
+BACKEND_TIMEOUT_S = 180.0  # longest a backend call may take before it counts as failed
 # What a start, stop or store write may raise that the manager answers instead of crashing on.
 EXPECTED = (BackendError, OSError, asyncio.TimeoutError, sqlite3.Error, StoreError)
 _FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT}
@@ -49,4 +50,4 @@ def failure(what: str, exc: BaseException) -> RequestFailed:
     return RequestFailed(ErrorCode.BACKEND_ERROR, f"{what}: {exc}", status=503)
 
 
-__all__ = ["EXPECTED", "failure", "is_disk_full"]
+__all__ = ["BACKEND_TIMEOUT_S", "EXPECTED", "failure", "is_disk_full"]

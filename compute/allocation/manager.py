@@ -38,7 +38,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from compute.allocation.backend import Backend
-from compute.allocation.failures import EXPECTED, failure
+from compute.allocation.failures import BACKEND_TIMEOUT_S, EXPECTED, failure
+from compute.allocation.reconcile import Reconciler
 from compute.allocation.records import LeaseRecord, Receipt
 from compute.allocation.sshkeys import InvalidPublicKey, validate_public_key
 from compute.allocation.store import DuplicateKey, GpuConflict, LeaseStore, StoredLease
@@ -54,7 +55,6 @@ from compute.protocol import (
 )
 
 logger = logging.getLogger(__name__)
-BACKEND_TIMEOUT_S = 180.0
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ def _fail(code: str, reason: str, status: int) -> RequestFailed:
     return RequestFailed(code, reason, status=status)
 
 
-class AllocationManager:
+class AllocationManager(Reconciler):
     def __init__(
         self,
         store: LeaseStore,
@@ -175,7 +175,10 @@ class AllocationManager:
         finally:
             self._starting.discard(lease.lease_id)
         if receipt is not None and request.purpose == "rental":
-            await asyncio.to_thread(self.store.set_receipt, lease.lease_id, receipt)
+            try:  # the lease runs: a lost receipt only costs this miner rental credit, never the lease
+                await asyncio.to_thread(self.store.set_receipt, lease.lease_id, receipt)
+            except EXPECTED as exc:
+                logger.warning("lease=%s receipt not stored: %s", lease.lease_id, exc)
         logger.info(
             "allocated lease=%s owner=%s purpose=%s gpus=%s port=%s until=%.0f",
             lease.lease_id,
@@ -371,70 +374,6 @@ class AllocationManager:
             await self._end(lease, "expired")
             logger.info("expired lease=%s owner=%s", lease.lease_id, lease.record.owner_hotkey)
         return [lease.lease_id for lease in due]
-
-    async def sweep(self) -> dict[str, builtins.list[str]]:
-        """Periodic clean-up: expire due leases, roll back stale pending ones, stop orphans."""
-        expired = await self.expire_due()
-        report = await self._resolve(restart=False)
-        report["expired"] = expired
-        return report
-
-    async def reconcile(self) -> dict[str, builtins.list[str]]:
-        """At start: align backend with store; every pending lease is rolled back, none is lost.
-
-        Adopts live leases, stops orphans, brings vanished active ones back. Each step catches
-        what it can hit (backend, store, timeout) and reports it, so one bad lease never stops
-        the miner from starting.
-        """
-        try:
-            await self.expire_due()
-        except Exception as exc:
-            logger.error("reconcile: expiring due leases failed: %s", exc)
-        report = await self._resolve(restart=True)
-        logger.info("reconciled %s", {k: len(v) for k, v in report.items()})
-        return report
-
-    async def _resolve(self, *, restart: bool) -> dict[str, builtins.list[str]]:
-        report: dict[str, list[str]] = {
-            "adopted": [],
-            "orphans_stopped": [],
-            "restarted": [],
-            "rolled_back": [],
-            "failed": [],
-        }
-        for lease in await asyncio.to_thread(self.store.pending):
-            if lease.lease_id not in self._starting:
-                await self._rollback(lease.lease_id)
-                report["rolled_back"].append(lease.lease_id)
-        try:
-            running = await asyncio.wait_for(self.backend.running(), BACKEND_TIMEOUT_S)
-        except EXPECTED as exc:
-            logger.error("reconcile: the backend cannot list its leases: %s", exc)
-            return report
-        live = {lease.lease_id: lease for lease in await asyncio.to_thread(self.store.live)}
-        for lease_id in sorted(running - live.keys()):
-            try:
-                await asyncio.wait_for(self.backend.stop(lease_id), BACKEND_TIMEOUT_S)
-                report["orphans_stopped"].append(lease_id)
-            except EXPECTED as exc:
-                logger.error("reconcile: stopping orphan lease=%s failed: %s", lease_id, exc)
-                report["failed"].append(lease_id)
-        for lease_id, lease in live.items():
-            if lease.state != "active":
-                continue
-            if lease_id in running and lease.endpoint is not None:
-                report["adopted"].append(lease_id)
-            elif restart:
-                await self._restart_vanished(lease, report)
-        return report
-
-    async def _restart_vanished(self, lease: StoredLease, report: dict[str, builtins.list[str]]) -> None:
-        try:
-            await self._start_again(lease)
-            report["restarted"].append(lease.lease_id)
-        except RequestFailed as exc:
-            logger.error("reconcile: lease=%s could not be restarted: %s", lease.lease_id, exc.reason)
-            report["failed"].append(lease.lease_id)
 
     # ---------------------------------------------------------------- views
 

@@ -1,9 +1,10 @@
 """`python -m compute localnet`: the whole subnet on this machine, in one command.
 
-Starts a simulated chain, creates wallets, registers a validator and N miners, runs the miners
-(embedded SSH backend by default, Docker with ``--backend docker``) and the validator as separate
-processes, lets the validator run R Proof-of-GPU rounds on this CPU, prints the scoreboard and the
-weights written on the simulated chain, and stops everything.
+Starts a simulated chain, creates wallets, registers K validators (``--validators``, each with its
+own stake) and N miners, runs the miners (embedded SSH backend by default, Docker with
+``--backend docker``) and the validators as separate processes, lets every validator run R
+Proof-of-GPU rounds on this CPU, prints the scoreboard, the weights written on the simulated chain
+and the validators' agreement under Yuma consensus, and stops everything.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from rich.text import Text
 from compute.dashboard import build_app
 from compute.transport import serve_in_thread
 
+from .consensus import collect_consensus, consensus_problems, render_consensus
 from .images import choose_lease_image
 from .network import LocalNet, LocalnetError, Options, free_port
 from .report import collect_summary, render_summary, summary_problems
@@ -36,6 +38,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m compute localnet", description=__doc__)
     parser.add_argument("--miners", type=int, default=3, help="number of miners (default 3)")
     parser.add_argument("--rounds", type=int, default=1, help="validator rounds to run (default 1)")
+    parser.add_argument(
+        "--validators", type=int, default=1, help="validators, each with its own stake (default 1)"
+    )
     parser.add_argument(
         "--backend",
         choices=["embedded", "docker"],
@@ -52,7 +57,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--pog-m", type=int, default=512, help="PoG output rows per challenge")
     parser.add_argument("--pog-n", type=int, default=8192, help="PoG inner dimension")
     parser.add_argument("--pog-p", type=int, default=512, help="PoG output columns")
-    parser.add_argument("--timeout", type=float, default=170.0, help="give up after this many s")
+    parser.add_argument(
+        "--timeout", type=float, default=None, help="give up after this many s (default 170 per validator)"
+    )
     parser.add_argument(
         "--base-image",
         default="auto",
@@ -93,6 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds < 1:
         print("--rounds must be at least 1", file=sys.stderr)
         return 2
+    if not 1 <= args.validators <= 16:
+        print("--validators must be between 1 and 16", file=sys.stderr)
+        return 2
     console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
     logging.basicConfig(
         level=logging.DEBUG if args.debug else logging.INFO,
@@ -108,10 +118,11 @@ def main(argv: list[str] | None = None) -> int:
         pog_m=args.pog_m,
         pog_n=args.pog_n,
         pog_p=args.pog_p,
-        timeout_s=args.timeout,
+        timeout_s=args.timeout if args.timeout is not None else 170.0 * args.validators,
         debug=args.debug,
         cheaters=args.cheaters,
         dashboard_port=(args.dashboard_port or free_port()) if args.dashboard else 0,
+        validators=args.validators,
     )
 
     if args.backend == "docker":
@@ -130,14 +141,11 @@ def main(argv: list[str] | None = None) -> int:
         net.create()
         miners = net.start_miners()
         net.wait_for_miners(miners)
-        validator = net.run_validator()
         if options.dashboard_port:
             console.print(f"dashboard: http://127.0.0.1:{options.dashboard_port}/")
-        remaining = options.timeout_s - (time.monotonic() - started)
-        code = net.wait_for(validator, timeout_s=max(5.0, remaining))
-        if code != 0:
-            raise LocalnetError(f"validator exited with code {code}; log {validator.log_path}")
+        net.run_validators(deadline=started + options.timeout_s)
         summary = collect_summary(net)
+        summary["consensus"] = collect_consensus(net)
     except LocalnetError as exc:
         console.print(f"[red]localnet failed:[/red] {exc}")
         return 1
@@ -147,12 +155,14 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         net.stop()
     summary["elapsed_s"] = round(time.monotonic() - started, 1)
-    problems = summary_problems(summary, options.rounds)
+    problems = summary_problems(summary, options.rounds) + consensus_problems(summary["consensus"])
     summary["ok"], summary["problems"] = not problems, problems
     if args.json:
         print(json.dumps(summary, indent=2), flush=True)
     else:
-        render_summary(summary, Console(width=None if sys.stdout.isatty() else 160))
+        out = Console(width=None if sys.stdout.isatty() else 160)
+        render_summary(summary, out)
+        render_consensus(summary["consensus"], out)
     if options.dashboard_port:
         hold_dashboard(net.store_path, options.dashboard_port, args.dashboard_hold, console)
     return 1 if problems else 0

@@ -1,4 +1,4 @@
-"""The local demo network: a simulated chain, wallets, N miner processes and one validator.
+"""The local demo network: a simulated chain, wallets, N miner processes and K validators.
 
 Everything lives in one work directory (chain database, wallets, miner and validator state, logs),
 so a run is reproducible and leaves nothing elsewhere. This module does not score anything itself:
@@ -8,6 +8,7 @@ it only wires the real neurons together and reads back what they wrote.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import socket
 import time
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import bittensor as bt
+import yaml
 
 from compute.chain import connect
 from compute.chain.sim import SimChainState
@@ -47,6 +49,8 @@ class Options:
     base_image: str | None = None  # the Docker miners' lease image (compute.localnet.images picks it)
     cheaters: bool = False  # add a miner refusing every rental and two hotkeys sharing one box
     dashboard_port: int = 0  # 0 = no dashboard
+    validators: int = 1
+    spread_s: float = 8.0  # several validators: each spreads its miner tests over this many s
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,16 @@ class Participant:
     name: str
     wallet: bt.Wallet
     uid: int
+
+
+def validator_name(index: int) -> str:
+    """``validator`` for the first (the single-validator demo's name), then ``validator2``, ..."""
+    return "validator" if index == 0 else f"validator{index + 1}"
+
+
+def validator_stake(index: int) -> float:
+    """Distinct stakes (10 000, 6 667, 5 000, ... TAO), so consensus is genuinely stake-weighted."""
+    return round(VALIDATOR_STAKE_TAO / (1 + 0.5 * index), 3)
 
 
 def create_wallet(root: Path, name: str) -> bt.Wallet:
@@ -79,7 +93,8 @@ class LocalNet:
         self.wallet_root = self.workdir / "wallets"
         self.on_line = on_line
         self.processes = ProcessGroup(self.workdir / "logs", repo_root)
-        self.validator: Participant | None = None
+        self.validator: Participant | None = None  # the first validator (the scoreboard's)
+        self.validators: list[Participant] = []
         self.miners: list[Participant] = []
         self.cheaters: list[Participant] = []
 
@@ -90,14 +105,17 @@ class LocalNet:
         state = SimChainState.create(
             self.chain_path, netuid=NETUID, block_time=self.options.block_time, weights_rate_limit=1
         )
-        vwallet = create_wallet(self.wallet_root, "validator")
-        uid = state.register(
-            vwallet.hotkey.ss58_address,
-            vwallet.coldkeypub.ss58_address,
-            VALIDATOR_STAKE_TAO,
-            validator_permit=True,
-        )
-        self.validator = Participant("validator", vwallet, uid)
+        for index in range(self.options.validators):
+            name = validator_name(index)
+            vwallet = create_wallet(self.wallet_root, name)
+            uid = state.register(
+                vwallet.hotkey.ss58_address,
+                vwallet.coldkeypub.ss58_address,
+                validator_stake(index),
+                validator_permit=True,
+            )
+            self.validators.append(Participant(name, vwallet, uid))
+        self.validator = self.validators[0]
         for index in range(self.options.miners):
             name = f"miner{index + 1}"
             wallet = create_wallet(self.wallet_root, name)
@@ -113,10 +131,10 @@ class LocalNet:
                 )
                 self.cheaters.append(Participant(name, wallet, uid))
         log.info(
-            "simulated chain %s: netuid %d, validator uid %d, %d miners",
+            "simulated chain %s: netuid %d, validator uids %s, %d miners",
             self.chain_path,
             NETUID,
-            self.validator.uid,
+            [v.uid for v in self.validators],
             len(self.miners),
         )
 
@@ -217,12 +235,59 @@ class LocalNet:
         finally:
             chain.close()
 
-    def run_validator(self) -> Child:
-        assert self.validator is not None
+    def run_validators(self, deadline: float) -> None:
+        """Run every validator at once to the end (``deadline``: monotonic); raise on a failed one.
+
+        Each tests all miners with its own keys, stake, state and random schedule."""
+        children = [self.run_validator(v) for v in self.validators]
+        for child in children:
+            code = self.wait_for(child, timeout_s=max(5.0, deadline - time.monotonic()))
+            if code != 0:
+                raise LocalnetError(f"{child.name} exited with code {code}; log {child.log_path}")
+
+    def demo_scoring_env(self) -> dict[str, str]:
+        """With several validators: scoring files that flatten what only the box's load decides.
+
+        Every demo "GPU" is one shared CPU, so its throughput (the CPU weight per TFLOPS) and its
+        sustained ratio swing with whatever else the machine runs (measured: fp32 0.018 vs 0.032
+        TFLOPS for one miner, sustained ratios 0.53-0.75 on honest miners), and each validator
+        would read different figures. The demo's validators therefore weigh every CPU at the
+        table's ``min_weight`` and floor the sustained factor at 1; proofs, memory and host
+        probes are verified and scored as usual. On a network none of this applies (a validation
+        lease holds its GPU alone). Sections a config lacks are left as they are."""
+        env: dict[str, str] = {}
+        for var, default, section, key, value, name in (
+            ("COMPUTE_SCORING_CONFIG", "scoring.yaml", "sustained", "floor", 1.0, "scoring-demo.yaml"),
+            (
+                "COMPUTE_GPU_TABLE",
+                "gpu_performance.yaml",
+                "cpu_fallback",
+                "weight_per_tflops",
+                0.0,
+                "gpu-demo.yaml",
+            ),
+        ):
+            source = Path(os.environ.get(var) or self.repo_root / "config" / default)
+            raw = yaml.safe_load(source.read_text(encoding="utf-8")) or {}
+            if not isinstance(raw.get(section), dict):
+                log.warning("%s has no %s section; left as is for the demo", source, section)
+                continue
+            raw[section][key] = value
+            target = self.workdir / name
+            target.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+            env[var] = str(target)
+        return env
+
+    def run_validator(self, participant: Participant | None = None) -> Child:
+        validator = participant or self.validator
+        assert validator is not None
+        several = len(self.validators) > 1
+        schedule = ["--validator.spread_seconds", str(self.options.spread_s if several else 0.0)]
+        scoring_env = self.demo_scoring_env() if several else None
         args = [
             "-m",
             "neurons.validator",
-            *self._common_args(self.validator),
+            *self._common_args(validator),
             "--validator.rounds",
             str(self.options.rounds),
             "--validator.round_blocks",
@@ -236,7 +301,10 @@ class LocalNet:
             "--validator.pog_p",
             str(self.options.pog_p),
             "--validator.data_dir",
-            str(self.workdir / "validator"),
+            str(self.workdir / validator.name),
+            *schedule,
+            "--validator.load_budget",  # a 1-block round: every validator tests every miner
+            "0",
             "--validator.allow_same_ip",  # every demo miner lives on 127.0.0.1
             "--validator.device",
             "cpu",
@@ -244,10 +312,15 @@ class LocalNet:
         ]
         if self.options.cheaters:
             args += ["--validator.canary_rate", "1"]  # every miner gets a canary rental each round
-        if self.options.dashboard_port:
+        if self.options.dashboard_port and validator is self.validator:
             args += ["--dashboard.port", str(self.options.dashboard_port)]
-        child = self.processes.start("validator", args, on_line=self.on_line)
-        log.info("validator uid=%d running %d round(s)", self.validator.uid, self.options.rounds)
+        child = self.processes.start(
+            validator.name,
+            args,
+            on_line=self.on_line,
+            extra_env=scoring_env,
+        )
+        log.info("%s uid=%d running %d round(s)", validator.name, validator.uid, self.options.rounds)
         return child
 
     def wait_for(self, child: Child, timeout_s: float) -> int:

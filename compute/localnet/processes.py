@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -43,11 +43,18 @@ class ProcessGroup:
         self.cwd = cwd
         self.children: list[Child] = []
 
-    def start(self, name: str, args: list[str], on_line: Callable[[str, str], None] | None = None) -> Child:
+    def start(
+        self,
+        name: str,
+        args: list[str],
+        on_line: Callable[[str, str], None] | None = None,
+        extra_env: Mapping[str, str] | None = None,
+    ) -> Child:
         """Start ``python -m args...``; its output goes to ``log_dir/name.log`` (and ``on_line``)."""
         log_path = self.log_dir / f"{name}.log"
         # Children print through a pipe: give rich a real width so their tables do not wrap.
         env = dict(os.environ, PYTHONUNBUFFERED="1", COLUMNS=os.environ.get("COLUMNS", "140"))
+        env.update(extra_env or {})
         sink = open(log_path, "wb")  # noqa: SIM115 - handed to the child / pump thread
         proc = subprocess.Popen(
             [sys.executable, *args],

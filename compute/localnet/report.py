@@ -37,6 +37,7 @@ def collect_summary(net: LocalNet) -> dict[str, Any]:
             miners.append(
                 {
                     "name": miner.name,
+                    "role": "cheater" if miner in net.cheaters else "honest",
                     "uid": miner.uid,
                     "hotkey": hotkey,
                     "verdict": _verdict(result),
@@ -47,6 +48,8 @@ def collect_summary(net: LocalNet) -> dict[str, Any]:
                     "memory_gbs": result.mem_gbs if result else None,
                     "sustained_ratio": result.sustained_ratio if result else None,
                     "sustained_factor": result.sustained_factor if result else None,
+                    "availability": result.availability if result else None,
+                    "shared_with": list(result.shared_with) if result else [],
                     "score": score.score if score else 0.0,
                     "weight": weights.get(miner.uid, 0.0),
                 }
@@ -96,9 +99,10 @@ def summary_problems(summary: dict[str, Any], rounds_wanted: int) -> list[str]:
     if summary["rounds"] < rounds_wanted:
         problems.append(f"the validator finished {summary['rounds']} of {rounds_wanted} round(s)")
     for miner in summary["miners"]:
-        if miner["verdict"] != "verified":
+        if not miner["verdict"].startswith("verified") and miner.get("role", "honest") == "honest":
             reason = f": {miner['reasons'][0]}" if miner["reasons"] else ""
             problems.append(f"{miner['name']} (uid {miner['uid']}) {miner['verdict']}{reason}")
+    problems += _cheater_problems([m for m in summary["miners"] if m.get("role") == "cheater"])
     if not summary["weights_on_chain"]:
         problems.append("no weights were written on chain")
     return problems
@@ -111,6 +115,19 @@ LEGEND = (
     'multiplied by the factor shown ("throttled ×F"); "-": not measured this round',
     "score: moving average of the round samples; weight on chain: each score's share of the total",
 )
+
+
+def _cheater_problems(cheaters: list[dict[str, Any]]) -> list[str]:
+    """``--cheaters``: the refuser earns nothing, the box shared by two hotkeys earns exactly once."""
+    problems = []
+    for miner in cheaters:
+        if miner["name"] == "refuser" and (miner["weight"] > 0 or miner["score"] > 0):
+            problems.append(f"refuser (uid {miner['uid']}) earned while refusing every rental")
+    box = [m for m in cheaters if m["name"].startswith("box-")]
+    credited = [m for m in box if m["weight"] > 0]
+    if box and len(credited) != 1:
+        problems.append(f"the box shared by {len(box)} hotkeys was credited {len(credited)} times, not once")
+    return problems
 
 
 def render_summary(summary: dict[str, Any], console: Console) -> None:

@@ -54,8 +54,8 @@ def check_registered(chain: Chain, hotkey: str, settings: MinerSettings) -> None
     if not registered:
         raise StartupError(
             f"hotkey {hotkey} is not registered on netuid {settings.common.netuid}; register with "
-            f"`btcli subnets register --netuid {settings.common.netuid} --wallet.name "
-            f"{settings.common.wallet_name} --wallet.hotkey {settings.common.wallet_hotkey}`"
+            f"`btcli subnets register --netuid {settings.common.netuid} -w {settings.common.wallet_name} "
+            f"-H {settings.common.wallet_hotkey} --wallet-path {settings.common.wallet_path}`"
         )
 
 
@@ -111,6 +111,7 @@ def build_backend(
         gpu_uuids=gpu_uuids,
         public_host=ssh_host,
         miner_id=miner_id or wallet_hotkey(settings),
+        isolate=not settings.no_tenant_isolation,
     )
 
 

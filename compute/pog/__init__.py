@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .challenge import choose_openings, new_challenge
 from .engine import EngineError
-from .host_probe import ProbeCheck, check_probe
+from .host import HostPolicy, ProbeCheck, check_cpu, check_disk, cpu_request, disk_read_request
 from .memory import (
     MemoryChallenge,
     MemoryCommitment,
@@ -20,8 +20,8 @@ from .memory import (
     MemoryVerdict,
     choose_memory_openings,
     judge_memory_timing,
-    memory_hint_gb,
     plan_memory,
+    proven_bytes,
     verify_memory,
 )
 from .prover import Prover, ProverError
@@ -60,6 +60,7 @@ __all__ = [
     "GpuOpening",
     "GpuTimings",
     "GpuVerdict",
+    "HostPolicy",
     "MemoryChallenge",
     "MemoryCommitment",
     "MemoryOpenRequest",
@@ -79,18 +80,21 @@ __all__ = [
     "Verdict",
     "WireError",
     "analyse_series",
-    "check_probe",
+    "check_cpu",
+    "check_disk",
+    "cpu_request",
+    "disk_read_request",
     "choose_memory_openings",
     "choose_openings",
     "choose_segments",
     "credited_gpus",
     "history_after",
     "judge_memory_timing",
-    "memory_hint_gb",
     "new_challenge",
     "parse_message",
     "plan_memory",
     "plan_sustained",
+    "proven_bytes",
     "scaling_efficiency",
     "sustained_factor",
     "tolerance",

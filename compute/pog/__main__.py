@@ -36,7 +36,17 @@ def _bench(args: argparse.Namespace) -> int:
         return _depth(args)
     from .bench import run_bench
 
-    result = run_bench(args.device, args.precision, args.m, args.n, args.p, args.verify_n, args.repeat)
+    result = run_bench(
+        args.device,
+        args.precision,
+        args.m,
+        args.n,
+        args.p,
+        args.verify_n,
+        args.repeat,
+        threads=args.threads,
+        verify_tflops=args.verify_tflops,
+    )
     if args.json:
         sys.stdout.write(json.dumps(result.as_dict()) + "\n")
         return 0
@@ -80,6 +90,13 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--p", type=int, default=4096)
     bench.add_argument("--verify-n", type=int, default=None, help="also time verification at this inner size")
     bench.add_argument("--repeat", type=int, default=5, help="interleaved GEMM/commit runs; best of each (5)")
+    bench.add_argument("--threads", type=int, default=None, help="CPU threads of the prover (all cores)")
+    bench.add_argument(
+        "--verify-tflops",
+        type=float,
+        default=None,
+        help="throughput that sizes n of the verify_h100_fp16_* figures (default: H100 SXM fp16 from the table)",
+    )
     bench.add_argument("--json", action="store_true", help="one JSON object instead of a table")
     bench.add_argument(
         "--suite",

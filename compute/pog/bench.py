@@ -11,24 +11,19 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
 from .challenge import choose_openings, new_challenge
-from .generator import (
-    MATRIX_A,
-    MATRIX_B,
-    PRECISION_BITS,
-    index_values,
-    matrix_block_np,
-    matrix_seeds,
-    mix_vector_f64,
-    subkey,
-)
-from .merkle import MerkleTree, leaf_hash
+from .gen_bench import generator_ns_per_elem_cpu, gpu_generator_gbs, merkle_vs_sha256, roofline
+from .generator import MATRIX_A, MATRIX_B, PRECISION_BITS, matrix_block_np, subkey
 from .prover import Prover
 from .verifier import verify
-from .wire import B64Array, Commitment, GpuOpening, Opening, Precision, RowProof
+from .verify_bench import measure_verify, verify_figures
+from .wire import Precision
+
+REFERENCE_GPU = "H100 SXM"  # the verify and roofline figures are at this model's validator shape
 
 
 @dataclass(frozen=True)
@@ -48,13 +43,53 @@ class BenchResult:
     verify_n: int | None = None
     verify_n_s: float | None = None
     repeats: int = 1
+    threads: int = 1
+    extra: dict | None = None  # the issue-13 figures (verify_h100_fp16_*, generator, merkle, roofline)
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        data = asdict(self)
+        data.update(data.pop("extra") or {})
+        return data
+
+
+GPU_FULL_OPERANDS_BYTES = 16e9  # above this the GPU baseline reuses one slab pair (the chunked GEMM)
+
+
+def _plain_gemm_cuda(challenge):
+    """The GEMM alone on the GPU: full pre-generated A @ B, or at large n the same chunked addmm loop
+    the prover runs over one pre-generated slab pair (so the ratio isolates generation and hashing)."""
+    import torch
+
+    from .cuda_product import accumulate
+    from .gpu_gen import fill_block
+
+    m, n, p, chunk = challenge.m, challenge.n, challenge.p, challenge.chunk
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[challenge.precision]
+    full = (m * n + n * p) * torch.finfo(dtype).bits / 8 <= GPU_FULL_OPERANDS_BYTES
+    width = n if full else chunk
+    a = torch.empty((m, width), dtype=dtype, device="cuda")
+    b = torch.empty((width, p), dtype=dtype, device="cuda")
+    fill_block(a, 1, 2, 0, 0, challenge.precision)
+    fill_block(b, 3, 4, 0, 0, challenge.precision)
+    out = torch.zeros((m, p), dtype=torch.float32, device="cuda")
+
+    def run() -> None:
+        if full and dtype == torch.float32:
+            torch.mm(a, b, out=out)
+        elif full:
+            torch.mm(a, b, out_dtype=torch.float32, out=out)
+        else:
+            for _ in range(0, n, chunk):
+                accumulate(out, a, b)
+        torch.cuda.synchronize()
+
+    return run
 
 
 def _plain_gemm(challenge, device: str):
     """A zero-argument callable running the plain product of pre-generated full A and B."""
+    if device == "cuda":
+        return _plain_gemm_cuda(challenge)
     bits = PRECISION_BITS[challenge.precision]
     key = subkey(bytes.fromhex(challenge.key), 0)
     a = matrix_block_np(key, MATRIX_A, bits, (0, challenge.m), (0, challenge.n))
@@ -63,20 +98,11 @@ def _plain_gemm(challenge, device: str):
         import torch
     except ImportError:
         return lambda: np.matmul(a, b)
-    if device == "cuda":
-        dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[challenge.precision]
-        at, bt = torch.from_numpy(a).cuda().to(dtype), torch.from_numpy(b).cuda().to(dtype)
-
-        def run_cuda() -> None:
-            torch.mm(at, bt)
-            torch.cuda.synchronize()
-
-        return run_cuda
     at, bt = torch.from_numpy(a).clone(), torch.from_numpy(b).clone()  # torch's 64-byte alignment
     return lambda: torch.mm(at, bt)
 
 
-def _timed(fn) -> tuple[float, object]:
+def _timed(fn) -> tuple[float, Any]:
     started = time.perf_counter()
     value = fn()
     return time.perf_counter() - started, value
@@ -85,37 +111,64 @@ def _timed(fn) -> tuple[float, object]:
 def verify_at_n(
     precision: Precision, n: int, m: int = 4096, p: int = 4096, rows: int = 8, cols: int = 4
 ) -> float:
-    """Seconds to verify one GPU's default opening at inner size ``n`` (synthetic honest rows)."""
-    challenge = new_challenge(precision, m, n, p, 1)
-    request = choose_openings(challenge, rows, cols)
-    bits = PRECISION_BITS[precision]
-    key = subkey(bytes.fromhex(challenge.key), 0)
-    (a_rs, a_cs), (b_rs, b_cs) = matrix_seeds(key, MATRIX_A), matrix_seeds(key, MATRIX_B)
-    row_vals, col_vals = index_values(a_rs, 0, m), index_values(b_cs, 0, p)
-    b_rows, a_cols = index_values(b_rs, 0, n), index_values(a_cs, 0, n)
-    # honest rows for the sampled indices only: A[i] @ B, with B built one column block at a time
-    c_rows = np.zeros((rows, p), dtype=np.float64)
-    a_sel = np.stack([mix_vector_f64(int(row_vals[i]), a_cols, bits) for i in request.rows[0]])
-    for j in request.cols[0]:
-        c_rows[:, j] = a_sel @ mix_vector_f64(int(col_vals[j]), b_rows, bits)
-    c_rows = c_rows.astype(np.float32)
-    cid = bytes.fromhex(challenge.challenge_id)
-    leaves = [leaf_hash(cid, 0, i, np.zeros(p, np.float32)) for i in range(m)]
-    for k, i in enumerate(request.rows[0]):
-        leaves[i] = leaf_hash(cid, 0, i, c_rows[k])
-    tree = MerkleTree(leaves)
-    proofs = [
-        RowProof(index=i, row=B64Array.from_numpy(c_rows[k]), path=[h.hex() for h in tree.path(i)])
-        for k, i in enumerate(request.rows[0])
-    ]
-    opening = Opening(challenge_id=challenge.challenge_id, per_gpu=[GpuOpening(rows=proofs)])
-    commitment = Commitment(challenge_id=challenge.challenge_id, roots=[tree.root.hex()])
+    """CPU seconds to verify one GPU's default opening at inner size ``n`` (synthetic honest rows)."""
+    return measure_verify(precision, n, rows=rows, cols=cols).cpu_s
+
+
+def _phases(timing, challenge, device: str) -> dict:
+    """Where the best commit's time went (the prover's own split) and, on CUDA, generation alone."""
+    figures = {}
+    if timing is not None:
+        figures = {"commit_compute_s": timing.compute_s, "commit_hash_s": timing.hash_s}
+    if device == "cuda":
+        figures["generation_only_s"] = _generation_only_cuda(challenge)
+    return figures
+
+
+def _generation_only_cuda(challenge) -> float:
+    """Seconds to generate every slab of A and B of the challenge with the fused kernel, nothing else."""
+    import torch
+
+    from .gpu_gen import fill_block
+
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[challenge.precision]
+    a = torch.empty((challenge.m, challenge.chunk), dtype=dtype, device="cuda")
+    b = torch.empty((challenge.chunk, challenge.p), dtype=dtype, device="cuda")
+    torch.cuda.synchronize()
     started = time.perf_counter()
-    verdict = verify(challenge, commitment, request, opening)
-    elapsed = time.perf_counter() - started
-    if not verdict.ok:
-        raise RuntimeError(f"synthetic honest opening failed verification: {verdict.reasons}")
-    return elapsed
+    for t0 in range(0, challenge.n, challenge.chunk):
+        fill_block(a, 1, 2, 0, t0, challenge.precision)
+        fill_block(b, 3, 4, t0, 0, challenge.precision)
+    torch.cuda.synchronize()
+    return time.perf_counter() - started
+
+
+def _reference_model() -> tuple[float, float]:
+    """(tflops_fp16, bandwidth_gbs) of ``REFERENCE_GPU`` in the GPU table."""
+    from compute.scoring.identify import load_gpu_table  # lazy: scoring imports pog
+
+    model = load_gpu_table().models[REFERENCE_GPU]
+    return model.tflops("fp16"), float(model.bandwidth_gbs)
+
+
+def issue_figures(device: str, threads: int, verify_tflops: float | None) -> dict:
+    """Verifier cost at the reference GPU's shape, CPU generator/Merkle speed, GPU generator or roofline."""
+    tflops, bandwidth = _reference_model()
+    shape_tflops = tflops if verify_tflops is None else verify_tflops
+    figures = {
+        f"{k.replace('verify_', 'verify_h100_fp16_')}": v for k, v in verify_figures(shape_tflops).items()
+    }
+    figures["verify_h100_fp16_s"] = figures.pop("verify_h100_fp16_cpu_s")
+    figures["verify_scaling_4x"] = figures.pop("verify_h100_fp16_scaling_4x")
+    figures["generator_ns_per_elem_cpu"] = generator_ns_per_elem_cpu(threads)
+    figures["merkle_vs_sha256"] = merkle_vs_sha256(threads)
+    n = figures["verify_h100_fp16_n"]
+    line = roofline(tflops, bandwidth, 8192, n, 8192, "fp16")
+    figures["gpu_generator_bytes_per_elem"] = line["gpu_generator_bytes_per_elem"]
+    figures["roofline_commit_gemm_h100_fp16"] = line["roofline_commit_gemm"]
+    if device == "cuda":
+        figures.update(gpu_generator_gbs("fp16"))
+    return figures
 
 
 def run_bench(
@@ -126,21 +179,26 @@ def run_bench(
     p: int = 4096,
     verify_n: int | None = None,
     repeats: int = 5,
+    threads: int | None = None,
+    verify_tflops: float | None = None,
 ) -> BenchResult:
     """Best of ``repeats`` interleaved runs of the plain GEMM and the full commit, after a warm-up.
 
     Interleaving exposes both to the same background load; the minimum is the least disturbed run.
+    ``verify_tflops`` overrides the reference GPU's throughput that sizes the verify figures' n.
     """
-    prover = Prover(device)
+    prover = Prover(device, threads)
+    threads = prover.threads
     challenge = new_challenge(precision, m, n, p, 1)
     gemm = _plain_gemm(challenge, prover.device)
     gemm()  # warm-up: thread pools, allocator, (CUDA) kernels
     prover.commit(new_challenge(precision, min(m, 256), min(n, 256), min(p, 256), 1))
-    gemm_times, commit_times = [], []
+    gemm_times, commit_times, phases = [], [], []
     for _ in range(max(1, repeats)):
         gemm_times.append(_timed(gemm)[0])
         elapsed, commitment = _timed(lambda: prover.commit(challenge))
         commit_times.append(elapsed)
+        phases.append(commitment.timings.per_gpu[0] if commitment.timings else None)
     gemm_s, commit_s = min(gemm_times), min(commit_times)
     request = choose_openings(challenge)
     opening = prover.open(request)
@@ -149,7 +207,7 @@ def run_bench(
     verify_s = time.perf_counter() - started
     if not verdict.ok:
         raise RuntimeError(f"honest benchmark round failed verification: {verdict.reasons}")
-    entries = sum(len(r) * len(c) for r, c in zip(request.rows, request.cols, strict=True))
+    entries = sum(len(c) for per_gpu in request.cols for c in per_gpu)
     return BenchResult(
         device=prover.device,
         precision=precision,
@@ -166,4 +224,9 @@ def run_bench(
         verify_n=verify_n,
         verify_n_s=None if verify_n is None else verify_at_n(precision, verify_n),
         repeats=max(1, repeats),
+        threads=int(threads),
+        extra={
+            **_phases(phases[commit_times.index(commit_s)], challenge, prover.device),
+            **issue_figures(prover.device, int(threads), verify_tflops),
+        },
     )

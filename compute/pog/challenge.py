@@ -2,8 +2,8 @@
 
 ``new_challenge`` draws a 128-bit id and a 128-bit key; ``choose_openings`` draws, per GPU,
 distinct rows (without replacement, so a prover that computed a fraction f of the rows survives
-with probability <= f**k) and the columns checked inside them. Pass ``rng`` (a
-``numpy.random.Generator``) only for reproducible tests. Nothing here computes or verifies.
+with probability <= f**k) and, independently for every opened row, the columns checked in it.
+Pass ``rng`` (a ``numpy.random.Generator``) only for reproducible tests. Nothing here computes or verifies.
 """
 
 from __future__ import annotations
@@ -52,13 +52,35 @@ def _distinct(rng: np.random.Generator | None, population: int, count: int) -> l
     return sorted(int(i) for i in rng.choice(population, size=count, replace=False))
 
 
+# Element evaluations the verifier may spend per GPU and precision: (rows + rows x columns) x n.
+# 2**28 keeps verification near 0.5 s of one core at the validator's largest default shapes
+# (n ~ 15M for an H100 at fp16: 8 rows x 1 column); smaller n gets up to ``cols_per_row``.
+VERIFY_BUDGET = 1 << 28
+
+
+def columns_within_budget(n: int, rows: int, cols_per_row: int, budget: int = VERIFY_BUDGET) -> int:
+    """Columns per opened row, at least 1, at most ``cols_per_row``, so the verifier stays in budget."""
+    return max(1, min(cols_per_row, budget // max(1, rows * n) - 1))
+
+
 def choose_openings(
     challenge: Challenge,
     rows_per_gpu: int = 8,
     cols_per_row: int = 4,
     rng: np.random.Generator | None = None,
+    budget: int | None = VERIFY_BUDGET,
 ) -> OpeningRequest:
-    """Rows to open and columns to check per GPU, drawn after the commitment arrived."""
+    """Rows to open per GPU and, for every opened row, its own columns; drawn after the commitment.
+
+    Each row's columns are drawn independently of every other row's, so a prover that computed
+    only a fraction g of C's columns survives with probability <= g**rows (g**(rows * columns)),
+    like the f**rows bound on rows; with columns shared by the rows of a GPU it was g**columns.
+    ``budget`` (None: unlimited) caps the columns per row at large n, never below one.
+    """
     rows = [_distinct(rng, challenge.m, rows_per_gpu) for _ in range(challenge.gpu_count)]
-    cols = [_distinct(rng, challenge.p, cols_per_row) for _ in range(challenge.gpu_count)]
+    if budget is not None:
+        cols_per_row = columns_within_budget(
+            challenge.n, min(rows_per_gpu, challenge.m), cols_per_row, budget
+        )
+    cols = [[_distinct(rng, challenge.p, cols_per_row) for _ in per_gpu] for per_gpu in rows]
     return OpeningRequest(challenge_id=challenge.challenge_id, rows=rows, cols=cols)

@@ -7,7 +7,8 @@ each slab in the challenge precision with fp32 accumulation, discards the slab, 
 C and keeps C and its tree in memory for the opening.
 
 Numerics by device:
-- cuda: inputs generated on the device in the challenge dtype; fp16/bf16 slabs multiplied with
+- cuda (``cuda_product.py``): inputs generated on the device by the fused kernel in the challenge
+  dtype on a side stream, overlapped with the GEMM; fp16/bf16 slabs multiplied with
   ``torch.addmm(..., out_dtype=torch.float32)`` (fp32 partial products, never rounded to 16 bits);
   fp32 with TF32 and reduced-precision reductions disabled.
 - cpu: inputs generated with numpy in threads (between GEMMs) directly as float32; the
@@ -21,10 +22,11 @@ import base64
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .cuda_product import product_on_device, warm_up
 from .generator import (
     MATRIX_A,
     MATRIX_B,
@@ -32,7 +34,6 @@ from .generator import (
     index_values,
     matrix_seeds,
     mix_block_np,
-    mix_block_torch,
     subkey,
 )
 from .merkle import MerkleTree, hash_rows
@@ -239,43 +240,12 @@ def product_cpu(
     return acc
 
 
-def _mm_accumulate(acc, a, b):
-    """acc + a @ b with fp32 partial products for 16-bit inputs (CUDA)."""
-    import torch
-
-    if a.dtype == torch.float32:
-        return acc.addmm_(a, b)
-    try:
-        return torch.addmm(acc, a, b, out_dtype=torch.float32)
-    except (TypeError, RuntimeError):
-        return acc.addmm_(a.float(), b.float())  # slower but still honest: exact products, fp32 sums
-
-
 def product_cuda(spec: ChallengeSpec, gpu: int, device_index: int) -> np.ndarray:
     """C = A @ B for one GPU's sub-challenge, generated and multiplied on ``cuda:device_index``."""
-    import torch
-
-    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[spec.precision]
-    bits = PRECISION_BITS[spec.precision]
-    device = torch.device("cuda", device_index)
-    (a_rs, a_cs), (b_rs, b_cs) = _seeds(spec, gpu)
-
-    def on_device(values: np.ndarray):
-        return torch.from_numpy(values.view(np.int64)).to(device, non_blocking=False)
-
-    with torch.cuda.device(device):
-        row_a, col_b = on_device(index_values(a_rs, 0, spec.m)), on_device(index_values(b_cs, 0, spec.p))
-        acc = torch.zeros((spec.m, spec.p), dtype=torch.float32, device=device)
-        for t0, t1 in _chunks(spec.n, spec.chunk):
-            col_a, row_b = (
-                on_device(index_values(a_cs, t0, t1 - t0)),
-                on_device(index_values(b_rs, t0, t1 - t0)),
-            )
-            a = mix_block_torch(row_a, col_a, bits).to(dtype)
-            b = mix_block_torch(row_b, col_b, bits).to(dtype)
-            acc = _mm_accumulate(acc, a, b)
-        torch.cuda.synchronize(device)
-        return acc.cpu().numpy()
+    shape = (spec.m, spec.n, spec.p)
+    return product_on_device(
+        spec.precision, shape, _chunks(spec.n, spec.chunk), _seeds(spec, gpu), device_index
+    )
 
 
 def _torch_or_none():
@@ -320,6 +290,7 @@ class ProverEngine:
             backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
             backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
             backends.cudnn.allow_tf32 = False
+            warm_up(self._torch.cuda.device_count())  # outside the validator's clock (info, not commit)
 
     def info(self) -> dict:
         torch = self._torch
@@ -345,7 +316,8 @@ class ProverEngine:
             "cuda": self.device == "cuda",
         }
 
-    def _product(self, spec: ChallengeSpec, gpu: int) -> tuple[np.ndarray, float]:
+    def _product(self, spec: ChallengeSpec, gpu: int) -> tuple[np.ndarray, MerkleTree, dict]:
+        """C of one GPU and its tree; on CUDA each GPU's thread hashes while other GPUs still multiply."""
         started = time.perf_counter()
         if self.device == "cuda":
             out = product_cuda(spec, gpu, gpu)
@@ -353,7 +325,11 @@ class ProverEngine:
             out = product_cpu(
                 spec, gpu, self.threads, self._torch is not None, self._scratch, reuse_output=self._reuse
             )
-        return out, time.perf_counter() - started
+        hashed = time.perf_counter()
+        hash_threads = max(1, self.threads // max(1, spec.gpu_count if self.device == "cuda" else 1))
+        tree = MerkleTree(hash_rows(spec.id_bytes, gpu, out, hash_threads))
+        timings = {"compute_s": hashed - started, "hash_s": time.perf_counter() - hashed}
+        return out, tree, timings
 
     def commit(self, challenge: object, keep_previous: bool = False) -> dict:
         """Compute every sub-challenge (concurrently on CUDA), commit, and keep C for ``open``.
@@ -374,18 +350,30 @@ class ProverEngine:
                 results = list(pool.map(lambda g: self._product(spec, g), gpus))
         else:
             results = [self._product(spec, g) for g in gpus]
-        outputs, trees, per_gpu = [], [], []
-        for gpu, (out, compute_s) in enumerate(results):
-            hashed = time.perf_counter()
-            trees.append(MerkleTree(hash_rows(spec.id_bytes, gpu, out, self.threads)))
-            outputs.append(out)
-            per_gpu.append({"compute_s": compute_s, "hash_s": time.perf_counter() - hashed})
+        outputs = [out for out, _, _ in results]
+        trees = [tree for _, tree, _ in results]
         self._committed = _Committed(spec, outputs, trees)
         return {
             "challenge_id": spec.challenge_id,
             "roots": [tree.root.hex() for tree in trees],
-            "timings": {"total_s": time.perf_counter() - started, "per_gpu": per_gpu},
+            "timings": {"total_s": time.perf_counter() - started, "per_gpu": [t for _, _, t in results]},
         }
+
+    def warm_up(self, challenge: object) -> dict:
+        """Run the first (slow) product at the challenge's shape before the validator's clock starts.
+
+        A fresh worker's first commit pays page faults on its buffers, thread-pool start and (CUDA)
+        allocator growth: ~1.3x. This computes two slabs at the same m, p, chunk and GPU count under a
+        throwaway key and commits nothing, so the timed commit that follows reuses warm buffers.
+        """
+        spec = parse_challenge(challenge)
+        small = replace(spec, n=min(spec.n, 2 * spec.chunk), key="0" * 32, challenge_id="0" * 32)
+        self._committed = None
+        self._reuse = True
+        started = time.perf_counter()
+        for gpu in range(spec.gpu_count):
+            self._product(small, gpu)
+        return {"warm_s": time.perf_counter() - started}
 
     def open(self, request: object) -> dict:
         """Rows and Merkle paths for the requested indices of the committed challenge."""

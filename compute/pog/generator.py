@@ -64,6 +64,56 @@ def index_values(seed: int, start: int, count: int) -> np.ndarray:
     return z
 
 
+def values_at(seed: int, indices: np.ndarray) -> np.ndarray:
+    """``index_values`` at arbitrary indices (the verifier's opened rows and checked columns)."""
+    idx = np.asarray(indices, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        z = idx * _UGOLDEN
+        z += np.uint64(seed)
+        z ^= z >> _U30
+        z *= _UMIX1
+        z ^= z >> _U27
+        z *= _UMIX2
+        z ^= z >> _U31
+    return z
+
+
+_TOP_BIT = np.uint64(1 << 63)
+
+
+def centered_block(
+    fixed: tuple[np.ndarray, np.ndarray],
+    vals: tuple[np.ndarray, np.ndarray],
+    bits: int,
+    z: np.ndarray,
+    tmp: np.ndarray,
+    out: np.ndarray,
+) -> np.ndarray:
+    """Float64 ``k - 2**(bits-1)`` (element = that times 2**-(bits-1)) of two stacked vector sets.
+
+    Rows ``[0, len(fixed[0]))`` pair ``fixed[0]`` with ``vals[0]``, the rest pair ``fixed[1]`` with
+    ``vals[1]`` (opened rows of A and checked columns of B share every pass). Centred integers keep
+    products and block sums exact in float64 (|k| <= 2**23, a product < 2**46); flipping the top bit
+    before the arithmetic shift centres k. ``z``/``tmp`` (uint64) and ``out`` (float64) are
+    caller-owned buffers of shape ``[len(fixed[0]) + len(fixed[1]), len(vals[0])]``.
+    """
+    split = len(fixed[0])
+    with np.errstate(over="ignore"):
+        np.add(fixed[0][:, None], vals[0][None, :], out=z[:split])
+        np.add(fixed[1][:, None], vals[1][None, :], out=z[split:])
+        np.right_shift(z, _U30, out=tmp)
+        z ^= tmp
+        z *= _UMIX1
+        np.right_shift(z, _U27, out=tmp)
+        z ^= tmp
+        z *= _UMIX2
+    z ^= _TOP_BIT
+    signed = z.view(np.int64)
+    np.right_shift(signed, np.int64(64 - bits), out=signed)
+    np.copyto(out, signed, casting="unsafe")
+    return out
+
+
 def _scale(bits: int) -> float:
     return 2.0 ** -(bits - 1)
 

@@ -36,7 +36,16 @@ def node_hash(left: bytes, right: bytes) -> bytes:
 
 
 def _leaf_block(challenge_id: bytes, gpu_index: int, rows: np.ndarray, start: int) -> list[bytes]:
-    return [leaf_hash(challenge_id, gpu_index, start + k, rows[k]) for k in range(len(rows))]
+    """``leaf_hash`` of each row of a contiguous float32 block, without per-row array conversions."""
+    prefix = LEAF_TAG + challenge_id + int(gpu_index).to_bytes(4, "little")
+    flat = np.ascontiguousarray(rows, dtype="<f4").reshape(-1).view(np.uint8).data  # a flat byte view
+    width = rows.shape[1] * 4 if rows.ndim == 2 else 0
+    out = []
+    for k in range(len(rows)):
+        h = hashlib.sha256(prefix + (start + k).to_bytes(8, "little"))
+        h.update(flat[k * width : (k + 1) * width])
+        out.append(h.digest())
+    return out
 
 
 def hash_rows(challenge_id: bytes, gpu_index: int, matrix: np.ndarray, threads: int = 4) -> list[bytes]:

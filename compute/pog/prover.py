@@ -26,6 +26,10 @@ class Prover:
     def device(self) -> str:
         return self._engine.device
 
+    @property
+    def threads(self) -> int:
+        return self._engine.threads
+
     def info(self) -> dict:
         return self._engine.info()
 

@@ -5,8 +5,11 @@ A sustained round is ``segments`` small GEMM challenges run back to back (prover
 own line and the validator timestamps it. Segment k's duration is arrival[k] - arrival[k-1]
 (segment 0 measured from the moment the request was sent), so its throughput is
 ``flops_per_segment / duration`` on the validator's clock. ``analyse_series`` compares the mean of
-the last segments with the mean of the first: a ratio below ``1 - tolerance`` is throttling and
-lowers the score by ``sustained_factor``. Every segment is a normal PoG challenge: the validator opens
+the last segments with a REFERENCE the miner cannot lower: the validator-timed GEMM throughput of
+the same GPUs this round (times the calibrated segment efficiency), or the first segments when
+those were faster. A miner that paces its first segments therefore hides nothing (the reference
+stays), and pacing the last ones only lowers the ratio. A ratio below ``1 - tolerance`` is
+throttling and lowers the score by ``sustained_factor``. Every segment is a normal PoG challenge: the validator opens
 a few of them (``choose_segments``) and checks them with ``verify``.
 
 Pure functions over numbers and wire models; it does not run segments or talk to the worker.
@@ -83,9 +86,10 @@ class SustainedReport:
     tflops: tuple[float, ...]  # per segment, validator clock
     first_tflops: float
     last_tflops: float
-    ratio: float  # last / first
+    ratio: float  # last / max(first, reference)
     throttled: bool
     factor: float  # multiplier for the score, 1.0 when within tolerance
+    reference_tflops: float = 0.0  # validator-timed GEMM reference (0: none, the first window alone)
 
 
 def sustained_factor(ratio: float, tolerance: float = 0.1, floor: float = 0.0) -> float:
@@ -101,8 +105,11 @@ def analyse_series(
     flops_per_segment: float,
     window: float = 0.2,
     tolerance: float = 0.1,
+    reference_tflops: float | None = None,
 ) -> SustainedReport:
-    """Throughput per segment from arrival times, last-``window`` vs first-``window`` ratio."""
+    """Throughput per segment from arrival times; ratio = last-``window`` mean / max(first-``window``
+    mean, ``reference_tflops``). ``reference_tflops`` (same unit as the series: all GPUs together) is
+    the validator-timed GEMM throughput of this round; a non-finite or non-positive one is ignored."""
     times = [float(sent_at), *map(float, arrivals)]
     if len(arrivals) < 2 or any(not math.isfinite(t) for t in times):
         raise SustainedError("need at least 2 finite segment arrivals")
@@ -113,9 +120,16 @@ def analyse_series(
     k = max(1, int(len(tflops) * window))
     first = float(np.mean(tflops[:k]))
     last = float(np.mean(tflops[-k:]))
-    ratio = last / first
+    reference = _reference(reference_tflops)
+    ratio = last / max(first, reference)
     factor = sustained_factor(ratio, tolerance)
-    return SustainedReport(tflops, first, last, ratio, factor < 1.0, factor)
+    return SustainedReport(tflops, first, last, ratio, factor < 1.0, factor, reference)
+
+
+def _reference(value: float | None) -> float:
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0.0
+    return float(value) if math.isfinite(value) and value > 0 else 0.0
 
 
 def choose_segments(plan: SustainedPlan, count: int = 3, rng: np.random.Generator | None = None) -> list[int]:

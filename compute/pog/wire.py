@@ -112,22 +112,42 @@ class Commitment(_Model):  # worker -> validator
 
 
 class OpeningRequest(_Model):  # validator -> worker
-    """Rows to open per GPU and the columns (shared by the rows of a GPU) the validator checks."""
+    """Rows to open per GPU and, per opened row, its own independently drawn columns to check."""
 
     kind: Literal["pog.open"] = "pog.open"
     challenge_id: Hex32
     rows: list[list[Annotated[int, Field(ge=0, lt=MAX_DIM)]]] = Field(min_length=1, max_length=MAX_GPUS)
-    cols: list[list[Annotated[int, Field(ge=0, lt=MAX_DIM)]]] = Field(min_length=1, max_length=MAX_GPUS)
+    cols: list[list[list[Annotated[int, Field(ge=0, lt=MAX_DIM)]]]] = Field(min_length=1, max_length=MAX_GPUS)
 
-    @field_validator("rows", "cols")
+    @field_validator("rows")
     @classmethod
-    def _bounded_lists(cls, value: list[list[int]]) -> list[list[int]]:
+    def _bounded_rows(cls, value: list[list[int]]) -> list[list[int]]:
         for indices in value:
-            if not 1 <= len(indices) <= max(MAX_OPEN_ROWS, MAX_OPEN_COLS):
-                raise ValueError(f"each GPU needs 1..{MAX_OPEN_ROWS} indices")
-            if len(set(indices)) != len(indices):
-                raise ValueError("indices must be distinct")
+            _check_indices(indices, MAX_OPEN_ROWS)
         return value
+
+    @field_validator("cols")
+    @classmethod
+    def _bounded_cols(cls, value: list[list[list[int]]]) -> list[list[list[int]]]:
+        for per_gpu in value:
+            if not 1 <= len(per_gpu) <= MAX_OPEN_ROWS:
+                raise ValueError(f"each GPU needs column lists for 1..{MAX_OPEN_ROWS} rows")
+            for indices in per_gpu:
+                _check_indices(indices, MAX_OPEN_COLS)
+        return value
+
+    @model_validator(mode="after")
+    def _one_column_list_per_row(self) -> OpeningRequest:
+        if [len(r) for r in self.rows] != [len(c) for c in self.cols]:
+            raise ValueError("cols must hold one column list per opened row")
+        return self
+
+
+def _check_indices(indices: list[int], limit: int) -> None:
+    if not 1 <= len(indices) <= limit:
+        raise ValueError(f"each list needs 1..{limit} indices")
+    if len(set(indices)) != len(indices):
+        raise ValueError("indices must be distinct")
 
 
 class RowProof(_Model):
@@ -147,10 +167,12 @@ class Opening(_Model):  # worker -> validator
 
 
 def parse_message(model: type[_Model], raw: str | bytes, max_bytes: int = MAX_MESSAGE_BYTES) -> _Model:
-    """Parse one JSON message, refusing anything larger than ``max_bytes`` before parsing."""
+    """Parse one JSON message, refusing anything larger than ``max_bytes`` before parsing; any
+    parser failure (deep nesting, huge numbers, wrong types, truncation) is a ``WireError``."""
     if len(raw) > max_bytes:
         raise WireError(f"message of {len(raw)} bytes exceeds the limit of {max_bytes}")
     try:
         return model.model_validate_json(raw)
-    except ValueError as exc:
-        raise WireError(f"invalid {model.__name__}: {exc}") from None
+    except (ValueError, TypeError, RecursionError, OverflowError, MemoryError) as exc:
+        reason = str(exc)[:500] if isinstance(exc, ValueError) else type(exc).__name__
+        raise WireError(f"invalid {model.__name__} (malformed): {reason}") from None

@@ -1,7 +1,8 @@
 """Build the self-contained worker script the validator runs on a miner's machine.
 
 ``worker_script()`` concatenates the sources of the stdlib/numpy/torch-only modules
-(generator, merkle, engine, worker_main) with their intra-package imports removed, plus an entry
+(generator, merkle, gpu_gen, cuda_product, engine, the memory and host provers, depth_engine,
+worker_main) with their intra-package imports removed, plus an entry
 point, and returns the text with its SHA-256. The script runs from a bare ``python3 -I`` with only
 numpy (and torch when present): nothing of this project needs to be installed there. Started as
 ``python3 -u worker.py [--device cpu|cuda|auto]``. This module only builds text; it runs nothing.
@@ -16,8 +17,12 @@ from pathlib import Path
 WORKER_MODULES = (
     "generator.py",
     "merkle.py",
+    "gpu_gen.py",
+    "cuda_product.py",
     "engine.py",
-    "host_probe.py",
+    "memory/kernel.py",
+    "memory/prover.py",
+    "host/probe.py",
     "depth_engine.py",
     "worker_main.py",
 )

@@ -1,4 +1,4 @@
-"""Main loop of the PoG worker: JSON lines on stdin/stdout (info -> commit -> open -> exit).
+"""Main loop of the PoG worker: JSON lines on stdin/stdout (info -> [warmup] -> commit -> open -> exit).
 
 One request per line, one response per line; C stays in memory between commit and open. Every
 failure answers ``{"ok": false, "error": ...}`` and the loop keeps serving; only ``exit`` or end of
@@ -24,8 +24,10 @@ def _handle(engine_box: dict, device: str, message: object) -> dict:
     if not isinstance(message, dict) or not isinstance(message.get("op"), str):
         raise ValueError('each request must be a JSON object with a string "op"')
     op = message["op"]
-    if op not in ("info", "commit", "open", *DEPTH_OPS):
-        raise ValueError(f"unknown op {op!r}: expected info, commit, open, {', '.join(DEPTH_OPS)} or exit")
+    if op not in ("info", "warmup", "commit", "open", *DEPTH_OPS):
+        raise ValueError(
+            f"unknown op {op!r}: expected info, warmup, commit, open, {', '.join(DEPTH_OPS)} or exit"
+        )
     if "engine" not in engine_box:
         engine_box["engine"] = ProverEngine(device)
     engine = engine_box["engine"]
@@ -33,6 +35,8 @@ def _handle(engine_box: dict, device: str, message: object) -> dict:
         return handle_depth_op(engine_box, engine, message, engine_box.get("emit", lambda line: None))
     if op == "info":
         return {"ok": True, "op": "info", **engine.info()}
+    if op == "warmup":  # the validator sends the coming challenge's shape before starting its clock
+        return {"ok": True, "op": "warmup", **engine.warm_up(message.get("challenge"))}
     if op == "commit":
         return {"ok": True, "op": "commit", "commitment": engine.commit(message.get("challenge"))}
     return {"ok": True, "op": "open", "opening": engine.open(message.get("request"))}

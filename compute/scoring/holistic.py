@@ -42,6 +42,9 @@ class GpuPart(_Frozen):
 class SustainedPart(_Frozen):
     tolerance: float = Field(default=0.1, ge=0, lt=1)
     floor: float = Field(default=0.0, ge=0, le=1)
+    # honest segment throughput / GEMM-round throughput (smaller segment shapes run a little slower):
+    # the reference the last segments are compared with is GEMM x this, whatever the first segments did
+    reference_fraction: float = Field(default=0.8, gt=0, le=1)
 
 
 class HostComponent(_Frozen):

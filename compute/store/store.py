@@ -1,7 +1,8 @@
 """The validator's durable state in one SQLite file (WAL).
 
 Tables: ``miners`` (uid -> hotkey, first seen), ``rounds`` (bookkeeping), ``pog_results`` (one row
-per (round, uid), with the in-depth figures and the reported GPU UUID set since schema 2), ``scores`` (moving averages), ``score_updates`` (the log that makes applying a
+per (round, uid), with the in-depth figures and the reported GPU UUID set since schema 2, the rental-truth factors
+and shared-device uids since schema 3), ``scores`` (moving averages), ``score_updates`` (the log that makes applying a
 round idempotent) and ``weights_set`` (every attempt to set weights).
 
 Crash safety: every write is one transaction. A round's results are written as they arrive, so a
@@ -31,7 +32,7 @@ from compute.store.records import PogResult, RoundRecord, ScoreRecord, ScoreUpda
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # Columns added by each schema version (``ALTER TABLE ... ADD COLUMN``, so older rows read as NULL).
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -46,6 +47,12 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         "gpu_uuids TEXT NOT NULL DEFAULT '[]'",
         "depth_round INTEGER",
         "history_reset INTEGER NOT NULL DEFAULT 0",
+    ),
+    3: (  # rental truth and one device, one reward (docs/validator.md)
+        "rented_fraction REAL",
+        "availability REAL",
+        "rental_uptime REAL",
+        "shared_with TEXT NOT NULL DEFAULT '[]'",
     ),
 }
 _RESULT_COLUMNS = (
@@ -73,6 +80,10 @@ _RESULT_COLUMNS = (
     "gpu_uuids",
     "depth_round",
     "history_reset",
+    "rented_fraction",
+    "availability",
+    "rental_uptime",
+    "shared_with",
 )
 _SELECT_RESULT = f"SELECT {', '.join(_RESULT_COLUMNS)} FROM pog_results"
 
@@ -307,6 +318,10 @@ class ValidatorStore:
                     json.dumps(list(result.gpu_uuids)),
                     result.depth_round,
                     int(result.history_reset),
+                    result.rented_fraction,
+                    result.availability,
+                    result.rental_uptime,
+                    json.dumps(list(result.shared_with)),
                 ),
             )
             return cur.rowcount == 1
@@ -316,10 +331,11 @@ class ValidatorStore:
         round, e.g. a device shared by several hotkeys credited once); False if there is no row."""
         with self._tx() as db:
             cur = db.execute(
-                "UPDATE pog_results SET sample=?, reasons=? WHERE round_id=? AND uid=? AND hotkey=?",
+                "UPDATE pog_results SET sample=?, reasons=?, shared_with=? WHERE round_id=? AND uid=? AND hotkey=?",
                 (
                     float(result.sample),
                     json.dumps(list(result.reasons)),
+                    json.dumps(list(result.shared_with)),
                     result.round_id,
                     result.uid,
                     result.hotkey,
@@ -413,6 +429,10 @@ def _result(row: tuple) -> PogResult:
         uuids,
         depth_round,
         reset,
+        rented_fraction,
+        availability,
+        rental_uptime,
+        shared_with,
     ) = row
     return PogResult(
         round_id=round_id,
@@ -439,4 +459,8 @@ def _result(row: tuple) -> PogResult:
         gpu_uuids=tuple(json.loads(uuids or "[]")),
         depth_round=depth_round,
         history_reset=bool(reset),
+        rented_fraction=rented_fraction,
+        availability=availability,
+        rental_uptime=rental_uptime,
+        shared_with=tuple(json.loads(shared_with or "[]")),
     )

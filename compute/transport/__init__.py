@@ -26,6 +26,7 @@ from .client import (
     RequestTimeout,
     TransportError,
 )
+from .guard import ConnectionGuard, GuardLimits, raise_nofile_limit
 from .policy import AccessPolicy, Forbidden, PolicyUnavailable
 from .ratelimit import Busy, PrioritySemaphore, RateLimiter
 from .server import (
@@ -43,6 +44,8 @@ __all__ = [
     "HEADER_RESPONSE_SIGNATURE",
     "AccessPolicy",
     "BadResponseSignature",
+    "ConnectionGuard",
+    "GuardLimits",
     "Busy",
     "Forbidden",
     "InvalidResponse",
@@ -62,6 +65,7 @@ __all__ = [
     "WalletError",
     "current_signed",
     "load_wallet",
+    "raise_nofile_limit",
     "response_message",
     "serve",
     "serve_in_thread",

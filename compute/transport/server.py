@@ -1,8 +1,14 @@
 """The miner's signed HTTP server: FastAPI routes behind btauth/1, access policy and admission.
 
-Every request to a registered route goes through, in order (first failure wins):
+Before HTTP: the app's ``ConnectionGuard`` (see ``guard.py``) caps open connections in total and
+per address and closes a connection whose request headers do not arrive within
+``header_timeout_s``. Every request to a registered route then goes through, in order (first
+failure wins):
 
-1. body read with a hard cap (Content-Length checked first, then the stream) -> 413
+0. at most ``max_preauth_per_ip`` unauthenticated requests in flight per address -> 429
+1. body read with a hard cap (Content-Length checked first, then the stream) and a deadline
+   (``body_timeout_s`` for the whole body) -> 413 / 408; a client that disconnects is noted
+   in the refusal summary, never logged with a traceback
 2. ``bittensor.http_auth.verify`` on the raw bytes -> 401 (unsigned, malformed, bad signature,
    stale, replayed) or 421 (signed for another receiving hotkey)
 3. :class:`AccessPolicy` on the authenticated hotkey -> 403 (503 while no metagraph is loaded)
@@ -25,25 +31,25 @@ import asyncio
 import contextlib
 import contextvars
 import logging
-import socket
-import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import uvicorn
 from bittensor import http_auth
 from fastapi import FastAPI
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from compute.protocol import ErrorCode, ErrorResponse, RequestFailed
 
 from .auth import HEADER_RESPONSE_HOTKEY, HEADER_RESPONSE_SIGNATURE, KeyWallet, sign_response
+from .guard import ConnectionGuard, GuardLimits
 from .policy import AccessPolicy, Forbidden, PolicyUnavailable
 from .ratelimit import Busy, PrioritySemaphore, RateLimiter, retry_after_header
+from .running import RunningServer, serve, serve_in_thread
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +104,14 @@ class ServerLimits:
     handler_timeout_s: float = 300.0
     max_age_s: float = http_auth.DEFAULT_MAX_AGE
     allowed_skew_s: float = http_auth.DEFAULT_ALLOWED_SKEW
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 10.0
+    max_connections: int = 2048
+    max_connections_per_ip: int = 128
+    max_preauth_per_ip: int = 64
+    backlog: int = 2048
+    connect_rate_per_ip: float = 50.0
+    connect_burst_per_ip: float = 200.0
 
 
 @dataclass(frozen=True)
@@ -151,11 +165,24 @@ class SignedServer:
         self.rate_limiter = RateLimiter(self.limits.rate_per_s, self.limits.burst)
         self.slots = PrioritySemaphore(self.limits.max_concurrency, self.limits.max_waiting)
         self.insecure_disable_auth = insecure_disable_auth
+        lim = self.limits
+        self.guard = ConnectionGuard(
+            GuardLimits(
+                lim.max_connections,
+                lim.max_connections_per_ip,
+                lim.header_timeout_s,
+                lim.backlog,
+                lim.connect_rate_per_ip,
+                lim.connect_burst_per_ip,
+            )
+        )
+        self._preauth: Counter[str] = Counter()
         if insecure_disable_auth:
             logger.warning("SignedServer hotkey=%s runs WITHOUT authentication (benchmark only)", self.hotkey)
         self._routes: dict[str, _Route] = {}
         self.app = FastAPI(lifespan=self._lifespan, docs_url=None, redoc_url=None, openapi_url=None)
         self.app.add_exception_handler(StarletteHTTPException, self._http_exception)
+        self.app.state.connection_guard = self.guard  # picked up by serve() / serve_in_thread()
 
     # ------------------------------------------------------------------ routes
     def route(
@@ -185,9 +212,11 @@ class SignedServer:
     # ------------------------------------------------------------------ pipeline
     async def _handle(self, request: Request, route: _Route) -> Response:
         nonce = _claimed_nonce(request)
+        address = request.client.host if request.client else "?"
         try:
-            body = await self._read_body(request)
-            caller = self._authenticate(request, body)
+            with self._unauthenticated(address):
+                body = await self._read_body(request)
+                caller = self._authenticate(request, body)
             priority = self._admit(caller.hotkey_ss58)
             try:
                 signed = RawSigned(
@@ -206,11 +235,46 @@ class SignedServer:
             return self._respond(200, payload, nonce)
         except _Refusal as refusal:
             return self._error(refusal.status, refusal.code, refusal.reason, nonce, refusal.headers)
+        except ClientDisconnect:
+            self.guard.refusals.note("requests (client disconnected)", address)
+            return Response(status_code=499)  # nobody is left to read it
         except Exception:
             logger.exception("request pipeline failed path=%s", route.path)
             return self._error(500, ErrorCode.INTERNAL, "internal error while handling the request", nonce)
 
+    @contextlib.contextmanager
+    def _unauthenticated(self, address: str) -> Iterator[None]:
+        """A per-address slot for a request until it is authenticated (refused over the cap)."""
+        if self._preauth[address] >= self.limits.max_preauth_per_ip:
+            self.guard.refusals.note("requests (unauthenticated per-address cap)", address)
+            raise _Refusal(
+                429,
+                ErrorCode.RATE_LIMITED,
+                f"more than {self.limits.max_preauth_per_ip} unauthenticated requests in flight from {address}",
+                {"Retry-After": "1", "Connection": "close"},
+            )
+        self._preauth[address] += 1
+        try:
+            yield
+        finally:
+            self._preauth[address] -= 1
+            if self._preauth[address] <= 0:
+                del self._preauth[address]
+
     async def _read_body(self, request: Request) -> bytes:
+        try:
+            return await asyncio.wait_for(self._read_capped(request), self.limits.body_timeout_s)
+        except asyncio.TimeoutError:
+            address = request.client.host if request.client else "?"
+            self.guard.refusals.note("requests (body deadline)", address)
+            raise _Refusal(
+                408,
+                ErrorCode.INVALID_REQUEST,
+                f"request body did not arrive within {self.limits.body_timeout_s:g}s",
+                {"Connection": "close"},
+            ) from None
+
+    async def _read_capped(self, request: Request) -> bytes:
         cap = self.limits.max_body_bytes
         too_large = _Refusal(
             413, ErrorCode.TOO_LARGE, f"request body exceeds {cap} bytes", {"Connection": "close"}
@@ -356,94 +420,4 @@ class SignedServer:
                     await task
 
 
-# ---------------------------------------------------------------------- running
-@dataclass
-class RunningServer:
-    """A uvicorn server running in a background thread (tests, benchmarks, local demo)."""
-
-    url: str
-    port: int
-    _server: uvicorn.Server
-    _thread: threading.Thread
-
-    def request_stop(self) -> None:
-        """Ask uvicorn to shut down without waiting (stop many servers in parallel)."""
-        self._server.should_exit = True
-
-    def stop(self, timeout: float = 10.0) -> None:
-        self.request_stop()
-        self._thread.join(timeout)
-        if self._thread.is_alive():
-            logger.warning("server %s did not stop within %.1fs", self.url, timeout)
-
-
-def _config(app: Any, host: str, port: int) -> uvicorn.Config:
-    return uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        log_level="warning",
-        access_log=False,
-        lifespan="on",
-        server_header=False,
-        timeout_graceful_shutdown=5,
-        timeout_keep_alive=15,
-    )
-
-
-def serve_in_thread(
-    app: Any, host: str = "127.0.0.1", port: int = 0, start_timeout: float = 20.0
-) -> RunningServer:
-    """Start uvicorn in a daemon thread and return once it accepts connections.
-
-    ``port=0`` binds a free port first, so the reported port is the real one.
-    """
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # proto must be IPPROTO_TCP (not 0): asyncio only sets TCP_NODELAY on sockets that say so, and
-    # without it every response (headers, then body) waits ~40 ms for a delayed ACK.
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.set_inheritable(True)
-    bound = sock.getsockname()[1]
-    server = uvicorn.Server(_config(app, host, bound))
-    thread = threading.Thread(
-        target=server.run, kwargs={"sockets": [sock]}, name=f"uvicorn-{bound}", daemon=True
-    )
-    thread.start()
-    deadline = threading.Event()
-    for _ in range(int(start_timeout / 0.01)):
-        if server.started or not thread.is_alive():
-            break
-        deadline.wait(0.01)
-    if not server.started:
-        server.should_exit = True
-        raise RuntimeError(f"uvicorn did not start on {host}:{bound} within {start_timeout:g}s")
-    shown = f"[{host}]" if family == socket.AF_INET6 else host
-    return RunningServer(url=f"http://{shown}:{bound}", port=bound, _server=server, _thread=thread)
-
-
-async def serve(
-    app: Any,
-    host: str,
-    port: int,
-    stop_event: asyncio.Event | None = None,
-    sock: socket.socket | None = None,
-) -> None:
-    """Run uvicorn on the current event loop until ``stop_event`` is set (or the task is cancelled).
-
-    ``sock``: an already bound (and listening) socket to serve on, so a caller that needs a free
-    port binds port 0 itself and never races another process between choosing and binding."""
-    server = uvicorn.Server(_config(app, host, port))
-
-    async def watch() -> None:
-        assert stop_event is not None
-        await stop_event.wait()
-        server.should_exit = True
-
-    watcher = asyncio.create_task(watch()) if stop_event is not None else None
-    try:
-        await server.serve(sockets=[sock] if sock is not None else None)
-    finally:
-        if watcher is not None:
-            watcher.cancel()
+__all__ = ["RunningServer", "ServerLimits", "SignedServer", "current_signed", "serve", "serve_in_thread"]

@@ -32,6 +32,7 @@ from compute.validator.round import (
     rented_sample,
     round_params,
 )
+from compute.validator.schedule import check_probability, round_spread, validation_load
 from compute.validator.settings import (
     ValidatorSettings,
     add_validator_args,
@@ -72,18 +73,21 @@ __all__ = [
     "chain_block_seconds",
     "chain_block_source",
     "check_miner",
+    "check_probability",
     "measure_block_seconds",
     "parse_validator",
     "print_round_table",
     "rented_sample",
     "result_figures",
     "round_params",
+    "round_spread",
     "round_step_timeout",
     "round_table",
     "score_updates",
     "scored_result",
     "select_targets",
     "sustained_due",
+    "validation_load",
     "validator_from_args",
     "weights_from_scores",
 ]

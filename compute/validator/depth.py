@@ -8,7 +8,9 @@ them, chooses sizes and interprets verdicts):
   memory and bandwidth), or from the small CPU settings for a machine without GPUs (the demo). A
   mathematics failure is a cheat (``DepthRejected``: the round fails); a timing failure only leaves
   the memory unproven (no memory share, no memory hint for identification).
-- ``prove_sustained`` and ``probe_host``: on the sustained cadence (``sustained_due``).
+- ``prove_sustained`` and the host proofs: on the sustained cadence (``sustained_due``). The disk
+  proof is split around the sustained run: ``write_disk`` before it, ``probe_host`` (CPU cores, RAM
+  resident on the host, the disk read-back) after it. A host term not proven is simply absent.
 - ``prove_scaling``: when two or more GPUs are claimed, each GPU alone against the N-GPU timing
   (alone answers can only drop GPUs; the count stays bounded by the concurrent run).
 
@@ -25,18 +27,23 @@ from dataclasses import dataclass, field
 from compute.pog import (
     Challenge,
     Credit,
+    HostPolicy,
     MemoryPolicy,
     SustainedReport,
     analyse_series,
-    check_probe,
+    check_cpu,
+    check_disk,
     choose_memory_openings,
     choose_openings,
     choose_segments,
+    cpu_request,
     credited_gpus,
+    disk_read_request,
     judge_memory_timing,
     new_challenge,
     plan_memory,
     plan_sustained,
+    proven_bytes,
     scaling_efficiency,
     verify,
     verify_memory,
@@ -67,16 +74,25 @@ class DepthParams:
     cpu_bandwidth_gbs: float = 0.1  # low on purpose: contended demo CPUs must still beat regeneration 8x
     cpu_regen_rate: float = 1e9  # element-rounds/s any CPU could hash (2-core numpy: ~1.3e8)
     cpu_sustained_seconds: float = 1.0
-    cpu_probe_mb: int = 16
+    cpu_probe_mb: int = 16  # the demo: host RAM proven
+    cpu_disk_mb: int = 128  # the demo: disk written (the read-back bound grows with it)
+    host_regen_rate: float = 1e9  # element-rounds/s a host could regenerate the RAM proof's A at
+    host_bandwidth_gbs: float = 1.0  # what an honest numpy pass over host RAM reads (sizes the rounds)
+    cpu_steps_per_checkpoint: int = 32  # CPU proof: 128 x this SHA-256 steps of 16 KiB per chain
+    host: HostPolicy = field(default_factory=HostPolicy)
 
 
 @dataclass(frozen=True)
 class MemoryOutcome:
+    """What the memory proof credits, per GPU: ``proven_bytes`` (A's bytes, resident and proven by
+    both judges; 0 otherwise) and ``gbs`` (A's bytes / validator-timed pass; 0 when not proven)."""
+
     proven: tuple[bool, ...]  # per GPU: both judges passed
     gbs: tuple[float, ...]  # per GPU, validator clock
-    proven_gb: float  # size of A per GPU when proven (0 otherwise)
-    claimed_gb: float
+    proven_gb: float  # size of A per GPU when every GPU proved it (0 otherwise)
+    claimed_gb: float  # the table memory the challenge was sized from (never credited as such)
     reasons: tuple[str, ...] = ()
+    proven_bytes: tuple[int, ...] = ()  # per GPU
 
     @property
     def all_proven(self) -> bool:
@@ -139,10 +155,16 @@ async def prove_memory(
         raise DepthRejected("memory proof rejected: " + "; ".join(maths.reasons[:3]))
     expected = bandwidth if claimed_names else None
     timing = judge_memory_timing(challenge, timed.started_at, timed.arrivals, policy, expected)
-    proven = tuple(result.ok for result in timing.per_gpu) or (False,) * gpu_count
-    gbs = tuple(result.gbs or 0.0 for result in timing.per_gpu) or (0.0,) * gpu_count
+    credited = tuple(proven_bytes(challenge, maths, timing))
+    proven = tuple(size > 0 for size in credited)
+    gbs = (
+        tuple((result.gbs or 0.0) if ok else 0.0 for result, ok in zip(timing.per_gpu, proven, strict=False))
+        or (0.0,) * gpu_count
+    )
     size = challenge.matrix_bytes / 1e9
-    return MemoryOutcome(proven, gbs, size if all(proven) else 0.0, memory_gb, tuple(timing.reasons[:3]))
+    return MemoryOutcome(
+        proven, gbs, size if all(proven) else 0.0, memory_gb, tuple(timing.reasons[:3]), credited
+    )
 
 
 async def prove_sustained(
@@ -152,11 +174,18 @@ async def prove_sustained(
     cpu: bool,
     depth: DepthParams,
     timeout: float,
+    reference_tflops: float | None = None,
+    cpu_m: int = 256,
 ) -> SustainedReport:
-    """Segments back to back, stamped on arrival; a few opened and verified (always the last)."""
+    """Segments back to back, stamped on arrival; a few opened and verified (always the last).
+
+    ``reference_tflops`` is the validator-timed GEMM throughput of all the GPUs this round (times the
+    segment efficiency): the last segments are compared with it, not only with the miner's first.
+    A CPU machine runs segments of the GEMM round's own width ``cpu_m`` (small enough to keep), so
+    the reference compares like with like."""
     if cpu:
         plan = plan_sustained(
-            expected_tflops, "fp32", 1, depth.cpu_sustained_seconds, depth.cpu_sustained_seconds / 4, m=256
+            expected_tflops, "fp32", 1, depth.cpu_sustained_seconds, depth.cpu_sustained_seconds / 4, m=cpu_m
         )
     else:
         plan = plan_sustained(
@@ -172,7 +201,9 @@ async def prove_sustained(
         if not verdict.ok:
             raise DepthRejected(f"sustained segment {index} rejected: " + "; ".join(verdict.reasons[:2]))
     try:
-        return analyse_series(series.sent_at, series.arrivals, plan.flops_per_segment)
+        return analyse_series(
+            series.sent_at, series.arrivals, plan.flops_per_segment, reference_tflops=reference_tflops
+        )
     except SustainedError as exc:
         raise DepthRejected(f"sustained series unusable: {exc}") from None
 
@@ -209,32 +240,76 @@ async def prove_scaling(
     return ScalingOutcome(efficiency, credit)
 
 
+@dataclass(frozen=True)
+class DiskWrite:
+    """A disk proof between its two steps: what was asked, answered, and how long it took."""
+
+    request: dict
+    result: dict | None
+    elapsed_s: float
+    reason: str = ""
+
+
+async def write_disk(session: PogSession, cpu: bool, depth: DepthParams, timeout: float) -> DiskWrite:
+    """First step of the disk proof: the worker writes the seeded chain now; it is read back later."""
+    request = {
+        "seed": secrets.token_hex(16),
+        "bytes": (depth.cpu_disk_mb if cpu else depth.probe_disk_mb) << 20,
+    }
+    try:
+        result, elapsed = await session.probe({**request, "path": "."}, timeout, op="disk_write")
+    except WorkerFailed as exc:  # a worker that cannot write simply proves no disk
+        return DiskWrite(request, None, 0.0, f"disk write failed: {exc}")
+    return DiskWrite(request, result, elapsed)
+
+
+async def _prove_ram(session: PogSession, cpu: bool, depth: DepthParams, timeout: float) -> tuple[float, str]:
+    """Host RAM: the memory proof resident in host memory; credited GB = A's size when proven."""
+    policy = MemoryPolicy(
+        max_regen_rate=depth.host_regen_rate, host_stream_gbs=0.0, min_bandwidth_fraction=0.0
+    )
+    size_gb = (depth.cpu_probe_mb if cpu else depth.probe_ram_mb) / 1000.0
+    challenge = plan_memory(size_gb, depth.host_bandwidth_gbs, 1, fraction=1.0, passes=8, policy=policy)
+    timed = await session.memory_commit(challenge, timeout, slot="ram")
+    request = choose_memory_openings(challenge, 3)
+    opening = await session.memory_open(request, challenge.n, timeout, slot="ram")
+    maths = await asyncio.to_thread(verify_memory, challenge, timed.commitment, request, opening)
+    timing = judge_memory_timing(challenge, timed.started_at, timed.arrivals, policy)
+    credited = proven_bytes(challenge, maths, timing)[0]
+    return credited / 1e9, "; ".join((maths.reasons or timing.reasons)[:1])
+
+
 async def probe_host(
-    session: PogSession, cpu_count: int, cpu: bool, depth: DepthParams, timeout: float
+    session: PogSession, cpu_count: int, cpu: bool, depth: DepthParams, timeout: float, disk: DiskWrite
 ) -> HostOutcome:
-    """CPU, RAM and disk probes; each checked from its seed. A failed probe only leaves a figure out."""
-    ram = (depth.cpu_probe_mb if cpu else depth.probe_ram_mb) << 20
-    disk = (depth.cpu_probe_mb if cpu else depth.probe_disk_mb) << 20
-    requests = [
-        {
-            "what": "cpu",
-            "seed": secrets.token_hex(16),
-            "chains": max(1, min(cpu_count, 512)),
-            "steps": 64 if cpu else 2000,
-        },
-        {"what": "ram", "seed": secrets.token_hex(16), "bytes": ram},
-        {"what": "disk", "seed": secrets.token_hex(16), "bytes": disk, "path": "."},
-    ]
+    """CPU cores, host RAM and the disk read-back, each proven on the validator's clock or left out."""
     figures: dict[str, float] = {}
     reasons: list[str] = []
-    for request in requests:
-        result, elapsed = await session.probe(request, timeout)
-        check = await asyncio.to_thread(check_probe, request, result, elapsed)
-        if not check.ok:
-            reasons.append(f"{check.what} probe: " + "; ".join(check.reasons[:1]))
-            continue
-        if check.what == "cpu":
-            figures["cpu_cores"], figures["cpu_gbs"] = check.value, check.rate
+    request = cpu_request(max(1, min(cpu_count, 256)), 8 if cpu else depth.cpu_steps_per_checkpoint)
+    result, elapsed = await session.probe(request, timeout, limit=(1 << 16) + request["chains"] * 128 * 70)
+    check = await asyncio.to_thread(check_cpu, request, result, elapsed, depth.host)
+    if check.ok:
+        figures["cpu_cores"], figures["cpu_gbs"] = check.value, check.rate
+    else:
+        reasons.append("cpu proof: " + "; ".join(check.reasons[:1]))
+    try:
+        ram_gb, reason = await _prove_ram(session, cpu, depth, timeout)
+    except WorkerFailed as exc:  # e.g. the RAM could not be allocated: nothing proven
+        ram_gb, reason = 0.0, str(exc)
+    if ram_gb > 0:
+        figures["ram_gb"] = ram_gb
+    else:
+        reasons.append(f"ram proof: {reason}")
+    if disk.result is None:
+        reasons.append(disk.reason)
+    else:
+        read_request = disk_read_request(disk.request["bytes"] // 4096)
+        read, read_s = await session.probe(read_request, timeout, op="disk_read", limit=1 << 20)
+        check = await asyncio.to_thread(
+            check_disk, disk.request, disk.result, disk.elapsed_s, read_request, read, read_s, depth.host
+        )
+        if check.ok:
+            figures["disk_gb"] = check.value
         else:
-            figures[f"{check.what}_gb"] = check.value
+            reasons.append("disk proof: " + "; ".join(check.reasons[:1]))
     return HostOutcome(figures, tuple(reasons))

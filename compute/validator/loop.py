@@ -6,7 +6,9 @@ under a timeout), runs each loop when due, one step at a time (so rounds never o
 and logs every error per iteration, and a watchdog logs any loop whose step has not finished in
 time. ``RoundLoop`` tests every queryable miner with bounded concurrency, persists each result as
 it arrives, then closes the round in one store transaction (EMA for tested miners, decay for the
-rest); a restart resumes an open round. This module holds no scoring math and no PoG protocol.
+rest); a restart resumes an open round. Which miners a round tests, and when, follows
+``compute.validator.schedule`` (random start offsets, a GPU-time budget shared by all validators).
+This module holds no scoring math and no PoG protocol.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -26,6 +29,7 @@ from compute.transport import MinerClient
 from compute.validator.oversight import Oversight
 from compute.validator.progress import RoundProgress
 from compute.validator.round import MinerTarget, RoundParams, check_miner
+from compute.validator.schedule import check_probability, due_uids, fresh_rng, start_offsets
 from compute.validator.table import print_round_table, round_table
 from compute.validator.truth import MinerNotes
 from compute.validator.wandb_log import WandbLogger
@@ -180,6 +184,12 @@ class RoundLoop(BlockLoop):
         on_limit: Callable[[], Awaitable[None]] | None = None,
         show_table: bool = True,
         oversight: Oversight | None = None,
+        spread_s: float = 0.0,
+        load_budget: float = 0.0,
+        check_seconds: float = 30.0,
+        interval_s: float = 0.0,
+        rng: random.Random | None = None,
+        credit_step: float = 0.0,
     ) -> None:
         self.chain, self.store, self.client, self.own_hotkey = chain, store, client, own_hotkey
         self.params, self.table, self.scoring = params, table, scoring
@@ -194,6 +204,39 @@ class RoundLoop(BlockLoop):
         self.rounds_done = 0
         self.progress_every_s = 10.0  # one progress line this often off a terminal
         self.oversight = oversight if oversight is not None else Oversight()
+        # schedule (compute.validator.schedule): random start offsets, GPU-time budget per miner
+        self.spread_s, self.load_budget, self.check_seconds = spread_s, load_budget, check_seconds
+        self.interval_s, self.rng, self.credit_step = interval_s, rng or fresh_rng(), credit_step
+
+    def _schedule(
+        self, targets: list[MinerTarget], metagraph: MetagraphSnapshot, together: frozenset[int] = frozenset()
+    ) -> tuple[list[MinerTarget], set[int], dict[int, float]]:
+        """(targets due this round in start order, uids not drawn this round, start offsets).
+
+        A miner this validator has no positive score for is always due (new or failing miners
+        are tested at once); the others are drawn with the load budget's probability. Suspected
+        duplicates (``together``) are always due and start at once, at the same moment."""
+        validators = sum(1 for n in metagraph.neurons if n.validator_permit)
+        chance = check_probability(validators, self.interval_s, self.check_seconds, self.load_budget)
+        scores = self.store.scores()
+        unscored = {
+            t.uid
+            for t in targets
+            if (rec := scores.get(t.uid)) is None or rec.hotkey != t.hotkey or rec.score <= 0
+        }
+        due = (
+            due_uids((t.uid for t in targets), chance, self.rng)
+            | unscored
+            | (together & {t.uid for t in targets})
+        )
+        offsets = start_offsets(sorted(due - together), self.spread_s, self.rng) | dict.fromkeys(
+            due & together, 0.0
+        )
+        kept = sorted((t for t in targets if t.uid in due), key=lambda t: offsets[t.uid])
+        skipped = {t.uid for t in targets} - due
+        if skipped:
+            log.info("schedule: p=%.3f, %d miners not drawn this round", chance, len(skipped))
+        return kept, skipped, offsets
 
     async def run_step(self, block: int) -> None:
         metagraph = await asyncio.wait_for(asyncio.to_thread(self.chain.metagraph), 60)
@@ -201,9 +244,11 @@ class RoundLoop(BlockLoop):
         record = self.store.begin_round(block)
         params = replace(self.params, round_id=record.round_id, block=record.block)
         done = self.store.tested_uids(record.round_id)
-        targets = [
+        candidates = [
             t for t in select_targets(metagraph, self.own_hotkey, self.allow_same_ip) if t.uid not in done
         ]
+        plan = self.oversight.plan(t.uid for t in candidates)
+        targets, skipped, offsets = self._schedule(candidates, metagraph, plan.together)
         log.info(
             "round=%d block=%d testing %d miners (%d already done)",
             record.round_id,
@@ -214,10 +259,12 @@ class RoundLoop(BlockLoop):
         deadline = time.monotonic() + self.step_timeout * 0.9
         gate = asyncio.Semaphore(self.concurrency)
         params = replace(params, trusted_renters=self.oversight.trusted(metagraph))
-        plan = self.oversight.plan(t.uid for t in targets)
         notes = {t.uid: MinerNotes() for t in targets}
+        started = time.monotonic()
 
         async def one(target: MinerTarget) -> None:
+            wait = started + offsets.get(target.uid, 0.0) - time.monotonic()
+            await asyncio.sleep(max(0.0, min(wait, deadline - time.monotonic() - params.miner_timeout)))
             # suspected duplicates skip the gate: they are challenged at the same moment
             async with gate if target.uid not in plan.together else contextlib.nullcontext():
                 previous = self.store.last_verified(target.uid, target.hotkey)
@@ -247,9 +294,8 @@ class RoundLoop(BlockLoop):
         for before, after in zip(recorded, results, strict=True):
             if after != before:
                 self.store.revise_result(after)
-        updates = score_updates(
-            results, self.store.scores(), metagraph.neurons, self.scoring, self.own_hotkey
-        )
+        not_skipped = [n for n in metagraph.neurons if n.uid not in skipped]  # not drawn is not missed
+        updates = score_updates(results, self.store.scores(), not_skipped, self.scoring, self.own_hotkey)
         self.store.finish_round(record.round_id, updates)
         self._report(record.round_id, results, metagraph)
         self.rounds_done += 1
@@ -258,7 +304,7 @@ class RoundLoop(BlockLoop):
 
     def _report(self, round_id: int, results: list[PogResult], metagraph: MetagraphSnapshot) -> None:
         scores = self.store.scores()
-        weights = weights_from_scores(scores, metagraph, self.own_hotkey)
+        weights = weights_from_scores(scores, metagraph, self.own_hotkey, self.credit_step)
         plain = {uid: rec.score for uid, rec in scores.items()}
         if self.show_table:
             print_round_table(round_table(round_id, results, plain, weights))
@@ -278,8 +324,10 @@ class WeightsLoop(BlockLoop):
         *,
         interval_blocks: int,
         step_timeout: float = 600.0,
+        credit_step: float = 0.0,
     ) -> None:
         self.chain, self.store, self.setter, self.own_hotkey = chain, store, setter, own_hotkey
+        self.credit_step = credit_step  # the consensus step (compute.scoring.consensus)
         self.interval_blocks, self.step_timeout = interval_blocks, step_timeout
         self._idle_logged = False
 
@@ -292,7 +340,7 @@ class WeightsLoop(BlockLoop):
             self._idle_logged = True
             return
         metagraph = await asyncio.wait_for(asyncio.to_thread(self.chain.metagraph), 60)
-        weights = weights_from_scores(self.store.scores(), metagraph, self.own_hotkey)
+        weights = weights_from_scores(self.store.scores(), metagraph, self.own_hotkey, self.credit_step)
         try:
             await self.setter.set(weights, block)
         except WeightsError as exc:

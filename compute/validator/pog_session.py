@@ -7,7 +7,9 @@ source as ``__main__``. The validator then speaks the worker protocol (info -> c
 with a bounded line reader and a timeout on every read, and times ``commit`` on its own monotonic
 clock: from right before the challenge line is written until the commitment line has arrived. The
 in-depth ops (docs/pog-depth.md) stream intermediate lines: each ``memory_pass`` and ``segment``
-line is stamped on arrival, and out-of-order or foreign lines are protocol errors.
+line is stamped on arrival, and out-of-order or foreign lines are protocol errors. Every line is
+parsed by ``worker_reply``: malformed output of any kind is a ``WorkerProtocolError``, never an
+exception out of the parser.
 
 The host key is pinned to the one the lease reported; nothing is ever auto-accepted. This module
 does not verify proofs or score anything: it returns parsed wire models and timings.
@@ -23,7 +25,6 @@ import time
 from dataclasses import dataclass
 
 import asyncssh
-from pydantic import ValidationError
 
 from compute.pog import (
     Challenge,
@@ -36,6 +37,16 @@ from compute.pog import (
     OpeningRequest,
     worker_script,
 )
+from compute.validator.worker_reply import (
+    DeviceInfo,
+    PogSessionError,
+    WorkerFailed,
+    WorkerProtocolError,
+    parse_devices,
+)
+from compute.validator.worker_reply import parse_json as _parse_json
+from compute.validator.worker_reply import parse_model as _model
+from compute.validator.worker_reply import parse_reply as _parse_reply
 
 log = logging.getLogger(__name__)
 
@@ -54,32 +65,12 @@ SMALL_LINE = 1 << 16
 _STDERR_TAIL = 2000
 
 
-class PogSessionError(Exception):
-    """Root of the session's errors; ``str(error)`` is the reason recorded for the miner."""
-
-
 class SshFailed(PogSessionError):
     """Could not connect, authenticate, pin the host key, or start the command."""
 
 
-class WorkerProtocolError(PogSessionError):
-    """The far side broke the protocol: wrong digest, garbage, oversized or unexpected lines."""
-
-
-class WorkerFailed(PogSessionError):
-    """The worker answered ``{"ok": false}`` to a request."""
-
-
 class WorkerTimeout(PogSessionError):
     """The worker stayed silent past the deadline."""
-
-
-@dataclass(frozen=True)
-class DeviceInfo:
-    index: int
-    name: str
-    memory_bytes: int
-    uuid: str = ""  # reported by the machine: a claim, used only to notice a swapped GPU set
 
 
 @dataclass(frozen=True)
@@ -229,21 +220,7 @@ class PogSession:
 
     async def info(self, timeout: float) -> list[DeviceInfo]:
         reply = await self._request({"op": "info"}, "info", SMALL_LINE, timeout)
-        devices = reply.get("devices")
-        if not isinstance(devices, list) or not 1 <= len(devices) <= 64:
-            raise WorkerProtocolError("info: 'devices' must be a list of 1..64 entries")
-        try:
-            return [
-                DeviceInfo(
-                    int(d["index"]),
-                    str(d["name"])[:128],
-                    max(0, int(d["memory_bytes"])),
-                    str(d.get("uuid") or "")[:128],
-                )
-                for d in devices
-            ]
-        except (KeyError, TypeError, ValueError) as exc:
-            raise WorkerProtocolError(f"info: malformed device entry: {exc}") from None
+        return parse_devices(reply)
 
     async def commit(self, challenge: Challenge, timeout: float) -> TimedCommitment:
         """Send the challenge and time the round trip to the commitment on the validator's clock."""
@@ -283,14 +260,17 @@ class PogSession:
             raise WorkerProtocolError("commit_on: commitment is for another challenge")
         return TimedCommitment(commitment, elapsed)
 
-    async def memory_commit(self, challenge: MemoryChallenge, timeout: float) -> TimedMemory:
+    async def memory_commit(
+        self, challenge: MemoryChallenge, timeout: float, slot: str = "memory"
+    ) -> TimedMemory:
         """Build A (``memory_build``), then send the start nonce (``memory_commit``) and stamp every
-        ``memory_pass`` line per GPU on arrival; the chain cannot begin before the start is sent."""
-        gpus, passes = challenge.gpu_count, challenge.passes
+        ``memory_pass`` line per GPU on arrival; the chain cannot begin before the start is sent.
+        ``slot="ram"``: the same proof resident in host memory (``ram_build``, ``ram_commit``)."""
+        gpus, passes, build, commit = challenge.gpu_count, challenge.passes, f"{slot}_build", f"{slot}_commit"
         sent_at = time.monotonic()
         ready = await self._request(
-            {"op": "memory_build", "challenge": challenge.build_message()},
-            "memory_build",
+            {"op": build, "challenge": challenge.build_message()},
+            build,
             SMALL_LINE,
             timeout,
         )
@@ -299,15 +279,15 @@ class PogSession:
             not isinstance(ready.get("ready"), dict)
             or ready["ready"].get("challenge_id") != challenge.challenge_id
         ):
-            raise WorkerProtocolError("memory_build: reply is for another challenge")
+            raise WorkerProtocolError(f"{build}: reply is for another challenge")
         arrivals: list[list[float]] = [[] for _ in range(gpus)]
-        self._send({"op": "memory_commit", "request": challenge.start_message()})
+        self._send({"op": commit, "request": challenge.start_message()})
         started = time.monotonic()
         while True:
             raw = await self._read_line(SMALL_LINE + gpus * passes * 80, timeout)
             now = time.monotonic()
-            line = _parse_json(raw, "memory_commit")
-            if line.get("op") == "memory_commit":
+            line = _parse_json(raw, commit)
+            if line.get("op") == commit:
                 break
             gpu = line.get("gpu")
             if (
@@ -316,25 +296,28 @@ class PogSession:
                 or isinstance(gpu, bool)
                 or not 0 <= gpu < gpus
             ):
-                _parse_reply(raw, "memory_commit")  # raises the worker's error, or a protocol error
-                raise WorkerProtocolError(f"memory_commit: unexpected line {raw[:80]!r}")
+                _parse_reply(raw, commit)  # raises the worker's error, or a protocol error
+                raise WorkerProtocolError(f"{commit}: unexpected line {raw[:80]!r}")
             if line.get("op") == "memory_pass" and line.get("pass") == len(arrivals[gpu]) + 1 <= passes:
                 arrivals[gpu].append(now)
             else:
-                raise WorkerProtocolError(f"memory_commit: out-of-order line {raw[:80]!r}")
-        reply = _parse_reply(raw, "memory_commit")
-        commitment = _model(MemoryCommitment, reply.get("commitment"), "memory_commit")
+                raise WorkerProtocolError(f"{commit}: out-of-order line {raw[:80]!r}")
+        reply = _parse_reply(raw, commit)
+        commitment = _model(MemoryCommitment, reply.get("commitment"), commit)
         if commitment.challenge_id != challenge.challenge_id:
-            raise WorkerProtocolError("memory_commit: commitment is for another challenge")
+            raise WorkerProtocolError(f"{commit}: commitment is for another challenge")
         return TimedMemory(commitment, arrivals, time.monotonic() - started, started, build_s)
 
-    async def memory_open(self, request: MemoryOpenRequest, n: int, timeout: float) -> MemoryOpening:
+    async def memory_open(
+        self, request: MemoryOpenRequest, n: int, timeout: float, slot: str = "memory"
+    ) -> MemoryOpening:
         vectors = sum(2 * len(p) for p in request.passes)
         limit = SMALL_LINE + vectors * (n * 16 // 3 + 256)
+        op = f"{slot}_open"
         reply = await self._request(
-            {"op": "memory_open", "request": request.model_dump(mode="json")}, "memory_open", limit, timeout
+            {"op": op, "request": request.model_dump(mode="json")}, op, limit, timeout
         )
-        return _model(MemoryOpening, reply.get("opening"), "memory_open")
+        return _model(MemoryOpening, reply.get("opening"), op)
 
     async def sustained(self, segments: list[Challenge], timeout: float) -> TimedSeries:
         """Run segments back to back; ``timeout`` bounds the silence between two segment lines."""
@@ -373,14 +356,17 @@ class PogSession:
         )
         return _model(Opening, reply.get("opening"), "sustained_open")
 
-    async def probe(self, request: dict, timeout: float) -> tuple[dict, float]:
-        """One host probe; returns (result, seconds on the validator's clock)."""
+    async def probe(
+        self, request: dict, timeout: float, op: str = "probe", limit: int = SMALL_LINE
+    ) -> tuple[dict, float]:
+        """One host probe (``probe``: CPU; ``disk_write``, ``disk_read``); returns (result, seconds on
+        the validator's clock)."""
         started = time.monotonic()
-        reply = await self._request({"op": "probe", "request": request}, "probe", SMALL_LINE, timeout)
+        reply = await self._request({"op": op, "request": request}, op, limit, timeout)
         elapsed = time.monotonic() - started
         result = reply.get("result")
         if not isinstance(result, dict):
-            raise WorkerProtocolError("probe: result is not an object")
+            raise WorkerProtocolError(f"{op}: result is not an object")
         return result, elapsed
 
     async def close(self) -> None:
@@ -405,27 +391,18 @@ class PogSession:
         await self.close()
 
 
-def _parse_json(raw: bytes, op: str) -> dict:
-    try:
-        reply = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise WorkerProtocolError(f"{op}: worker sent a line that is not JSON: {raw[:60]!r}") from None
-    if not isinstance(reply, dict):
-        raise WorkerProtocolError(f"{op}: worker reply is not an object")
-    return reply
-
-
-def _parse_reply(raw: bytes, op: str) -> dict:
-    reply = _parse_json(raw, op)
-    if reply.get("ok") is not True:
-        raise WorkerFailed(f"{op}: worker error: {str(reply.get('error'))[:300]}")
-    if reply.get("op") != op:
-        raise WorkerProtocolError(f"{op}: worker answered op {str(reply.get('op'))[:30]!r}")
-    return reply
-
-
-def _model(model, value: object, op: str):
-    try:
-        return model.model_validate(value)
-    except ValidationError as exc:
-        raise WorkerProtocolError(f"{op}: invalid {model.__name__}: {exc.errors()[0]['msg']}") from None
+__all__ = [
+    "BOOTSTRAP",
+    "DeviceInfo",
+    "PogSession",
+    "PogSessionError",
+    "SshFailed",
+    "TimedCommitment",
+    "TimedMemory",
+    "TimedSeries",
+    "WorkerFailed",
+    "WorkerProtocolError",
+    "WorkerTimeout",
+    "bootstrap_command",
+    "opening_line_limit",
+]

@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 ALLOCATE_PATH = ROUTES[AllocateRequest][0]
 START_SLACK_S = 300.0  # a lease starts after its request is signed; tolerated clock difference
 PROBE_CONCURRENCY = 8
+# Shorter signed terms never count: canary rentals (60 s, signed by validators) must not become a
+# receipt a miner keeps alive to excuse refusing the validation lease that follows.
+MIN_CREDITED_LEASE_S = 900
 
 
 class ReceiptRejected(Exception):
@@ -112,6 +115,10 @@ def verify_receipt(
         raise ReceiptRejected(f"lease={receipt.lease_id}: signed body is not an allocate request") from None
     if request.purpose != "rental" or request.requirements.gpu_count < 1:
         raise ReceiptRejected(f"lease={receipt.lease_id}: not a GPU rental")
+    if request.duration_s < MIN_CREDITED_LEASE_S:
+        raise ReceiptRejected(
+            f"lease={receipt.lease_id}: a {request.duration_s}s lease is canary-sized, not a rental"
+        )
     signed_at = nonce / 1e9
     ends_at = min(receipt.expires_at, signed_at + request.duration_s + START_SLACK_S)
     if signed_at > now + START_SLACK_S or ends_at <= now:

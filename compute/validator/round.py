@@ -51,6 +51,7 @@ from compute.validator.depth import (
     prove_scaling,
     prove_sustained,
     sustained_due,
+    write_disk,
 )
 from compute.validator.evidence import Measured, scored_result
 from compute.validator.pog_session import PogSession, PogSessionError
@@ -438,14 +439,20 @@ async def _prove_depth(
     last = None if previous is None or measured.history_reset else previous.depth_round
     if not (params.force_depth or sustained_due(params.round_id, last, depth.sustained_every)):
         return
+    disk = await write_disk(session, cpu, depth, timeout)  # read back after the sustained run
     started = time.monotonic()
     expected = (
         measured.tflops["fp32"] if cpu else _expected_tflops(table, specs, "fp16") or measured.tflops["fp16"]
     )
-    measured.sustained = await prove_sustained(session, expected, count, cpu, depth, timeout)
+    gemm = measured.tflops["fp32" if cpu else "fp16"]  # this round's GEMM, the validator's clock
+    reference = gemm * count * params.holistic.sustained.reference_fraction
+    width = min(together[0].m, together[0].p, 1024)  # CPU segments as wide as the GEMM round
+    measured.sustained = await prove_sustained(
+        session, expected, count, cpu, depth, timeout, reference, cpu_m=width
+    )
     measured.timings["sustained_s"] = time.monotonic() - started
     started = time.monotonic()
-    measured.host = await probe_host(session, specs.cpu_cores, cpu, depth, timeout)
+    measured.host = await probe_host(session, specs.cpu_cores, cpu, depth, timeout, disk)
     measured.timings["probes_s"] = time.monotonic() - started
     measured.depth_ran = True
 

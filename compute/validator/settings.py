@@ -57,6 +57,10 @@ class ValidatorSettings(BaseModel):
     cpu_sustained_seconds: float = Field(1.0, gt=0, le=600)
     trusted_renters: tuple[str, ...] = ()  # operator hotkeys (ss58) whose rentals count as rented
     canary_rate: float = Field(0.1, ge=0, le=1)  # chance per miner per round of a canary rental
+    spread_seconds: float | None = Field(None, ge=0, le=86_400)  # None: half the round interval
+    load_budget: float = Field(0.05, ge=0, le=1)  # share of a miner's GPU time all validators may take
+    check_seconds: float = Field(45.0, gt=0, le=3600)  # GPU-seconds one validation lease holds
+    credit_step: float = Field(0.0, ge=0, le=1)  # consensus step: credits floored onto (1+step)^k
     wandb_off: bool = False
     wandb_on: bool = False  # log offline without WANDB_API_KEY (with a key, wandb is on anyway)
     wandb_project: str = Field("compute-subnet", min_length=1, max_length=128)
@@ -131,12 +135,12 @@ _FLAGS: dict[str, tuple[str, type, str]] = {
     "validator.probe_ram_mb": (
         "probe_ram_mb",
         int,
-        "RAM filled and read back by the host probe (default 512)",
+        "host RAM proven resident by the memory proof on the host: the most RAM credited (default 512)",
     ),
     "validator.probe_disk_mb": (
         "probe_disk_mb",
         int,
-        "disk written and read back by the host probe (default 512)",
+        "disk written, then read back later in the round: the most disk credited (default 512)",
     ),
     "validator.cpu_memory_mb": (
         "cpu_memory_mb",
@@ -162,6 +166,26 @@ _FLAGS: dict[str, tuple[str, type, str]] = {
         "canary_rate",
         float,
         "chance per miner per round of a short canary rental (default 0.1)",
+    ),
+    "validator.spread_seconds": (
+        "spread_seconds",
+        float,
+        "spread a round's miner tests randomly over this many s (default: half the round interval)",
+    ),
+    "validator.load_budget": (
+        "load_budget",
+        float,
+        "share of a miner's GPU time all validators' proofs may take; 0 = test every round (0.05)",
+    ),
+    "validator.check_seconds": (
+        "check_seconds",
+        float,
+        "GPU-seconds one validation lease holds a miner, for the load budget (default 45)",
+    ),
+    "validator.credit_step": (
+        "credit_step",
+        float,
+        "consensus step: floor credits onto a (1+step)^k grid before weights; 0 = off (0)",
     ),
     "wandb.project": ("wandb_project", str, "wandb project (default compute-subnet)"),
     "dashboard.port": (

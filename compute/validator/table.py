@@ -27,6 +27,8 @@ def _gpus(result: PogResult) -> str:
 
 
 def _verdict(result: PogResult) -> str:
+    if result.reasons and result.reasons[0].startswith("shared device"):
+        return f"[yellow]{result.reasons[0].split(' (')[0]}[/yellow]"
     if result.rented:
         return "[cyan]rented[/cyan]"
     if result.ok:

@@ -4,7 +4,8 @@
 ``asyncio.wait_for`` (a stuck thread is abandoned, the loop goes on), retries rate limits,
 unavailable endpoints, timeouts and other chain refusals (commit-reveal windows included) with
 backoff, gives up at once on ``NotRegistered``, and logs every attempt in the store. Weights are
-``normalise(scores)`` over the uids currently registered under the same hotkey.
+``normalise(consensus_credits(scores, credit_step))`` over the uids currently registered under the
+same hotkey (the consensus step, ``compute.scoring.consensus``, only ever lowers a credit).
 This module computes no scores.
 """
 
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from compute import VERSION_KEY
 from compute.chain import Chain, ChainError, MetagraphSnapshot, NotRegistered
 from compute.scoring import normalise
+from compute.scoring.consensus import consensus_credits
 from compute.store import ScoreRecord, ValidatorStore
 
 log = logging.getLogger(__name__)
@@ -28,16 +30,21 @@ class WeightsError(Exception):
 
 
 def weights_from_scores(
-    scores: Mapping[int, ScoreRecord], metagraph: MetagraphSnapshot, own_hotkey: str | None = None
+    scores: Mapping[int, ScoreRecord],
+    metagraph: MetagraphSnapshot,
+    own_hotkey: str | None = None,
+    credit_step: float = 0.0,
 ) -> dict[int, float]:
-    """L1-normalised weights for registered uids whose stored hotkey still owns the uid."""
+    """L1-normalised weights for registered uids whose stored hotkey still owns the uid.
+
+    ``credit_step`` > 0 floors each score onto a geometric grid first (the consensus step)."""
     current = {n.uid: n.hotkey for n in metagraph.neurons}
     kept = {
         uid: rec.score
         for uid, rec in scores.items()
         if current.get(uid) == rec.hotkey and rec.hotkey != own_hotkey
     }
-    return {uid: w for uid, w in normalise(kept).items() if w > 0}
+    return {uid: w for uid, w in normalise(consensus_credits(kept, credit_step)).items() if w > 0}
 
 
 @dataclass

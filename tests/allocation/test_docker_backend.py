@@ -235,6 +235,7 @@ async def backend(docker_ready: None):
     client = backend._client()
     for container in client.containers.list(all=True, filters={"name": prefix}):
         container.remove(force=True)
+    await backend.release_network()  # the lease network and its firewall rules go with the last lease
 
 
 def _pinned(endpoint: Endpoint) -> tuple[list[asyncssh.SSHKey], list, list]:

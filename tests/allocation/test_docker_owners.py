@@ -66,6 +66,8 @@ async def two_miners(docker_ready: None):
     client = first._client()
     for container in client.containers.list(all=True, filters={"name": prefix}):
         container.remove(force=True, v=True)
+    for backend in (first, second):
+        await backend.release_network()
 
 
 @pytest.mark.docker

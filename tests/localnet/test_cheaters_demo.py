@@ -42,6 +42,7 @@ def test_scoreboard_credits_the_honest_miner_and_neither_cheat(tmp_path: Path) -
     assert miners["miner1"]["verdict"] == "verified" and miners["miner1"]["weight"] > 0
     assert miners["refuser"]["verdict"] == "refused rentals, no verified lease"
     assert miners["refuser"]["score"] == 0 and miners["refuser"]["weight"] == 0
+    assert miners["refuser"]["availability"] < 1 and miners["miner1"]["availability"] == 1  # canaries
     pair = sorted((miners["box-a"], miners["box-b"]), key=lambda m: m["weight"])
     assert pair[0]["verdict"].startswith("shared device: same machine as uid")
     assert pair[0]["score"] == 0 and pair[0]["weight"] == 0  # one box earns once ...

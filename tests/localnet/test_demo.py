@@ -36,6 +36,7 @@ def test_demo_verifies_every_honest_miner_and_writes_their_weights(tmp_path: Pat
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout)
     assert summary["rounds"] == 1
+    assert summary["ok"] and summary["problems"] == []
     assert [m["verdict"] for m in summary["miners"]] == ["verified", "verified"]
     for miner in summary["miners"]:
         assert miner["device"] == "CPU"

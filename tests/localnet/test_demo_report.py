@@ -4,6 +4,8 @@ the Docker demo picks an image that works on this host, and every figure has a l
 from __future__ import annotations
 
 import io
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -120,3 +122,36 @@ def test_the_docker_demo_refuses_the_cuda_image_on_a_host_without_the_nvidia_run
     assert proc.returncode == 1
     assert "needs the NVIDIA container runtime" in proc.stderr and "compute-base:cpu" in proc.stderr
     assert not (tmp_path / "net" / "chain.db").exists()  # refused before anything started
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_the_docker_demo_on_this_cpu_host_picks_an_image_that_works(tmp_path: Path) -> None:
+    from compute.specs import collect_docker
+
+    docker = collect_docker(5.0)
+    if not docker.available:
+        if os.environ.get("COMPUTE_REQUIRE_DOCKER") == "1":
+            pytest.fail(f"COMPUTE_REQUIRE_DOCKER=1 but {docker.error}")
+        pytest.skip(f"no Docker engine: {docker.error}")
+    proc = subprocess.run(
+        [sys.executable, "-m", "compute", "localnet", "--backend", "docker", "--miners", "1", "--json"]
+        + ["--workdir", str(tmp_path / "net")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    expected = "compute-base:cuda" if docker.nvidia_runtime else "compute-base:cpu"
+    assert f"lease image {expected}" in proc.stderr
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout)
+    assert summary["ok"] and summary["problems"] == []
+    assert [m["verdict"] for m in summary["miners"]] == ["verified"]
+
+
+def test_failing_cheaters_of_the_cheater_scenario_are_not_problems() -> None:
+    summary = _summary("verified", "failed")
+    summary["miners"][1]["role"] = "cheater"
+    summary["miners"][0]["verdict"] = "verified (device credited once)"
+    assert summary_problems(summary, 1) == []

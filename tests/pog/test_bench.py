@@ -24,6 +24,10 @@ def test_bench_json_reports_all_figures(capsys) -> None:
                 "64",
                 "--verify-n",
                 "4096",
+                "--verify-tflops",
+                "0.1",
+                "--threads",
+                "2",
                 "--json",
             ]
         )
@@ -44,9 +48,21 @@ def test_bench_json_reports_all_figures(capsys) -> None:
         "verified_entries",
         "verify_s_per_entry",
         "verify_n_s",
+        # issue 13: validator cost at a real shape, CPU generator and hashing, GPU roofline
+        "verify_h100_fp16_n",
+        "verify_h100_fp16_s",
+        "verify_h100_fp16_peak_mb",
+        "verify_scaling_4x",
+        "generator_ns_per_elem_cpu",
+        "merkle_vs_sha256",
+        "gpu_generator_bytes_per_elem",
+        "roofline_commit_gemm_h100_fp16",
     } <= result.keys()
     assert result["device"] == "cpu" and result["verified_entries"] == 32
     assert result["overhead_ratio"] > 0 and result["verify_n_s"] > 0
+    assert result["verify_h100_fp16_n"] == 4096  # sized from --verify-tflops 0.1
+    assert 0 < result["verify_h100_fp16_peak_mb"] < 100
+    assert result["gpu_generator_bytes_per_elem"] <= 8 and result["roofline_commit_gemm_h100_fp16"] > 1
 
 
 def test_worker_command_writes_the_script(tmp_path, capsys) -> None:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from compute.pog import Commitment, Opening, choose_openings, new_challenge, verify, worker_script
-from compute.pog.host_probe import check_probe
+from compute.pog.host import HostPolicy, check_cpu, check_disk, cpu_request, disk_read_request
 from compute.pog.memory import (
     MemoryCommitment,
     MemoryOpening,
@@ -52,27 +52,29 @@ def worker(tmp_path: Path):
     proc.wait(timeout=10)
 
 
-def test_memory_round_through_the_worker(worker) -> None:
+@pytest.mark.parametrize("slot", ["memory", "ram"])
+def test_memory_round_through_the_worker(worker, slot) -> None:
     send, read = worker
-    challenge = plan_memory(1.0, 100.0, passes=4, rng=np.random.default_rng(2)).model_copy(
+    challenge = plan_memory(1.0, 100.0, 2, passes=4, rng=np.random.default_rng(2)).model_copy(
         update={"n": 256, "hash_rounds": 4}
     )
-    send({"op": "memory_build", "challenge": challenge.build_message()})
+    send({"op": f"{slot}_build", "challenge": challenge.build_message()})
     assert read()[1]["ready"]["challenge_id"] == challenge.challenge_id
     started = time.perf_counter()
-    send({"op": "memory_commit", "request": challenge.start_message()})
-    arrivals, ops = [[]], []
+    send({"op": f"{slot}_commit", "request": challenge.start_message()})
+    arrivals: list[list[float]] = [[], []]
+    ops = []
     while True:
         at, line = read()
         ops.append(line["op"])
         if line["op"] == "memory_pass":
             arrivals[line["gpu"]].append(at)
-        if line["op"] == "memory_commit":
+        if line["op"] == f"{slot}_commit":
             break
-    assert ops == ["memory_pass"] * 4 + ["memory_commit"]
+    assert ops == ["memory_pass"] * 8 + [f"{slot}_commit"]
     commitment = MemoryCommitment.model_validate(line["commitment"])
     request = choose_memory_openings(challenge, 2)
-    send({"op": "memory_open", "request": request.model_dump()})
+    send({"op": f"{slot}_open", "request": request.model_dump()})
     opening = MemoryOpening.model_validate(read()[1]["opening"])
     assert verify_memory(challenge, commitment, request, opening).ok
     timing = judge_memory_timing(
@@ -103,10 +105,25 @@ def test_sustained_scaling_and_probe_ops_through_the_worker(worker, tmp_path) ->
     send({"op": "open", "request": request.model_dump()})
     assert verify(alone, commitment, request, Opening.model_validate(read()[1]["opening"])).ok
 
-    probe = {"what": "disk", "seed": "12" * 16, "bytes": 1 << 20, "path": str(tmp_path)}
+    write = {"seed": "12" * 16, "bytes": 1 << 20, "path": str(tmp_path)}
     started = time.perf_counter()
-    send({"op": "probe", "request": probe})
+    send({"op": "disk_write", "request": write})
+    at, written = read()
+    read_request = disk_read_request(256)
+    read_started = time.perf_counter()
+    send({"op": "disk_read", "request": read_request})
+    read_at, back = read()
+    slow_core = HostPolicy(max_core_gbs=1e-3)  # 1 MB is too small for the read-back bound on a real core
+    elapsed = (at - started, read_at - read_started)
+    check = check_disk(
+        write, written["result"], elapsed[0], read_request, back["result"], elapsed[1], slow_core
+    )
+    assert check.ok and check.value == (1 << 20) / 1e9, check.reasons
+    assert not list(tmp_path.glob(".compute-probe-*"))  # the file is gone after the read-back
+    cpu = cpu_request(2, 1)
+    started = time.perf_counter()
+    send({"op": "probe", "request": cpu})
     at, reply = read()
-    assert check_probe(probe, reply["result"], at - started).ok
+    assert check_cpu(cpu, reply["result"], at - started).ok
     send({"op": "memory_open", "request": {}})
     assert read()[1]["ok"] is False

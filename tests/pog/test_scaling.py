@@ -96,11 +96,11 @@ def test_one_device_as_two_gpus_scores_no_more_than_one_gpu() -> None:
     the shares. The machine scores less than the one honest H100 it is."""
     who, params = MinerTarget(1, "hk", "x:1"), RoundParams(round_id=1, block=0)
     devices = [DeviceInfo(i, "NVIDIA H100 80GB HBM3", 80 * 10**9) for i in range(2)]
-    split = Measured({"fp16": 335.0, "fp32": 25.5}, {}, devices, 2)
+    split = Measured({"fp16": 256.5, "fp32": 23.15}, {}, devices, 2)
     split.memory = MemoryOutcome((True, False), (1675.0, 0.0), 0.0, 80.0)
     paced = credited_gpus(2, [True, True], [335.0, 335.0], [335.0, 335.0])
     split.scaling = ScalingOutcome(1.0, paced)
-    honest = Measured({"fp16": 670.0, "fp32": 51.0}, {}, devices[:1], 1)
+    honest = Measured({"fp16": 513.0, "fp32": 46.3}, {}, devices[:1], 1)
     honest.memory = MemoryOutcome((True,), (3350.0,), 48.0, 80.0)
     cheated = scored_result(who, params, split, TABLE, None)
     fair = scored_result(who, params, honest, TABLE, None)

@@ -117,6 +117,56 @@ def test_half_computed_product_is_caught() -> None:
     assert passed / rounds <= 2**-8
 
 
+def _column_cheater(computed_fraction: float, seed: int):
+    """A prover that computed only a fraction of C's columns and forged the rest (all rows)."""
+    challenge = new_challenge("fp16", 64, 256, 64, 1, rng=np.random.default_rng(seed))
+    a, b = _exact(challenge)
+    honest = a @ b
+    computed = np.random.default_rng(seed + 1).permutation(64)[: int(64 * computed_fraction)]
+    forged = np.random.default_rng(seed + 2).uniform(-5, 5, honest.shape)
+    forged[:, computed] = honest[:, computed]
+    return challenge, MatrixProver(challenge, [forged])
+
+
+def test_every_opened_row_gets_its_own_columns() -> None:
+    challenge = new_challenge("fp16", 64, 256, 4096, 2, rng=np.random.default_rng(5))
+    request = choose_openings(challenge, 8, 4, rng=np.random.default_rng(6))
+    for rows, cols in zip(request.rows, request.cols, strict=True):
+        assert len(cols) == len(rows) and all(len(c) == 4 for c in cols)
+        assert len({tuple(c) for c in cols}) == len(rows)  # 8 independent draws out of C(4096, 4)
+
+
+def test_half_computed_columns_are_caught_as_rows_are() -> None:
+    """Skipping half of the columns survives with probability 2**-8 (8 rows x 1 own column), not 1/2."""
+    challenge, cheater = _column_cheater(0.5, 7)
+    commitment, rounds = cheater.commitment(), 2000
+    passed = 0
+    for seed in range(rounds):
+        request = choose_openings(challenge, 8, 1, rng=np.random.default_rng(seed))
+        passed += verify(challenge, commitment, request, cheater.open(request)).ok
+    # expected 2000 / 256 ~ 7.8 survivors; shared columns would let ~1000 through
+    assert passed / rounds <= 2 * 2**-8
+
+
+def test_default_opening_catches_a_three_quarter_column_cheat() -> None:
+    challenge, cheater = _column_cheater(0.75, 11)
+    commitment = cheater.commitment()
+    verdicts = [
+        verify(challenge, commitment, r, cheater.open(r))
+        for r in (choose_openings(challenge) for _ in range(50))
+    ]
+    assert not any(v.ok for v in verdicts)  # 0.75**32 per round with 8 rows x 4 own columns
+    assert all("sampled entries off" in v.reasons[0] for v in verdicts)
+
+
+def test_verify_budget_keeps_one_column_per_row_at_large_n() -> None:
+    big = new_challenge("fp16", 8192, 14_979_072, 8192, 1, rng=np.random.default_rng(8))
+    request = choose_openings(big, 8, 4, rng=np.random.default_rng(9))
+    assert [len(c) for c in request.cols[0]] == [1] * 8  # (8 + 8) x n <= 2**28 element evaluations
+    small = new_challenge("fp32", 8192, 1 << 20, 8192, 1, rng=np.random.default_rng(8))
+    assert [len(c) for c in choose_openings(small, 8, 4).cols[0]] == [4] * 8
+
+
 def _rounded(x: np.ndarray, bits: int) -> np.ndarray:
     mant, exp = np.frexp(x)
     return np.ldexp(np.round(mant * 2.0**bits) / 2.0**bits, exp)
@@ -226,7 +276,7 @@ def test_a_correct_row_committed_under_a_wrong_value_is_caught(honest_round) -> 
     challenge, commitment, request, opening = honest_round
     a, b = _exact(challenge, gpu=0)
     c = (a @ b).astype(np.float32)
-    c[request.rows[0][2], request.cols[0][1]] += 0.05
+    c[request.rows[0][2], request.cols[0][2][1]] += 0.05
     cheater = MatrixProver(challenge, [c, (np.dot(*_exact(challenge, gpu=1))).astype(np.float32)])
     verdict = verify(challenge, cheater.commitment(), request, cheater.open(request))
     assert not verdict.ok and "1/32 sampled entries off" in verdict.reasons[0]
@@ -250,3 +300,16 @@ def test_wrong_gpu_count_is_rejected(honest_round) -> None:
     short = commitment.model_copy(update={"roots": commitment.roots[:1]})
     verdict = verify(challenge, short, request, opening)
     assert not verdict.ok and "expected 2 GPUs" in verdict.reasons[0]
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16", "fp32"])
+def test_blocked_recomputation_equals_the_full_product(precision: str) -> None:
+    """The verifier's O(block) recomputation (n spans several blocks, ragged tail) is exact."""
+    from compute.pog.verifier import VERIFY_BLOCK, expected_entries
+
+    challenge = new_challenge(precision, 64, 2 * VERIFY_BLOCK + 77, 64, 1, rng=np.random.default_rng(12))
+    request = choose_openings(challenge, 8, 4, rng=np.random.default_rng(13))
+    a, b = _exact(challenge)
+    full = a @ b
+    want = [full[i, j] for i, cols in zip(request.rows[0], request.cols[0], strict=True) for j in cols]
+    assert np.array_equal(expected_entries(challenge, 0, request.rows[0], request.cols[0]), np.array(want))

@@ -105,3 +105,42 @@ def test_plan_sizes_segments_from_expected_throughput() -> None:
     plan = plan_sustained(670.0, "fp16", duration_s=60, segment_s=2, m=4096, rng=np.random.default_rng(0))
     assert plan.segments == 30
     assert plan.flops_per_segment / 670e12 == pytest.approx(2.0, rel=0.01)
+
+
+def _series(tflops: list[float], flops: float = 2e12) -> list[float]:
+    """Arrival times of segments that ran at ``tflops`` each (validator clock from 0)."""
+    return list(np.cumsum([flops / t / 1e12 for t in tflops]))
+
+
+def test_pacing_first_segments_never_raises_ratio() -> None:
+    """Issue 11 item 4: a GPU that throttles to 60 % after a while paces its first segments to 60 %
+    too, so its last/first ratio looked like 1.0. The reference is the validator-timed GEMM of the
+    same GPU this round (x the segment efficiency): pacing the start hides nothing."""
+    gemm_reference = 2.0 * 0.8  # this round's GEMM: 2 TFLOPS, segments honestly run at 80 % of it
+    honest_throttler = _series([1.6] * 4 + [0.96] * 6)
+    pacer = _series([0.96] * 10)
+    old_pacer = analyse_series(0.0, pacer, 2e12)  # no reference: the old comparison with itself
+    honest = analyse_series(0.0, honest_throttler, 2e12, reference_tflops=gemm_reference)
+    paced = analyse_series(0.0, pacer, 2e12, reference_tflops=gemm_reference)
+    assert old_pacer.ratio == pytest.approx(1.0) and not old_pacer.throttled
+    assert honest.ratio == pytest.approx(0.6) and honest.throttled
+    assert paced.ratio == pytest.approx(0.6) and paced.factor == pytest.approx(honest.factor)
+
+
+def test_random_pacing_never_raises_the_ratio_above_the_reference_bound() -> None:
+    """Seeded random loop: slowing any segments (first, last, any) never raises the ratio above what
+    the unpaced run against the same reference gives, when the reference is at least the honest pace."""
+    rng = np.random.default_rng(4)
+    for _ in range(500):
+        honest = list(rng.uniform(0.5, 2.0, size=int(rng.integers(4, 20))))
+        reference = max(honest[: max(1, len(honest) // 5)]) * float(rng.uniform(1.0, 1.5))
+        paced = [t * float(rng.uniform(0.2, 1.0)) if rng.random() < 0.5 else t for t in honest]
+        before = analyse_series(0.0, _series(honest), 2e12, reference_tflops=reference)
+        after = analyse_series(0.0, _series(paced), 2e12, reference_tflops=reference)
+        assert after.ratio <= before.ratio + 1e-9
+
+
+@pytest.mark.parametrize("reference", [None, 0.0, -1.0, float("nan"), float("inf"), True, "2"])
+def test_an_unusable_reference_falls_back_to_the_first_window(reference) -> None:
+    report = analyse_series(0.0, _series([1.0] * 8 + [0.5] * 2), 2e12, reference_tflops=reference)
+    assert report.ratio == pytest.approx(0.5) and report.reference_tflops == 0.0

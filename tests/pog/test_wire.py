@@ -12,6 +12,7 @@ from compute.pog import (
     B64Array,
     Challenge,
     Commitment,
+    Opening,
     OpeningRequest,
     WireError,
     new_challenge,
@@ -93,8 +94,33 @@ def test_commitment_roots_must_be_sha256_hex() -> None:
 
 
 def test_opening_request_indices_are_distinct_and_bounded() -> None:
-    base = {"challenge_id": "ab" * 16, "rows": [[1, 2]], "cols": [[0]]}
+    base = {"challenge_id": "ab" * 16, "rows": [[1, 2]], "cols": [[[0], [0, 5]]]}
     OpeningRequest.model_validate(base)
     for rows in ([[1, 1]], [[-1]], [[]], [list(range(65))]):
         with pytest.raises(ValidationError):
             OpeningRequest.model_validate(base | {"rows": rows})
+    # one column list per opened row, each distinct and bounded
+    for cols in ([[[0]]], [[[0], [1, 1]]], [[[0], []]], [[[0], list(range(65))]], [[0, 1]]):
+        with pytest.raises(ValidationError):
+            OpeningRequest.model_validate(base | {"cols": cols})
+
+
+@pytest.mark.parametrize("model", [Challenge, Commitment, OpeningRequest, Opening])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"[" * 100_000 + b"]" * 100_000,  # deep nesting
+        b'{"a":' * 100_000 + b"1" + b"}" * 100_000,
+        b'{"challenge_id":' + b"9" * 100_000 + b"}",  # huge int
+        b'{"m":1e999999}',
+        b'{"challenge_id":NaN,"roots":Infinity}',
+        b'{"kind":"pog.commitment","challenge_id":"ab',  # truncated
+        b"\xff\xfe\x00",  # not UTF-8
+        b'{"per_gpu":[{"rows":[{"index":"0","row":[],"path":{}}]}]}',  # wrong types
+        b"",
+        b"null",
+    ],
+)
+def test_malformed_messages_are_wire_errors(model, raw: bytes) -> None:
+    with pytest.raises(WireError, match="malformed"):
+        parse_message(model, raw)

@@ -49,6 +49,8 @@ def test_worker_round_verifies(worker) -> None:
     info = worker({"op": "info"})
     assert info["ok"] and info["cuda"] is False and info["devices"][0]["name"] == "cpu"
     challenge = new_challenge("fp16", 24, 2000, 20, 2, chunk=512)
+    warm = worker({"op": "warmup", "challenge": challenge.model_dump()})  # before the validator's clock
+    assert warm["ok"] and warm["op"] == "warmup" and warm["warm_s"] > 0
     reply = worker({"op": "commit", "challenge": challenge.model_dump()})
     assert reply["ok"] and reply["op"] == "commit"
     commitment = Commitment.model_validate(reply["commitment"])
@@ -69,8 +71,17 @@ def test_worker_round_verifies(worker) -> None:
         ({"op": "open", "request": {}}, "nothing committed"),
         ({"op": "commit", "challenge": {"precision": "fp64"}}, "precision"),
         ({"op": "commit", "challenge": None}, "challenge must be an object"),
+        ({"op": "warmup", "challenge": {"m": 1}}, "precision"),
     ],
-    ids=["not-json", "unknown-op", "no-op", "open-before-commit", "bad-precision", "null-challenge"],
+    ids=[
+        "not-json",
+        "unknown-op",
+        "no-op",
+        "open-before-commit",
+        "bad-precision",
+        "null-challenge",
+        "bad-warmup",
+    ],
 )
 def test_worker_reports_errors_and_keeps_serving(worker, message, error: str) -> None:
     reply = worker(message)

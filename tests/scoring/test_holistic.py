@@ -41,9 +41,9 @@ def test_documented_worked_example() -> None:
     """README "Identification, score and weights" and docs/identification-and-scoring.md."""
     config = load_holistic_config()
     shape = value_shape(config)
-    proven = ProvenGpu(640.0, 49.0, 80.0, 2900.0)
-    slow_memory = ProvenGpu(640.0, 49.0, 80.0, 1500.0)
-    unproven = ProvenGpu(600.0, 47.0, 0.0, 0.0)
+    proven = ProvenGpu(490.03, 44.48, 80.0, 2900.0)  # 640/670 of the pre-PoG table, scaled (issue 13)
+    slow_memory = ProvenGpu(490.03, 44.48, 80.0, 1500.0)
+    unproven = ProvenGpu(459.4, 42.67, 0.0, 0.0)
     credits = [gpu_credit(g, TABLE, shape) for g in (proven, slow_memory, unproven)]
     assert [c.credited_as for c in credits] == ["H100 SXM", "H100 SXM", None]
     assert [c.value for c in credits] == pytest.approx([3.0636, 2.6499, 0.035], abs=1e-4)

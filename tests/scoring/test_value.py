@@ -93,7 +93,7 @@ def test_reported_name_never_adds_credit() -> None:
     rtx4090 = table_figures(TABLE.models["RTX 4090"])
     samples = []
     for name in ("NVIDIA GeForce RTX 4090", "NVIDIA H100 80GB HBM3", "NVIDIA B200", ""):
-        measured = Measured({"fp16": 155.0, "fp32": 58.0}, {}, [DeviceInfo(0, name, 0)], 1)
+        measured = Measured({"fp16": 118.7, "fp32": 52.7}, {}, [DeviceInfo(0, name, 0)], 1)
         measured.memory = MemoryOutcome((True,), (rtx4090.gbs,), 14.4, 24.0)
         samples.append(scored_result(MinerTarget(1, "hk", "x:1"), PARAMS, measured, TABLE, None).sample)
     assert samples == pytest.approx([TABLE.models["RTX 4090"].weight] * 4)
@@ -104,10 +104,10 @@ def test_tolerance_window_cheat_gets_only_proven_figures() -> None:
     x0.51) and claimed an H20; with no memory proven the old identify named H20 (weight 1.1 against
     the 4090's 0.7, +57%..+69% with noise). Now: H20's 96 GB cannot be proven on 24 GB, the name is
     the lower-weight candidate, and the credit is what the paced figures prove: the CPU floor."""
-    paced = {"fp16": 155.0 * 0.62, "fp32": 58.0 * 0.51}
+    paced = {"fp16": 118.7 * 0.62, "fp32": 52.7 * 0.51}
     cheat = Measured(paced, {}, [DeviceInfo(0, "NVIDIA H20", 24 * 10**9)], 1)
     cheat.memory = MemoryOutcome((False,), (0.0,), 0.0, 96.0)  # a 57.6 GB resident does not fit in 24 GB
-    honest = Measured({"fp16": 155.0, "fp32": 58.0}, {}, [DeviceInfo(0, "NVIDIA GeForce RTX 4090", 0)], 1)
+    honest = Measured({"fp16": 118.7, "fp32": 52.7}, {}, [DeviceInfo(0, "NVIDIA GeForce RTX 4090", 0)], 1)
     honest.memory = MemoryOutcome((True,), (1008.0,), 14.4, 24.0)
     who, params = MinerTarget(1, "hk", "x:1"), PARAMS
     cheated = scored_result(who, params, cheat, TABLE, None)

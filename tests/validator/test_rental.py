@@ -6,10 +6,10 @@ way of claiming "rented" without a real, known renter holding a live lease.
 
 from __future__ import annotations
 
+import asyncssh
 import pytest
 from validator_helpers import FAKE_GPU, small_params
 
-from compute.pog import load_gpu_table
 from compute.protocol import (
     AllocateRequest,
     ErrorCode,
@@ -17,7 +17,7 @@ from compute.protocol import (
     RequestFailed,
     Requirements,
 )
-from compute.scoring import ScoringConfig
+from compute.scoring import ScoringConfig, load_gpu_table
 from compute.store import PogResult
 from compute.transport import KeyWallet, MinerClient
 from compute.validator import MinerTarget, check_miner
@@ -41,7 +41,7 @@ def verified_before(miner) -> PogResult:
 async def rent(wallet, miner, gpu_count: int = 1):
     """Allocate through the normal renter path: a signed request over HTTP."""
     request = AllocateRequest(
-        requirements=Requirements(gpu_count=gpu_count), duration_s=600, ssh_public_key=RENTER_KEY
+        requirements=Requirements(gpu_count=gpu_count), duration_s=3600, ssh_public_key=RENTER_KEY
     )
     async with MinerClient(KeyWallet.from_wallet(wallet)) as renter:
         return (await renter.call(miner.endpoint, miner.hotkey, request)).lease
@@ -125,7 +125,7 @@ async def test_tampered_or_misdirected_receipts_are_rejected(
     with pytest.raises(ReceiptRejected, match="signature"):
         verify_receipt(tampered, miner.hotkey, trusted, now)
     with pytest.raises(ReceiptRejected, match="signed term"):
-        verify_receipt(receipt, miner.hotkey, trusted, now + 3600)
+        verify_receipt(receipt, miner.hotkey, trusted, now + 3 * 3600)
 
 
 async def test_validation_leases_leave_no_receipt(start_miner, validator_client) -> None:
@@ -133,3 +133,20 @@ async def test_validation_leases_leave_no_receipt(start_miner, validator_client)
     result = await check_miner(validator_client, target(miner), small_params(), TABLE, SCORING)
     assert result.ok, result.reasons
     assert await receipts(validator_client, miner) == []
+
+
+async def test_a_kept_canary_lease_is_no_receipt(start_miner, validator_client, make_wallet) -> None:
+    """The cheat: ignore the release of the validator's canary (signed by a permitted hotkey), keep
+    it alive, then refuse the validation lease that follows as "rented"."""
+    from compute.validator.canary import canary_request
+
+    miner = start_miner("keeper", gpus=(FAKE_GPU,))
+    key = asyncssh.generate_private_key("ssh-ed25519")
+    validator = validator_client.hotkey
+    await validator_client.call(miner.endpoint, miner.hotkey, canary_request(key, 1))  # never released
+    params = small_params(round_id=5, trusted_renters=frozenset({validator}))
+    result = await check_miner(
+        validator_client, target(miner), params, TABLE, SCORING, verified_before(miner)
+    )
+    assert not result.ok and result.sample == 0.0
+    assert "canary-sized" in result.reasons[0]

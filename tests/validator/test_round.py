@@ -37,6 +37,9 @@ CAUGHT_BY = {
     "replay": "fp16 proof rejected",
     "forged": "fp16 proof rejected",
     "garbage": "not JSON",
+    "deepnest": "malformed",
+    "hugeint": "malformed",
+    "wrongtype": "malformed",
 }
 
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from validator_helpers import small_params
 
-from compute.pog import load_gpu_table
 from compute.protocol import AllocateRequest, Requirements
-from compute.scoring import ScoringConfig
+from compute.scoring import ScoringConfig, load_gpu_table
 from compute.validator import MinerTarget, check_miner
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"

@@ -8,8 +8,12 @@ bf16      rounds C to bfloat16 (a lower-precision shortcut)
 replay    answers with the product of a stale, precomputed key (correct tree, wrong numbers)
 forged    commits random roots at once and computes only after the clock stopped
 memskip   memory proof: runs pass 1, then skips the passes (replays pass 1's vector without reading A)
+memregen  memory proof: never allocates A, regenerates it on every pass (right answers, too slow)
 throttle  honest, but each sustained segment takes longer than the one before (a throttling GPU)
 garbage   answers every request with a line that is not JSON
+deepnest  answers info with JSON nested 20000 deep (RecursionError in json.loads)
+hugeint   answers info with memory_bytes 1e999 (Infinity: OverflowError in int())
+wrongtype answers info with a device list of strings
 silent    answers info, then never answers again
 """
 
@@ -37,10 +41,10 @@ def main(mode: str) -> None:
     sys.modules[module.__name__] = module  # dataclasses look their module up
     ns = module.__dict__
     exec(compile(source, "pog_worker", "exec"), ns)
-    if mode in ("garbage", "silent"):
+    if mode in ("garbage", "silent", *MALFORMED_INFO):
         return _broken(stdin, mode)
     original = ns["product_cpu"]
-    if mode in ("memskip", "throttle"):
+    if mode in ("memskip", "memregen", "throttle"):
         return _depth_cheat(ns, stdin, mode)
     if mode == "partial":
 
@@ -93,6 +97,10 @@ def _depth_cheat(ns: dict, stdin, mode: str) -> None:
             return calls["first"]  # every later pass replays pass 1 without reading A
 
         engine_cls.multiply = multiply
+    elif mode == "memregen":
+        engine_cls, build = ns["MemoryEngine"], ns["MemoryEngine"].build
+        engine_cls.build = lambda self, spec, gpu: None
+        engine_cls.multiply = lambda self, spec, gpu, a, x: ns["product_np"](build(self, spec, gpu), x)
     else:
         engine_cls, honest = ns["ProverEngine"], ns["ProverEngine"].commit
         calls = {"n": 0}
@@ -106,10 +114,19 @@ def _depth_cheat(ns: dict, stdin, mode: str) -> None:
     ns["serve"](stdin, sys.stdout, "cpu")
 
 
+MALFORMED_INFO = {
+    "deepnest": '{"ok":true,"op":"info","devices":' + "[" * 20_000 + "]" * 20_000 + "}\n",
+    "hugeint": '{"ok":true,"op":"info","devices":[{"index":0,"name":"x","memory_bytes":1e999}]}\n',
+    "wrongtype": '{"ok":true,"op":"info","devices":["gpu0","gpu1"]}\n',
+}
+
+
 def _broken(stdin, mode: str) -> None:
     while line := stdin.readline():
         if mode == "garbage":
             sys.stdout.write("ceci n'est pas du JSON\n")
+        elif mode in MALFORMED_INFO:
+            sys.stdout.write(MALFORMED_INFO[mode])
         elif b'"info"' in line:
             sys.stdout.write(
                 '{"ok":true,"op":"info","devices":[{"index":0,"name":"cpu","memory_bytes":1,"uuid":""}]}\n'

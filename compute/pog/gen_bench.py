@@ -1,0 +1,110 @@
+"""Figures of the prover's non-GEMM work: generator speed (CPU, GPU), Merkle hashing, GPU roofline.
+
+``generator_ns_per_elem_cpu`` times the engine's CPU generation (numpy blocks in ``threads``
+threads) per element; ``merkle_vs_sha256`` compares ``hash_rows`` with raw ``hashlib.sha256`` over
+the same bytes on the same threads; ``gpu_generator_gbs`` times the fused kernel on a CUDA device;
+``roofline`` estimates commit/GEMM for a table GPU from the kernel's bytes per element, the table's
+bandwidth and its GEMM throughput (what the bench prints when no GPU is present). Advisory only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from .generator import PRECISION_BITS, index_values, mix_block_np
+from .gpu_gen import GEN_BYTES_PER_ELEM
+from .merkle import hash_rows
+
+
+def _best(fn, repeats: int) -> float:
+    times = []
+    for _ in range(max(1, repeats)):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+def generator_ns_per_elem_cpu(
+    threads: int, rows: int = 4096, cols: int = 4096, precision: str = "fp32", repeats: int = 3
+) -> float:
+    """Wall ns per generated element of a ``rows x cols`` slab split over ``threads`` (as the engine)."""
+    bits = PRECISION_BITS[precision]
+    row_vals, col_vals = index_values(1, 0, rows), index_values(2, 0, cols)
+    out = np.empty((rows, cols), dtype=np.float32)
+    bounds = [rows * k // threads for k in range(threads + 1)]
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+
+        def run() -> None:
+            parts = [
+                pool.submit(mix_block_np, row_vals[r0:r1], col_vals, bits, out[r0:r1])
+                for r0, r1 in zip(bounds, bounds[1:], strict=False)
+            ]
+            for part in parts:
+                part.result()
+
+        run()  # warm-up: first touch of ``out``
+        return _best(run, repeats) / (rows * cols) * 1e9
+
+
+def merkle_vs_sha256(threads: int, rows: int = 4096, cols: int = 4096, repeats: int = 3) -> float:
+    """Throughput of ``hash_rows`` over raw sha256 of the same bytes in ``threads`` threads (1.0 = par)."""
+    matrix = np.random.default_rng(0).standard_normal((rows, cols), dtype=np.float32)
+    cid = bytes(16)
+    bounds = [rows * k // threads for k in range(threads + 1)]
+
+    def raw_block(r0: int, r1: int) -> None:
+        for i in range(r0, r1):
+            hashlib.sha256(matrix[i].data).digest()
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+
+        def raw() -> None:
+            list(pool.map(lambda k: raw_block(bounds[k], bounds[k + 1]), range(threads)))
+
+        raw()
+        raw_s = _best(raw, repeats)
+    hash_rows(cid, 0, matrix, threads)
+    merkle_s = _best(lambda: hash_rows(cid, 0, matrix, threads), repeats)
+    return raw_s / merkle_s
+
+
+def gpu_generator_gbs(precision: str = "fp16", rows: int = 8192, cols: int = 65536, repeats: int = 5) -> dict:
+    """Fused-kernel write rate on the current CUDA device: GB/s and elements/s."""
+    import torch
+
+    from .gpu_gen import fill_block
+
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[precision]
+    out = torch.empty((rows, cols), dtype=dtype, device="cuda")
+    backend = fill_block(out, 1, 2, 0, 0, precision)
+    torch.cuda.synchronize()
+
+    def run() -> None:
+        fill_block(out, 3, 4, 0, 0, precision)
+        torch.cuda.synchronize()
+
+    seconds = _best(run, repeats)
+    return {
+        "generator_backend": backend,
+        "generator_gbs": out.numel() * out.element_size() / seconds / 1e9,
+        "generator_gelem_s": out.numel() / seconds / 1e9,
+    }
+
+
+def roofline(
+    tflops: float, bandwidth_gbs: float, m: int, n: int, p: int, precision: str = "fp16"
+) -> dict[str, float]:
+    """Commit/GEMM estimate: (generation bytes / bandwidth + GEMM flops / throughput) / GEMM time.
+
+    Serial sum (no overlap credited): the kernel's bytes per element x (m*n + n*p) elements at the
+    table's bandwidth, against 2*m*n*p at the table's (PoG-calibrated) throughput.
+    """
+    per_elem = GEN_BYTES_PER_ELEM[precision]
+    gen_s = per_elem * (m * n + n * p) / (bandwidth_gbs * 1e9)
+    gemm_s = 2.0 * m * n * p / (tflops * 1e12)
+    return {"gpu_generator_bytes_per_elem": per_elem, "roofline_commit_gemm": (gen_s + gemm_s) / gemm_s}

@@ -1,0 +1,157 @@
+"""Fused GPU generator: one Triton kernel computes challenge elements and writes them in the target dtype.
+
+Each program instance computes a ``BLOCK_R x BLOCK_C`` tile: the splitmix64 values of its rows and
+columns from (seed, index) in registers, the element finaliser on every (row, column) pair, the
+dyadic value ``k / 2**(bits-1) - 1`` in fp32 (exact) and one store in fp16/bf16/fp32. Nothing is
+read from memory, so an element costs one write (2 bytes in fp16) and no host-to-device copy is
+needed: ``GEN_BYTES_PER_ELEM``. Bit-identical to ``generator.mix_block_np`` (tested on CPU with
+``TRITON_INTERPRET=1`` and on CUDA when present).
+
+``fill_block`` picks the kernel when Triton can run it (a CUDA tensor, or the interpreter) and falls
+back to ``generator.mix_block_torch`` (torch int64 ops, ~15 kernels) otherwise. Optional imports
+only; embedded verbatim in the worker script after ``generator.py``. It does not multiply or hash.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from .generator import GOLDEN, MIX1, MIX2, PRECISION_BITS, mix_block_torch
+
+log = logging.getLogger(__name__)
+
+try:  # optional: CPU miners and the validator never need it
+    import triton
+    import triton.language as tl
+except Exception:  # ImportError, or a broken install that fails while loading
+    triton = None
+    tl = None
+
+BLOCK_R = 64
+BLOCK_C = 128
+# one 2-byte store per fp16 element; the tile's row/column values are computed, not loaded
+GEN_BYTES_PER_ELEM = {"fp16": 2.0, "bf16": 2.0, "fp32": 4.0}
+
+
+def _as_int64(value: int) -> int:
+    value &= (1 << 64) - 1
+    return value - (1 << 64) if value >= (1 << 63) else value
+
+
+if triton is not None:
+    try:  # jit needs the source file: a worker exec'd from a string (python3 -c) falls back to torch
+
+        @triton.jit
+        def _splitmix(z):
+            z ^= z >> 30
+            z *= MIX1_U
+            z ^= z >> 27
+            z *= MIX2_U
+            return z
+
+        MIX1_U = tl.constexpr(MIX1)
+        MIX2_U = tl.constexpr(MIX2)
+        GOLDEN_U = tl.constexpr(GOLDEN)
+
+        @triton.jit
+        def _index_values(seed, start, offsets):
+            idx = (start + offsets).to(tl.uint64)
+            z = idx * GOLDEN_U + seed.to(tl.int64).to(tl.uint64, bitcast=True)
+            z = _splitmix(z)
+            return z ^ (z >> 31)
+
+        # seeds and starts are runtime values: specialising 1 (or 16-aligned) into constants breaks .to()
+        @triton.jit(do_not_specialize=["row_seed", "col_seed", "row_start", "col_start"])
+        def _gen_kernel(
+            out_ptr,
+            rows,
+            cols,
+            stride,
+            row_seed,
+            col_seed,
+            row_start,
+            col_start,
+            SHIFT: tl.constexpr,
+            SCALE: tl.constexpr,
+            BR: tl.constexpr,
+            BC: tl.constexpr,
+        ):
+            r = tl.program_id(0) * BR + tl.arange(0, BR)
+            c = tl.program_id(1) * BC + tl.arange(0, BC)
+            rv = _index_values(row_seed, row_start, r.to(tl.int64))
+            cv = _index_values(col_seed, col_start, c.to(tl.int64))
+            z = _splitmix(rv[:, None] + cv[None, :])
+            k = (z >> SHIFT).to(tl.int32)
+            value = k.to(tl.float32) * SCALE - 1.0
+            mask = (r[:, None] < rows) & (c[None, :] < cols)
+            offsets = r[:, None].to(tl.int64) * stride + c[None, :]
+            tl.store(out_ptr + offsets, value.to(out_ptr.dtype.element_ty), mask=mask)
+    except (OSError, TypeError, ValueError) as exc:
+        log.info("fused generator unavailable (%s): torch fallback", exc)
+        triton = None
+
+
+_failed: list[str] = []  # a kernel that failed to compile or launch once is not retried
+
+
+def triton_usable(tensor) -> bool:
+    """Whether the fused kernel can write ``tensor`` here (CUDA, or CPU under TRITON_INTERPRET=1)."""
+    if triton is None or _failed:
+        return False
+    return tensor.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def fill_block(out, row_seed: int, col_seed: int, row_start: int, col_start: int, precision: str) -> str:
+    """Write ``out[i, t]`` = element of (row_start + i, col_start + t); returns "triton" or "torch".
+
+    ``out`` is a 2-D tensor whose rows are contiguous (stride 1 along columns) in fp16/bf16/fp32.
+    """
+    bits = PRECISION_BITS[precision]
+    rows, cols = out.shape
+    if triton_usable(out) and out.stride(1) == 1:
+        grid = (triton.cdiv(rows, BLOCK_R), triton.cdiv(cols, BLOCK_C))
+        try:
+            _gen_kernel[grid](
+                out,
+                rows,
+                cols,
+                out.stride(0),
+                _as_int64(row_seed),
+                _as_int64(col_seed),
+                row_start,
+                col_start,
+                SHIFT=64 - bits,
+                SCALE=2.0 ** -(bits - 1),
+                BR=BLOCK_R,
+                BC=BLOCK_C,
+            )
+            return "triton"
+        except Exception as exc:  # a compiler/driver problem must cost speed, never the proof
+            log.warning(
+                "fused generator failed (%s: %s): torch fallback from now on", type(exc).__name__, exc
+            )
+            _failed.append(repr(exc))
+    out.copy_(
+        mix_block_torch(
+            index_values_torch(row_seed, row_start, rows, out.device),
+            index_values_torch(col_seed, col_start, cols, out.device),
+            bits,
+        )
+    )
+    return "torch"
+
+
+def index_values_torch(seed: int, start: int, count: int, device):
+    """``generator.index_values`` as an int64 tensor computed on ``device`` (no host copy)."""
+    import torch
+
+    z = torch.arange(start, start + count, dtype=torch.int64, device=device)
+    z *= _as_int64(GOLDEN)
+    z += _as_int64(seed)
+    z ^= (z >> 30) & ((1 << 34) - 1)
+    z *= _as_int64(MIX1)
+    z ^= (z >> 27) & ((1 << 37) - 1)
+    z *= _as_int64(MIX2)
+    z ^= (z >> 31) & ((1 << 33) - 1)
+    return z

@@ -1,0 +1,112 @@
+"""Validator-side cost of a GEMM verification at a real shape: CPU seconds, peak memory, scaling in n.
+
+``synthetic_round`` builds an honest opening at any n without computing the product: only the
+checked entries are computed (exactly), the rest of each opened row is zeros, and the Merkle tree
+is built over placeholder leaves. ``measure_verify`` then times ``verify`` on the CPU clock of this
+process (all threads) and records the peak of Python/numpy allocations (tracemalloc) above what was
+allocated before, so the figure is the verifier's own working memory. Nothing here is trusted.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import tracemalloc
+from dataclasses import dataclass
+
+import numpy as np
+
+from .challenge import VERIFY_BUDGET, choose_openings, new_challenge
+from .merkle import MerkleTree, leaf_hash
+from .verifier import expected_entries, verify
+from .wire import B64Array, Commitment, GpuOpening, Opening, Precision, RowProof
+
+# the validator's default shape (compute.validator.settings): m = p = 8192, n sized so the
+# expected commit takes target_seconds on the identified model, rounded up to the chunk
+VALIDATOR_MP = 8192
+VALIDATOR_TARGET_S = 3.0
+VALIDATOR_CHUNK = 4096
+
+
+@dataclass(frozen=True)
+class VerifyCost:
+    n: int
+    cols_per_row: int
+    cpu_s: float
+    wall_s: float
+    peak_mb: float
+
+
+def validator_n(expected_tflops: float, m: int = VALIDATOR_MP, p: int = VALIDATOR_MP) -> int:
+    """The inner size the validator asks a GPU of ``expected_tflops`` for (``round.challenge_size``)."""
+    flops = expected_tflops * 1e12 * VALIDATOR_TARGET_S
+    return max(VALIDATOR_CHUNK, math.ceil(flops / (2 * m * p) / VALIDATOR_CHUNK) * VALIDATOR_CHUNK)
+
+
+def synthetic_round(
+    precision: Precision,
+    n: int,
+    m: int = VALIDATOR_MP,
+    p: int = VALIDATOR_MP,
+    rows: int = 8,
+    cols: int = 4,
+    budget: int | None = VERIFY_BUDGET,
+):
+    """(challenge, commitment, request, opening) of an honest one-GPU round, checked entries only."""
+    challenge = new_challenge(precision, m, n, p, 1)
+    request = choose_openings(challenge, rows, cols, budget=budget)
+    opened, checked = request.rows[0], request.cols[0]
+    exact = expected_entries(challenge, 0, opened, checked)
+    c_rows = np.zeros((len(opened), p), dtype=np.float32)
+    at = 0
+    for k, row_cols in enumerate(checked):
+        c_rows[k, row_cols] = exact[at : at + len(row_cols)]
+        at += len(row_cols)
+    cid = bytes.fromhex(challenge.challenge_id)
+    placeholder = leaf_hash(cid, 0, 0, np.zeros(1, np.float32))
+    leaves = [placeholder] * m
+    for k, i in enumerate(opened):
+        leaves[i] = leaf_hash(cid, 0, i, c_rows[k])
+    tree = MerkleTree(leaves)
+    proofs = [
+        RowProof(index=i, row=B64Array.from_numpy(c_rows[k]), path=[h.hex() for h in tree.path(i)])
+        for k, i in enumerate(opened)
+    ]
+    opening = Opening(challenge_id=challenge.challenge_id, per_gpu=[GpuOpening(rows=proofs)])
+    commitment = Commitment(challenge_id=challenge.challenge_id, roots=[tree.root.hex()])
+    return challenge, commitment, request, opening
+
+
+def measure_verify(
+    precision: Precision, n: int, rows: int = 8, cols: int = 4, budget: int | None = VERIFY_BUDGET
+) -> VerifyCost:
+    """CPU seconds, wall seconds and peak allocated MB of verifying one honest opening at ``n``."""
+    parts = synthetic_round(precision, n, rows=rows, cols=cols, budget=budget)
+    tracemalloc.start()
+    try:
+        cpu, wall = time.process_time(), time.perf_counter()
+        verdict = verify(*parts)
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    if not verdict.ok:
+        raise RuntimeError(f"synthetic honest opening failed verification: {verdict.reasons}")
+    cols_per_row = len(parts[2].cols[0][0])  # after the verify budget (challenge.columns_within_budget)
+    return VerifyCost(n=n, cols_per_row=cols_per_row, cpu_s=cpu, wall_s=wall, peak_mb=peak / 1e6)
+
+
+def verify_figures(expected_tflops: float, precision: Precision = "fp16", cols: int = 4) -> dict:
+    """``verify_<...>`` figures at the validator's shape for a GPU of ``expected_tflops``."""
+    n = validator_n(expected_tflops)
+    quarter = max(VALIDATOR_CHUNK, n // 4)
+    full = measure_verify(precision, n, cols=cols)  # the opening the validator draws at this n
+    small = measure_verify(precision, quarter, cols=full.cols_per_row, budget=None)  # same opening shape
+    return {
+        "verify_n": n,
+        "verify_cols_per_row": full.cols_per_row,
+        "verify_cpu_s": full.cpu_s,
+        "verify_wall_s": full.wall_s,
+        "verify_peak_mb": full.peak_mb,
+        "verify_scaling_4x": full.cpu_s / small.cpu_s * (quarter * 4 / n),
+    }

@@ -1,0 +1,32 @@
+"""``--validator.trusted_renters`` and ``--validator.canary_rate``: parsed once, bad input named."""
+
+from __future__ import annotations
+
+import pytest
+
+from compute.settings import SettingsError
+from compute.validator import parse_validator, round_params
+
+ALICE = "5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQY"
+BOB = "5FHneW46xGXgs5mUiveU4sbTyGBzmstUspZC92UhjJM694ty"
+
+
+def test_trusted_renters_come_from_a_comma_list_flag_or_the_environment() -> None:
+    s = parse_validator(["--validator.trusted_renters", f"{ALICE}, {BOB}"], {})
+    assert s.trusted_renters == (ALICE, BOB)
+    assert round_params(s).trusted_renters == frozenset({ALICE, BOB})
+    assert parse_validator([], {"COMPUTE_VALIDATOR_TRUSTED_RENTERS": ALICE}).trusted_renters == (ALICE,)
+    assert parse_validator([], {}).trusted_renters == ()
+    assert parse_validator([], {}).canary_rate == 0.1
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["--validator.trusted_renters", "not-a-hotkey"], "--validator.trusted_renters"),
+        (["--validator.canary_rate", "1.5"], "--validator.canary_rate"),
+    ],
+)
+def test_bad_rental_flags_name_the_flag(argv: list[str], flag: str) -> None:
+    with pytest.raises(SettingsError, match=flag):
+        parse_validator(argv, {})
