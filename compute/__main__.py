@@ -17,6 +17,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench-transport": ("compute.transport.bench:main", "benchmark the signed HTTP transport"),
     "bench-allocation": ("compute.allocation.bench:main", "benchmark lease allocation"),
     "bench-validator": ("compute.validator.bench:main", "benchmark a validator round"),
+    "dashboard": ("compute.dashboard.cli:main", "serve a validator store's read-only dashboard"),
+    "bench-dashboard": ("compute.dashboard.bench:main", "benchmark the dashboard's first render"),
     "bench-hardening": ("compute.miner.hardening:main", "flood, kill -9 loop and tenant isolation figures"),
 }
 

@@ -29,6 +29,8 @@ _SS58_RE = re.compile(r"^[1-9A-HJ-NP-Za-km-z]{46,48}$")
 _LEASE_ID_RE = re.compile(r"^[a-f0-9]{32}$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9 ._()+-]{1,64}$")
 _IDEMPOTENCY_RE = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
+_TEMPLATE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,47}$")
+_IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$")
 
 
 def _check(pattern: re.Pattern[str], what: str):
@@ -52,6 +54,10 @@ IdempotencyKey = Annotated[
     str, Field(max_length=64), _check(_IDEMPOTENCY_RE, "idempotency key (8-64 of A-Za-z0-9_-)")
 ]
 Seconds = Annotated[int, Field(ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS)]
+TemplateName = Annotated[
+    str, Field(max_length=48), _check(_TEMPLATE_RE, "template name (a-z0-9._-, at most 48)")
+]
+ImageRef = Annotated[str, Field(max_length=255), _check(_IMAGE_RE, "container image reference")]
 
 
 class Value(BaseModel):
@@ -97,6 +103,20 @@ class Requirements(Value):
     memory_gb: float = Field(1.0, gt=0, le=16384)
     disk_gb: float = Field(5.0, gt=0, le=1_000_000)
     extra_ports: int = Field(0, ge=0, le=16)
+    # The base image to start from (a name from the miner's TemplatesResponse); None: its default.
+    # Left off the wire when unset, so miners that predate the field still parse the requirements.
+    template: TemplateName | None = Field(None, exclude_if=lambda v: v is None)
+
+
+class TemplateInfo(Value):
+    """One base image a miner offers for leases (miner -> caller)."""
+
+    name: TemplateName
+    image: ImageRef
+    version: str = Field("", max_length=64)
+    kind: Literal["cuda-pytorch", "cuda", "cpu"]
+    description: str = Field("", max_length=200)
+    default: bool = False
 
 
 class GpuSpec(Value):
@@ -136,6 +156,20 @@ class SshAccess(Value):
     ports: dict[int, int] = Field(default_factory=dict, description="lease port -> public port")
 
 
+class LeaseHealth(Value):
+    """The miner's watch over a lease: container running and sshd answering (miner -> caller).
+
+    ``lost``: down longer than the miner's threshold, still retried, and reported here and in its
+    log rather than dropped. ``restarts`` counts the miner's automatic restarts of this lease.
+    """
+
+    status: Literal["up", "down", "lost"]
+    checked_at: float = Field(ge=0)
+    down_since: float | None = Field(None, ge=0)
+    restarts: int = Field(0, ge=0, le=1_000_000)
+    reason: str = Field("", max_length=500)
+
+
 class LeaseInfo(Value):
     lease_id: LeaseId
     owner_hotkey: Hotkey
@@ -146,6 +180,8 @@ class LeaseInfo(Value):
     ssh: SshAccess | None = None
     created_at: float
     expires_at: float
+    # Left off the wire when unknown, so callers that predate the field still parse the lease.
+    health: LeaseHealth | None = Field(None, exclude_if=lambda v: v is None)
 
 
 # ---------------------------------------------------------------- requests and responses
@@ -197,6 +233,17 @@ class AllocateRequest(Message):
     # A retry that carries the same key (per caller hotkey) gets the lease the first attempt made.
     # Left off the wire when unset, so miners that predate the field still parse the request.
     idempotency_key: IdempotencyKey | None = Field(None, exclude_if=lambda v: v is None)
+
+
+class TemplatesRequest(Message):
+    """The base images the miner offers (validator/operator -> miner)."""
+
+    kind: Literal["templates"] = "templates"
+
+
+class TemplatesResponse(Message):
+    kind: Literal["templates"] = "templates"
+    templates: list[TemplateInfo] = Field(default_factory=list, max_length=64)
 
 
 class LeaseStatusRequest(Message):
@@ -294,6 +341,7 @@ Request = (
     | DeallocateRequest
     | ListLeasesRequest
     | RentalReceiptsRequest
+    | TemplatesRequest
 )
 
 ROUTES: dict[type[Message], tuple[str, type[Message]]] = {
@@ -308,6 +356,7 @@ ROUTES: dict[type[Message], tuple[str, type[Message]]] = {
     DeallocateRequest: ("/v1/leases/deallocate", DeallocateResponse),
     ListLeasesRequest: ("/v1/leases/list", ListLeasesResponse),
     RentalReceiptsRequest: ("/v1/leases/receipts", RentalReceiptsResponse),
+    TemplatesRequest: ("/v1/templates", TemplatesResponse),
 }
 
 
@@ -356,6 +405,8 @@ __all__ = [
     "GpuSpec",
     "HealthRequest",
     "HealthResponse",
+    "ImageRef",
+    "LeaseHealth",
     "LeaseInfo",
     "LeaseResponse",
     "LeaseStatusRequest",
@@ -375,5 +426,9 @@ __all__ = [
     "SpecsRequest",
     "SpecsResponse",
     "SshAccess",
+    "TemplateInfo",
+    "TemplateName",
+    "TemplatesRequest",
+    "TemplatesResponse",
     "route_for",
 ]

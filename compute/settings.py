@@ -210,6 +210,9 @@ class MinerSettings(BaseModel):
     ssh_port_range: tuple[int, int] = (40000, 40999)
     ssh_host: str | None = None
     base_image: str = "compute-base:cuda"
+    templates: Path | None = None  # YAML catalog of lease base images (None: base_image only)
+    health_interval: float = Field(30.0, ge=0, le=3600)  # seconds between lease health checks; 0 = off
+    lease_lost_after: float = Field(600.0, ge=0, le=86_400)  # down this long: reported as lost
     max_cpu: int | None = Field(None, ge=1, le=1024)
     max_memory_gb: float | None = Field(None, gt=0, le=16384)
     max_disk_gb: float | None = Field(None, gt=0, le=1_000_000)
@@ -282,6 +285,19 @@ def add_miner_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     group.add_argument(
         "--miner.base_image", help="docker image of rental containers (default compute-base:cuda)"
     )
+    group.add_argument(
+        "--miner.templates", help="YAML file of lease templates to offer (default: base_image only)"
+    )
+    group.add_argument(
+        "--miner.health_interval",
+        type=float,
+        help="seconds between lease health checks; 0 = off (default 30)",
+    )
+    group.add_argument(
+        "--miner.lease_lost_after",
+        type=float,
+        help="seconds a lease may stay down before it is reported lost (600)",
+    )
     group.add_argument("--miner.max_cpu", type=int, help="most CPUs one lease may ask for")
     group.add_argument("--miner.max_memory_gb", type=float, help="most memory (GB) one lease may ask for")
     group.add_argument("--miner.max_disk_gb", type=float, help="most disk (GB) one lease may ask for")
@@ -350,6 +366,9 @@ _MINER_FLAGS = {
     "ssh_port_range": "miner.ssh_port_range",
     "ssh_host": "miner.ssh_host",
     "base_image": "miner.base_image",
+    "templates": "miner.templates",
+    "health_interval": "miner.health_interval",
+    "lease_lost_after": "miner.lease_lost_after",
     "max_cpu": "miner.max_cpu",
     "max_memory_gb": "miner.max_memory_gb",
     "max_disk_gb": "miner.max_disk_gb",

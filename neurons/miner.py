@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from compute.allocation import AllocationManager, LeaseStore, ManagerLimits  # noqa: E402
+from compute.allocation import AllocationManager, HealthMonitor, LeaseStore, ManagerLimits  # noqa: E402
 from compute.chain import ChainError, connect  # noqa: E402
 from compute.logs import configure_logging  # noqa: E402
 from compute.miner import build_miner_app, gpu_specs, specs_provider  # noqa: E402
@@ -22,6 +22,7 @@ from compute.miner.service import (  # noqa: E402
     PeriodicLoop,
     StartupError,
     build_backend,
+    build_catalog,
     check_port_free,
     check_registered,
 )
@@ -61,7 +62,10 @@ async def run(settings: MinerSettings) -> int:
     gpus = gpu_specs(host, settings.gpus)
     known = [g.uuid for g in gpus if g.uuid]
     uuids = known if len(known) == len(gpus) else None  # all or none
-    backend = build_backend(settings, uuids, settings.ssh_host or public_ip, miner_id=keypair.ss58)
+    catalog = build_catalog(settings)
+    backend = build_backend(
+        settings, uuids, settings.ssh_host or public_ip, miner_id=keypair.ss58, catalog=catalog
+    )
     limits = ManagerLimits(
         max_cpu=settings.max_cpu,
         max_memory_gb=settings.max_memory_gb,
@@ -70,6 +74,7 @@ async def run(settings: MinerSettings) -> int:
     )
     manager = AllocationManager(LeaseStore(settings.data_dir / "leases.db"), backend, gpus, limits)
     report = await manager.reconcile()
+    monitor = HealthMonitor(manager, settings.axon_ip, settings.lease_lost_after)
     logger.info(
         "miner hotkey=%s backend=%s gpus=%d leases=%s",
         keypair.ss58,
@@ -88,7 +93,14 @@ async def run(settings: MinerSettings) -> int:
         deny_coldkeys=settings.blacklist_coldkeys,
         refresh_s=METAGRAPH_REFRESH_S,
     )
-    app = build_miner_app(keypair, policy, manager, specs_provider(specs_cache.get, backend.name, gpus))
+    app = build_miner_app(
+        keypair,
+        policy,
+        manager,
+        specs_provider(specs_cache.get, backend.name, gpus),
+        templates=catalog,
+        monitor=monitor,
+    )
 
     async def publish() -> None:
         await asyncio.to_thread(chain.serve, wallet, public_ip, settings.public_port)
@@ -101,6 +113,10 @@ async def run(settings: MinerSettings) -> int:
         PeriodicLoop("expiry", EXPIRY_INTERVAL_S, manager.sweep),
         PeriodicLoop("republish", REPUBLISH_INTERVAL_S, publish),
     ]
+    if settings.health_interval > 0:
+        loops.append(
+            PeriodicLoop("lease-health", settings.health_interval, monitor.check_once, timeout_s=600.0)
+        )
     tasks = [asyncio.create_task(item.run(stop), name=item.name) for item in loops]
     logger.info(
         "serving on %s:%d (published as %s:%d)",

@@ -17,6 +17,7 @@ run hardening         python3 -m compute bench-hardening --json
 if docker info >/dev/null 2>&1; then
   run allocation-docker python3 -m compute bench-allocation --backend docker --iterations 10 --json
 fi
+run dashboard         python3 -m compute bench-dashboard --json
 echo "== validator-64" >&2; python3 -m compute bench-validator --miners 64 | tee "$out/validator-64.txt"
 if [ "${1:-}" = "--gpu" ]; then
   run pog-cuda-fp16   python3 -m compute.pog bench --device cuda --precision fp16 --m 8192 --n 8192 --p 8192 --json

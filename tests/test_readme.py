@@ -27,6 +27,7 @@ COMMANDS = {
         f"neurons/register.py {sub}": (register_main, [sub])
         for sub in (
             "resources",
+            "templates",
             "allocate",
             "list",
             "extend",
@@ -48,6 +49,8 @@ COMMANDS = {
             "bench-transport",
             "bench-allocation",
             "bench-validator",
+            "dashboard",
+            "bench-dashboard",
         )
     },
     "python -m compute.pog bench": (pog_main, ["bench"]),

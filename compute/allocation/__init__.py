@@ -11,9 +11,17 @@ from typing import Any
 
 from compute.allocation.backend import BACKEND_API_VERSION, Backend, BackendError
 from compute.allocation.embedded import EmbeddedBackend
+from compute.allocation.health import HealthMonitor
 from compute.allocation.manager import AllocationManager, Availability, ManagerLimits
 from compute.allocation.records import Endpoint, LeaseRecord, Receipt
 from compute.allocation.store import GpuConflict, LeaseStore, StoredLease, StoreError
+from compute.allocation.templates import (
+    TemplateCatalog,
+    TemplateError,
+    UnknownTemplate,
+    default_catalog,
+    load_templates,
+)
 
 
 def _docker_backend(*args: Any, **kwargs: Any) -> Backend:
@@ -50,4 +58,10 @@ __all__ = [
     "Receipt",
     "StoreError",
     "StoredLease",
+    "HealthMonitor",
+    "TemplateCatalog",
+    "TemplateError",
+    "UnknownTemplate",
+    "default_catalog",
+    "load_templates",
 ]

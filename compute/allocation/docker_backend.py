@@ -43,6 +43,7 @@ from compute.allocation.netpolicy import LeaseNetwork
 from compute.allocation.ports import pick_free_ports, ssh_banner
 from compute.allocation.records import Endpoint, LeaseRecord
 from compute.allocation.sshkeys import generate_host_key, validate_public_key
+from compute.allocation.templates import TemplateCatalog
 
 log = logging.getLogger(__name__)
 
@@ -86,10 +87,12 @@ class DockerBackend:
         sshd: SshdOptions | None = None,
         ready_timeout_s: float = 20.0,
         miner_id: str | None = None,
+        templates: TemplateCatalog | None = None,
         isolate: bool = True,
     ) -> None:
         """``miner_id`` (the miner's hotkey; default ``name_prefix``) labels and scopes the containers.
 
+        ``templates`` maps a lease's requested template to its image (``image`` when None).
         ``isolate`` (unless ``network`` names one) puts leases on the miner's own ICC-off bridge
         with firewall rules (:mod:`compute.allocation.netpolicy`); a lease is refused when they
         cannot be installed.
@@ -98,6 +101,7 @@ class DockerBackend:
         if not (1 <= low <= high <= 65535):
             raise ValueError(f"bad ssh_port_range {ssh_port_range}")
         self.image = image
+        self.templates = templates
         self.host = host
         self.public_host = public_host or host
         self.port_range = (low, high)
@@ -223,9 +227,10 @@ class DockerBackend:
         self, lease: LeaseRecord, host_ports: list[int], host_key_line: str
     ) -> dict[str, Any]:
         """Arguments for ``containers.create``: limits, labels, port map, GPUs. No I/O."""
+        image = self.templates.resolve(lease.template).image if self.templates else self.image
         network = self.lease_network.name if self.lease_network is not None else self.network
         options = spec.ContainerOptions(
-            self.image,
+            image,
             self.host,
             self.miner_id,
             self.pids_limit,

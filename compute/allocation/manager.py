@@ -240,6 +240,7 @@ class AllocationManager(Reconciler):
                 ssh_public_key=public_key,
                 created_at=now,
                 expires_at=now + request.duration_s,
+                template=req.template,
             )
             lease = StoredLease(
                 record=record,

@@ -28,6 +28,7 @@ class LeaseRecord:
     ssh_public_key: str
     created_at: float
     expires_at: float
+    template: str | None = None  # the base-image template asked for (None: the miner's default)
 
 
 @dataclass(frozen=True)

@@ -311,6 +311,7 @@ def _from_row(row: tuple) -> StoredLease:
         ssh_public_key=key,
         created_at=created,
         expires_at=expires,
+        template=_template(req),
     )
     endpoint = None
     if ep is not None:
@@ -330,6 +331,15 @@ def _from_row(row: tuple) -> StoredLease:
         ended_at=ended,
         idempotency_key=idem,
     )
+
+
+def _template(requirements_json: str) -> str | None:
+    """The template a stored lease asked for (kept in its requirements JSON, no extra column)."""
+    try:
+        value = json.loads(requirements_json).get("template")
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
 
 
 def with_record(lease: StoredLease, **changes: Any) -> StoredLease:

@@ -20,9 +20,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
+from compute.dashboard import build_app
+from compute.transport import serve_in_thread
+
 from .consensus import collect_consensus, consensus_problems, render_consensus
 from .images import choose_lease_image
-from .network import LocalNet, LocalnetError, Options
+from .network import LocalNet, LocalnetError, Options, free_port
 from .report import collect_summary, render_summary, summary_problems
 
 __all__ = ["LocalNet", "LocalnetError", "Options", "main"]
@@ -72,6 +75,20 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--logging.debug", dest="debug", action="store_true", help="debug logs from every process"
     )
+    parser.add_argument(
+        "--dashboard",
+        action="store_true",
+        help="serve the validator dashboard on 127.0.0.1 and print its URL",
+    )
+    parser.add_argument(
+        "--dashboard-port", type=int, default=0, help="dashboard port with --dashboard (default: a free one)"
+    )
+    parser.add_argument(
+        "--dashboard-hold",
+        type=float,
+        default=-1.0,
+        help="with --dashboard, keep serving it this many s after the rounds (default: until Ctrl-C)",
+    )
     return parser
 
 
@@ -104,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         timeout_s=args.timeout if args.timeout is not None else 170.0 * args.validators,
         debug=args.debug,
         cheaters=args.cheaters,
+        dashboard_port=(args.dashboard_port or free_port()) if args.dashboard else 0,
         validators=args.validators,
     )
 
@@ -123,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
         net.create()
         miners = net.start_miners()
         net.wait_for_miners(miners)
+        if options.dashboard_port:
+            console.print(f"dashboard: http://127.0.0.1:{options.dashboard_port}/")
         net.run_validators(deadline=started + options.timeout_s)
         summary = collect_summary(net)
         summary["consensus"] = collect_consensus(net)
@@ -138,9 +158,26 @@ def main(argv: list[str] | None = None) -> int:
     problems = summary_problems(summary, options.rounds) + consensus_problems(summary["consensus"])
     summary["ok"], summary["problems"] = not problems, problems
     if args.json:
-        print(json.dumps(summary, indent=2))
+        print(json.dumps(summary, indent=2), flush=True)
     else:
         out = Console(width=None if sys.stdout.isatty() else 160)
         render_summary(summary, out)
         render_consensus(summary["consensus"], out)
+    if options.dashboard_port:
+        hold_dashboard(net.store_path, options.dashboard_port, args.dashboard_hold, console)
     return 1 if problems else 0
+
+
+def hold_dashboard(store_path: Path, port: int, hold_s: float, console: Console) -> None:
+    """Keep the dashboard up on the finished demo's store (the validator has exited)."""
+    if hold_s == 0:
+        return
+    server = serve_in_thread(build_app(store_path), "127.0.0.1", port)
+    until = "Ctrl-C" if hold_s < 0 else f"{hold_s:g}s"
+    console.print(f"dashboard still serving {server.url}/ (until {until})")
+    try:
+        time.sleep(hold_s if hold_s > 0 else 10**9)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()

@@ -48,6 +48,7 @@ class Options:
     debug: bool = False
     base_image: str | None = None  # the Docker miners' lease image (compute.localnet.images picks it)
     cheaters: bool = False  # add a miner refusing every rental and two hotkeys sharing one box
+    dashboard_port: int = 0  # 0 = no dashboard
     validators: int = 1
     spread_s: float = 8.0  # several validators: each spreads its miner tests over this many s
 
@@ -311,6 +312,8 @@ class LocalNet:
         ]
         if self.options.cheaters:
             args += ["--validator.canary_rate", "1"]  # every miner gets a canary rental each round
+        if self.options.dashboard_port and validator is self.validator:
+            args += ["--dashboard.port", str(self.options.dashboard_port)]
         child = self.processes.start(
             validator.name,
             args,
@@ -327,6 +330,11 @@ class LocalNet:
             raise LocalnetError(
                 f"{child.name} did not finish within {timeout_s:.0f}s; log {child.log_path}"
             ) from exc
+
+    @property
+    def store_path(self) -> Path:
+        """The validator's store file (its name is fixed by ``ValidatorSettings.db_path``)."""
+        return self.workdir / "validator" / f"validator-{NETUID}.db"
 
     def stop(self) -> None:
         self.processes.stop_all()

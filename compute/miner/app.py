@@ -20,7 +20,7 @@ from bittensor.http_auth import Caller
 from fastapi import FastAPI
 
 from compute import __version__
-from compute.allocation import AllocationManager
+from compute.allocation import AllocationManager, HealthMonitor, TemplateCatalog, UnknownTemplate
 from compute.miner.receipts import rental_receipts, signed_receipt
 from compute.protocol import (
     AllocateRequest,
@@ -33,6 +33,7 @@ from compute.protocol import (
     ExtendLeaseRequest,
     HealthRequest,
     HealthResponse,
+    LeaseInfo,
     LeaseResponse,
     LeaseStatusRequest,
     ListLeasesRequest,
@@ -45,6 +46,8 @@ from compute.protocol import (
     RestartLeaseRequest,
     SpecsRequest,
     SpecsResponse,
+    TemplatesRequest,
+    TemplatesResponse,
     route_for,
 )
 from compute.transport import AccessPolicy, ServerLimits, SignedServer
@@ -60,10 +63,25 @@ def build_miner_app(
     specs_provider: Callable[[], MachineSpecs],
     limits: ServerLimits | None = None,
     clock: Callable[[], float] = time.monotonic,
+    templates: TemplateCatalog | None = None,
+    monitor: HealthMonitor | None = None,
 ) -> FastAPI:
-    """The miner's signed FastAPI app; ``specs_provider`` may block (it runs in a thread)."""
+    """The miner's signed FastAPI app; ``specs_provider`` may block (it runs in a thread).
+
+    ``templates``: the base images offered (None: only the backend's own image, as ``default``);
+    ``monitor``: the lease watch whose findings are attached to status and list answers."""
     server = SignedServer(keypair, policy, limits)
     started = clock()
+
+    def check_template(name: str | None) -> None:
+        if name is None:
+            return
+        try:
+            if templates is None:
+                raise UnknownTemplate(f"template {name!r} is not offered here (this miner has no templates)")
+            templates.resolve(name)
+        except UnknownTemplate as exc:
+            raise RequestFailed(ErrorCode.UNSUPPORTED, str(exc), 400) from None
 
     def route(request_type: type[Message]) -> Callable:
         path, response_type = route_for(request_type.model_construct())
@@ -88,8 +106,13 @@ def build_miner_app(
             raise RequestFailed(ErrorCode.BUSY, "specs collection is taking too long; retry", 503) from None
         return SpecsResponse(specs=machine)
 
+    @route(TemplatesRequest)
+    async def offered(req: TemplatesRequest, caller: Caller) -> TemplatesResponse:
+        return TemplatesResponse(templates=list(templates.templates) if templates else [])
+
     @route(CheckAvailabilityRequest)
     async def availability(req: CheckAvailabilityRequest, caller: Caller) -> AvailabilityResponse:
+        check_template(req.requirements.template)
         result = await asyncio.to_thread(manager.check, req.requirements)
         return AvailabilityResponse(
             available=result.available,
@@ -102,19 +125,22 @@ def build_miner_app(
     async def allocate(req: AllocateRequest, caller: Caller) -> LeaseResponse:
         hotkey = caller.hotkey_ss58
         try:
+            check_template(req.requirements.template)
             lease = await manager.allocate(hotkey, req, signed_receipt())
         except RequestFailed as exc:
             logger.info("allocate refused hotkey=%s code=%s reason=%s", hotkey, exc.code, exc.reason)
             raise
         return LeaseResponse(lease=lease)
 
+    def watched(lease: LeaseInfo) -> LeaseInfo:
+        return monitor.annotate(lease) if monitor is not None else lease
+
     @route(LeaseStatusRequest)
     async def status(req: LeaseStatusRequest, caller: Caller) -> LeaseResponse:
-        return LeaseResponse(
-            lease=await _logged(
-                "status", caller, req.lease_id, manager.status(caller.hotkey_ss58, req.lease_id)
-            )
+        lease = await _logged(
+            "status", caller, req.lease_id, manager.status(caller.hotkey_ss58, req.lease_id)
         )
+        return LeaseResponse(lease=watched(lease))
 
     @route(ExtendLeaseRequest)
     async def extend(req: ExtendLeaseRequest, caller: Caller) -> LeaseResponse:
@@ -155,7 +181,9 @@ def build_miner_app(
 
     @route(ListLeasesRequest)
     async def list_leases(req: ListLeasesRequest, caller: Caller) -> ListLeasesResponse:
-        return ListLeasesResponse(leases=(await manager.list(caller.hotkey_ss58))[:1024])
+        return ListLeasesResponse(
+            leases=[watched(lease) for lease in (await manager.list(caller.hotkey_ss58))[:1024]]
+        )
 
     @route(RentalReceiptsRequest)
     async def receipts(req: RentalReceiptsRequest, caller: Caller) -> RentalReceiptsResponse:

@@ -20,7 +20,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from compute.allocation import BACKENDS, Backend
+from compute.allocation import BACKENDS, Backend, TemplateCatalog, TemplateError, load_templates
 from compute.chain import Chain, ChainError
 from compute.settings import MinerSettings
 
@@ -59,8 +59,23 @@ def check_registered(chain: Chain, hotkey: str, settings: MinerSettings) -> None
         )
 
 
+def build_catalog(settings: MinerSettings) -> TemplateCatalog:
+    """The lease templates to offer; on Docker only those whose image the engine holds."""
+    try:
+        catalog = load_templates(settings.templates, settings.base_image)
+    except TemplateError as exc:
+        raise StartupError(str(exc)) from None
+    if settings.backend == "docker":
+        catalog = catalog.present(image_present)
+    return catalog
+
+
 def build_backend(
-    settings: MinerSettings, gpu_uuids: list[str] | None, ssh_host: str, miner_id: str | None = None
+    settings: MinerSettings,
+    gpu_uuids: list[str] | None,
+    ssh_host: str,
+    miner_id: str | None = None,
+    catalog: TemplateCatalog | None = None,
 ) -> Backend:
     """The configured rental backend, after the checks that make it usable.
 
@@ -86,9 +101,11 @@ def build_backend(
             f"Docker is not reachable ({docker.error}); start the engine, add this user to the 'docker' "
             "group, or use --miner.backend embedded on a test network"
         )
-    check_image(settings.base_image)
+    image = catalog.resolve(None).image if catalog is not None else settings.base_image
+    check_image(image)
     return BACKENDS["docker"](
-        image=settings.base_image,
+        image=image,
+        templates=catalog,
         host=settings.axon_ip,
         ssh_port_range=(low, high),
         gpu_uuids=gpu_uuids,
@@ -170,6 +187,7 @@ __all__ = [
     "PeriodicLoop",
     "StartupError",
     "build_backend",
+    "build_catalog",
     "check_port_free",
     "check_registered",
     "wallet_hotkey",

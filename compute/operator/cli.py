@@ -24,13 +24,21 @@ from compute.operator.book import BookError, LeaseBook
 from compute.operator.commands import HANDLERS, Result
 from compute.operator.errors import EXIT_OK, EXIT_USAGE, OperatorError, Refused, UsageError
 from compute.operator.pog_records import load_verified
+from compute.operator.proven import fetch_proven
 from compute.operator.service import Operator
 from compute.settings import CommonSettings, SettingsError, add_common_args, common_from_args
 from compute.transport import MinerClient, WalletError, load_wallet
 
 DEFAULT_DATA_DIR = "~/.compute/register"
 DEFAULT_TIMEOUT_S = 15.0
-_REGISTER_FLAGS = ("register.data_dir", "register.timeout", "register.pog_db", "validator.data_dir", "json")
+_REGISTER_FLAGS = (
+    "register.data_dir",
+    "register.timeout",
+    "register.pog_db",
+    "register.dashboard",
+    "validator.data_dir",
+    "json",
+)
 
 
 def _add_register_args(parser: argparse.ArgumentParser) -> None:
@@ -45,6 +53,10 @@ def _add_register_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--register.pog_db", help="validator store (file or directory) with PoG results")
     group.add_argument(
         "--validator.data_dir", help="a validator's data dir; its PoG results mark verified GPUs"
+    )
+    group.add_argument(
+        "--register.dashboard",
+        help="a validator dashboard URL (http://host:port); its proven figures mark verified GPUs",
     )
     group.add_argument("--json", action="store_true", default=None, help="print JSON instead of tables")
 
@@ -89,8 +101,14 @@ def build_parser() -> argparse.ArgumentParser:
     resources = sub("resources", "list rentable machines")
     _add_filters(resources)
     resources.add_argument("--available-only", action="store_true", help="hide rented and offline machines")
+    templates = sub("templates", "base images (templates) each miner offers")
+    templates.add_argument("--hotkey", help="ask only this miner (by hotkey)")
+    templates.add_argument("--uid", type=int, help="ask only this miner (by uid)")
     allocate = sub("allocate", "rent the best matching machine (or a given one)")
     _add_filters(allocate)
+    allocate.add_argument(
+        "--template", help="start from this template (see `templates`; default: the miner's)"
+    )
     allocate.add_argument("--ports", type=int, default=0, help="extra ports to publish (0-16)")
     allocate.add_argument("--hours", type=float, help="lease length in hours (default 1)")
     allocate.add_argument("--duration", help="lease length: 90m, 2h, 3d, or seconds")
@@ -149,6 +167,9 @@ async def _run(
         raise UsageError(str(exc)) from exc
     pog_source = getattr(args, "register.pog_db", None) or getattr(args, "validator.data_dir", None)
     verified = load_verified(pog_source) if pog_source else {}
+    dashboard = getattr(args, "register.dashboard", None)
+    if dashboard:
+        verified = {**verified, **await fetch_proven(dashboard, timeout)}
     async with MinerClient(wallet, timeout=timeout, max_concurrency=32) as client:
         op = Operator(
             hotkey=hotkey,

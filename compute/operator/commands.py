@@ -14,16 +14,26 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
 from rich.console import Console
 
 from compute.operator.book import BookEntry, LeaseBook
 from compute.operator.discovery import Wanted
 from compute.operator.errors import LeaseNotFound, UsageError
 from compute.operator.keys import load_public_key
-from compute.operator.output import lease_json, machine_json, show_lease, show_leases, show_machines
+from compute.operator.output import (
+    health_json,
+    lease_json,
+    machine_json,
+    show_lease,
+    show_leases,
+    show_machines,
+)
+from compute.operator.output_templates import show_templates, templates_json
 from compute.operator.rpc import MinerRef
 from compute.operator.service import Operator
-from compute.protocol import MAX_LEASE_SECONDS, MIN_LEASE_SECONDS
+from compute.operator.templates import offered_templates
+from compute.protocol import MAX_LEASE_SECONDS, MIN_LEASE_SECONDS, Requirements
 
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -85,7 +95,19 @@ def wanted_from(args: argparse.Namespace, available_only: bool = False) -> Wante
         disk_gb=args.disk or 0.0,
         extra_ports=getattr(args, "ports", 0) or 0,
         available_only=available_only or bool(getattr(args, "available_only", False)),
+        template=_template_name(getattr(args, "template", None)),
     )
+
+
+def _template_name(name: str | None) -> str | None:
+    if name is None:
+        return None
+    try:
+        return Requirements(template=name).template
+    except ValidationError:
+        raise UsageError(
+            f"--template {name!r} is not a template name (a-z, 0-9, '._-', at most 48)"
+        ) from None
 
 
 async def _miner_override(op: Operator, args: argparse.Namespace) -> MinerRef | None:
@@ -109,6 +131,16 @@ async def cmd_resources(op: Operator, args: argparse.Namespace) -> Result:
     return Result({"machines": [machine_json(m) for m in machines]}, lambda c: show_machines(c, machines))
 
 
+async def cmd_templates(op: Operator, args: argparse.Namespace) -> Result:
+    if args.uid is not None or args.hotkey is not None:
+        miners = [await op.find_miner(uid=args.uid, hotkey=args.hotkey)]
+    else:
+        miners = await op.miners()
+    found = await offered_templates(op.client, miners, op.concurrency, op.deadline_s)
+    payload = {"miners": [templates_json(f) for f in found]}
+    return Result(payload, lambda console: show_templates(console, found))
+
+
 async def cmd_allocate(op: Operator, args: argparse.Namespace) -> Result:
     duration = parse_duration(args.hours, args.duration)
     key = load_public_key(args.ssh_key) if args.ssh_key else None
@@ -125,10 +157,13 @@ async def cmd_list(op: Operator, args: argparse.Namespace) -> Result:
     entries, problems = await op.leases(refresh=args.refresh, include_ended=args.all)
     now = time.time()
     payload = {
-        "leases": [lease_json(e, op.ssh_command(e), now) for e in entries],
+        "leases": [
+            {**lease_json(e, op.ssh_command(e), now), "health": health_json(op.lease_health.get(e.lease_id))}
+            for e in entries
+        ],
         "problems": problems,
     }
-    return Result(payload, lambda console: show_leases(console, entries, now, problems))
+    return Result(payload, lambda console: show_leases(console, entries, now, problems, op.lease_health))
 
 
 async def cmd_status(op: Operator, args: argparse.Namespace) -> Result:
@@ -169,6 +204,7 @@ Handler = Callable[[Operator, argparse.Namespace], Awaitable[Result]]
 
 HANDLERS: dict[str, Handler] = {
     "resources": cmd_resources,
+    "templates": cmd_templates,
     "allocate": cmd_allocate,
     "list": cmd_list,
     "status": cmd_status,

@@ -46,6 +46,10 @@ class VerifiedGpus:
     gpu_model: str
     gpu_count: int
     verified_at: float
+    tflops_fp16: float | None = None  # the validator's own measurements; None: not measured
+    tflops_fp32: float | None = None
+    memory_gb: float | None = None  # proven resident memory per GPU
+    bandwidth_gbs: float | None = None
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,7 @@ class Wanted:
     disk_gb: float = 0.0
     extra_ports: int = 0
     available_only: bool = False
+    template: str | None = None  # a base image the miner offers (``register.py templates``)
 
     def requirements(self) -> Requirements:
         """The wire requirements sent to a miner (its own defaults where we want "any")."""
@@ -71,6 +76,7 @@ class Wanted:
             memory_gb=self.ram_gb or 1.0,
             disk_gb=self.disk_gb or 5.0,
             extra_ports=self.extra_ports,
+            template=self.template,
         )
 
 
@@ -97,6 +103,7 @@ class Machine:
     backend: str | None
     version: str | None
     refused_us: bool = False  # it answered, signed, but declined (e.g. our hotkey has no permit)
+    proof: VerifiedGpus | None = None  # what a validator proved (figures shown before committing)
 
     @property
     def ref(self) -> MinerRef:
@@ -199,6 +206,7 @@ def build_machine(
         max_duration_s=availability.max_duration_s if availability is not None else None,
         backend=s.backend if s else (health.backend if health else None),
         version=health.version if health is not None else (s.miner_version if s else None),
+        proof=verified,
     )
 
 

@@ -7,6 +7,7 @@ the entry point. Nothing here decides anything or talks to miners.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from rich.console import Console
@@ -14,7 +15,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from compute.operator.book import BookEntry
-from compute.operator.discovery import Machine
+from compute.operator.discovery import Machine, VerifiedGpus
+from compute.protocol import LeaseHealth
 
 
 def duration_text(seconds: float) -> str:
@@ -51,6 +53,22 @@ def machine_json(machine: Machine) -> dict[str, Any]:
         "version": machine.version,
         "refused_us": machine.refused_us,
         "error": machine.error,
+        "proven": proof_json(machine.proof),
+    }
+
+
+def proof_json(proof: VerifiedGpus | None) -> dict[str, Any] | None:
+    """The validator-proved figures (None when no validator proved this machine)."""
+    if proof is None:
+        return None
+    return {
+        "gpu_model": proof.gpu_model,
+        "gpu_count": proof.gpu_count,
+        "tflops_fp16": proof.tflops_fp16,
+        "tflops_fp32": proof.tflops_fp32,
+        "memory_gb": proof.memory_gb,
+        "bandwidth_gbs": proof.bandwidth_gbs,
+        "verified_at": proof.verified_at,
     }
 
 
@@ -99,13 +117,34 @@ _STATE_STYLE = {
 }
 
 
+_PROOF_COLUMNS = ("Proven TFLOPS fp16/fp32", "Proven mem", "Proven BW", "Verified")
+
+
+def _sig(value: float | None, unit: str = "") -> str:
+    return "-" if value is None else f"{value:.3g}{unit}"
+
+
+def _proof_cells(proof: VerifiedGpus | None, now: float) -> tuple[str, ...]:
+    """The validator's figures for a machine; '-' everywhere when none proved it."""
+    if proof is None:
+        return ("-",) * len(_PROOF_COLUMNS)
+    return (
+        f"{_sig(proof.tflops_fp16)} / {_sig(proof.tflops_fp32)}",
+        _sig(proof.memory_gb, " GB"),
+        _sig(proof.bandwidth_gbs, " GB/s"),
+        duration_text(now - proof.verified_at) + " ago",
+    )
+
+
 def show_machines(console: Console, machines: list[Machine]) -> None:
     if not machines:
         console.print("No machine matches.")
         return
     table = Table(title=f"Rentable machines ({len(machines)})")
-    for column in ("UID", "Hotkey", "GPUs", "GPU mem", "CPU", "RAM", "Disk free", "State"):
+    columns = ("UID", "Hotkey", "GPUs", "GPU mem", "CPU", "RAM", "Disk free", "State")
+    for column in columns + _PROOF_COLUMNS:
         table.add_column(column)
+    now = time.time()
     for m in machines:
         style = _STATE_STYLE.get(m.state, "")
         table.add_row(
@@ -117,8 +156,14 @@ def show_machines(console: Console, machines: list[Machine]) -> None:
             f"{m.ram_gb:g} GiB" if m.online else "?",
             f"{m.disk_gb:g} GB" if m.online else "?",
             f"[{style}]{m.state}[/]" if style else m.state,
+            *_proof_cells(m.proof, now),
         )
     console.print(table)
+    if not any(m.proof for m in machines):
+        console.print(
+            "[dim]No validator-proved figures: pass --register.dashboard URL, --register.pog_db "
+            "or --validator.data_dir.[/]"
+        )
     refusals = [m for m in machines if m.refused_us]
     if refusals:
         console.print(
@@ -126,19 +171,57 @@ def show_machines(console: Console, machines: list[Machine]) -> None:
         )
 
 
-def show_leases(console: Console, entries: list[BookEntry], now: float, problems: dict[str, str]) -> None:
+_HEALTH_STYLE = {"up": "green", "down": "yellow", "lost": "bold red"}
+
+
+def health_json(health: LeaseHealth | None) -> dict[str, Any] | None:
+    return None if health is None else health.model_dump()
+
+
+def _health_cell(health: LeaseHealth | None, now: float) -> str:
+    """Status and restarts the miner reported ('-': not refreshed, or an old miner)."""
+    if health is None:
+        return "-"
+    text = f"[{_HEALTH_STYLE[health.status]}]{health.status}[/]"
+    if health.down_since is not None:
+        text += f" for {duration_text(now - health.down_since)}"
+    return f"{text}, {health.restarts} restart(s)"
+
+
+def show_leases(
+    console: Console,
+    entries: list[BookEntry],
+    now: float,
+    problems: dict[str, str],
+    health: dict[str, LeaseHealth] | None = None,
+) -> None:
     if not entries:
         console.print("No leases.")
         return
+    health = health or {}
     table = Table(title=f"My leases ({len(entries)})")
-    for column in ("Lease", "Miner", "GPUs", "SSH", "State", "Time left"):
+    for column in ("Lease", "Miner", "GPUs", "SSH", "State", "Health", "Time left"):
         table.add_column(column)
     for e in entries:
         ssh = escape(f"{e.ssh_username}@{e.ssh_host}:{e.ssh_port}") if e.ssh_host else "-"
         state = e.state if e.lease_id not in problems else f"{e.state} [red](unreachable)[/]"
         gpus = escape(e.gpu_summary) + ("" if e.verified else " (unverified)")
-        table.add_row(e.lease_id, f"uid {e.miner_uid}", gpus, ssh, state, duration_text(e.time_left(now)))
+        table.add_row(
+            e.lease_id,
+            f"uid {e.miner_uid}",
+            gpus,
+            ssh,
+            state,
+            _health_cell(health.get(e.lease_id), now) if e.state == "active" else "-",
+            duration_text(e.time_left(now)),
+        )
     console.print(table)
+    for lease_id, status in health.items():
+        if status.status == "lost":
+            console.print(
+                f"[bold red]{lease_id}[/]: down since {duration_text(now - (status.down_since or now))}"
+                f" ago and reported lost by its miner: {escape(status.reason)}"
+            )
     for lease_id, problem in problems.items():
         console.print(f"[red]{lease_id}[/]: {escape(problem)}")
 

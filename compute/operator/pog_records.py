@@ -57,6 +57,15 @@ def load_verified(path: str | Path) -> dict[str, VerifiedGpus]:
         if result.gpu_count <= 0 or not result.models:
             continue
         model = Counter(result.models).most_common(1)[0][0]
-        verified[hotkey] = VerifiedGpus(hotkey, model, int(result.gpu_count), float(result.created))
+        verified[hotkey] = VerifiedGpus(
+            hotkey,
+            model,
+            int(result.gpu_count),
+            float(result.created),
+            tflops_fp16=result.tflops_fp16,
+            tflops_fp32=result.tflops_fp32,
+            memory_gb=result.mem_proven_gb,
+            bandwidth_gbs=result.mem_gbs,
+        )
     logger.debug("loaded verified machines=%d from %s", len(verified), db)
     return verified

@@ -43,6 +43,7 @@ from compute.protocol import (
     DeallocateRequest,
     ExchangeKeyRequest,
     ExtendLeaseRequest,
+    LeaseHealth,
     LeaseInfo,
     LeaseStatusRequest,
     Message,
@@ -93,6 +94,7 @@ class Operator:
         self.verified = dict(verified or {})
         self.concurrency = concurrency
         self.deadline_s = deadline_s
+        self.lease_health: dict[str, LeaseHealth] = {}  # as the miners last reported it
         self.clock = clock
 
     # ------------------------------------------------------------ miners
@@ -255,6 +257,8 @@ class Operator:
             if entry is not None and entry.owner_hotkey == self.hotkey and entry.state == "active":
                 self._ended(entry, "expired")
             raise
+        if response.lease.health is not None:
+            self.lease_health[lease_id] = response.lease.health
         return self._record(response.lease, ref, None, key, entry)
 
     def _ended(self, entry: BookEntry, state: str) -> BookEntry:

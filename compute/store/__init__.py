@@ -1,10 +1,12 @@
 """Validator state store (SQLite, WAL): miners, PoG results, scores, rounds, weights log.
 
-``verified_machines(path)`` reads the proved machines from another process, strictly read-only.
+``verified_machines(path)`` reads the proved machines from another process, strictly read-only;
+``overview(path)`` is the dashboard's read-only snapshot (miners, verdicts, history, round progress).
 """
 
 from __future__ import annotations
 
+from compute.store.history import MinerOverview, Overview, RoundProgress, overview
 from compute.store.readonly import verified_machines
 from compute.store.records import PogResult, RoundRecord, ScoreRecord, ScoreUpdate, WeightsRecord
 from compute.store.store import (
@@ -17,8 +19,11 @@ from compute.store.store import (
 
 __all__ = [
     "SCHEMA_VERSION",
+    "MinerOverview",
+    "Overview",
     "PogResult",
     "RoundAlreadyFinished",
+    "RoundProgress",
     "RoundRecord",
     "SchemaMismatch",
     "ScoreRecord",
@@ -26,5 +31,6 @@ __all__ = [
     "StoreError",
     "ValidatorStore",
     "WeightsRecord",
+    "overview",
     "verified_machines",
 ]

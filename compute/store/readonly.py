@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from contextlib import closing
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 from compute.store.records import PogResult
@@ -29,11 +30,12 @@ ORDER BY r.hotkey, r.uid
 """
 
 
-def verified_machines(path: str | Path) -> dict[str, PogResult]:
-    """Per miner hotkey, its latest passing, non-rented PoG result in the store at ``path``.
+@contextmanager
+def open_readonly(path: str | Path) -> Iterator[sqlite3.Connection]:
+    """A read-only connection to the validator store at ``path``, its schema version checked.
 
-    Raises ``StoreError`` when the file does not exist or cannot be read as a validator store,
-    ``SchemaMismatch`` when it was written by another schema version.
+    Raises ``StoreError`` when the file does not exist or is not a validator store,
+    ``SchemaMismatch`` when another schema version wrote it.
     """
     db = Path(path).expanduser()
     if not db.is_file():
@@ -44,6 +46,20 @@ def verified_machines(path: str | Path) -> dict[str, PogResult]:
             if row is None or str(row[0]) != str(SCHEMA_VERSION):
                 found = None if row is None else row[0]
                 raise SchemaMismatch(f"{db}: schema {found}, this code expects {SCHEMA_VERSION}")
+            yield conn
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot read validator store {db}: {exc}") from exc
+
+
+def verified_machines(path: str | Path) -> dict[str, PogResult]:
+    """Per miner hotkey, its latest passing, non-rented PoG result in the store at ``path``.
+
+    Raises ``StoreError`` when the file does not exist or cannot be read as a validator store,
+    ``SchemaMismatch`` when it was written by another schema version.
+    """
+    db = Path(path).expanduser()
+    try:
+        with open_readonly(db) as conn:
             rows = conn.execute(_LATEST_VERIFIED).fetchall()
     except sqlite3.Error as exc:
         raise StoreError(f"cannot read validator store {db}: {exc}") from exc

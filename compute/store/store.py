@@ -118,6 +118,8 @@ CREATE TABLE IF NOT EXISTS pog_results (
     PRIMARY KEY (round_id, uid)
 );
 CREATE INDEX IF NOT EXISTS pog_results_hotkey ON pog_results (hotkey, ok, round_id);
+CREATE INDEX IF NOT EXISTS pog_results_uid ON pog_results (uid, round_id);
+CREATE INDEX IF NOT EXISTS pog_results_verified ON pog_results (hotkey, round_id) WHERE ok = 1 AND rented = 0;
 CREATE TABLE IF NOT EXISTS scores (
     uid INTEGER PRIMARY KEY,
     hotkey TEXT NOT NULL,

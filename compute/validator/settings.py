@@ -64,6 +64,8 @@ class ValidatorSettings(BaseModel):
     wandb_off: bool = False
     wandb_on: bool = False  # log offline without WANDB_API_KEY (with a key, wandb is on anyway)
     wandb_project: str = Field("compute-subnet", min_length=1, max_length=128)
+    dashboard_port: int = Field(0, ge=0, le=65535)  # 0 = no dashboard
+    dashboard_host: str = Field("127.0.0.1", min_length=1, max_length=255)
 
     @field_validator("trusted_renters", mode="before")
     @classmethod
@@ -186,6 +188,12 @@ _FLAGS: dict[str, tuple[str, type, str]] = {
         "consensus step: floor credits onto a (1+step)^k grid before weights; 0 = off (0)",
     ),
     "wandb.project": ("wandb_project", str, "wandb project (default compute-subnet)"),
+    "dashboard.port": (
+        "dashboard_port",
+        int,
+        "serve the read-only dashboard on this port; 0 = off (default 0)",
+    ),
+    "dashboard.host": ("dashboard_host", str, "dashboard bind address (default 127.0.0.1, loopback only)"),
 }
 _SWITCHES = {"validator.allow_same_ip": "allow_same_ip", "wandb.off": "wandb_off", "wandb.on": "wandb_on"}
 

@@ -23,6 +23,7 @@ from operator_helpers import GPU_NAME
 
 from compute import __version__
 from compute.allocation import AllocationManager, EmbeddedBackend, LeaseStore
+from compute.allocation.health import HealthMonitor
 from compute.chain import SimChainState, connect
 from compute.miner import build_miner_app
 from compute.operator import main
@@ -63,6 +64,7 @@ class Subnet:
     miner_uid: int
     offline_uid: int
     operators: dict[str, str]  # wallet name -> hotkey
+    monitor: HealthMonitor | None = None  # the miner's lease watch (tests run its check_once)
 
     def flags(self, operator: str) -> list[str]:
         return [
@@ -87,7 +89,7 @@ class Subnet:
         return code, json.loads(out.getvalue())
 
 
-def _make_backend(kind: str, root: Path):
+def _make_backend(kind: str, root: Path, templates=None):
     base = random.randrange(200, 590) * 100
     if kind == "embedded":
         return EmbeddedBackend(
@@ -100,11 +102,17 @@ def _make_backend(kind: str, root: Path):
         host="127.0.0.1",
         ssh_port_range=(base, base + 99),
         name_prefix=f"test-operator-{base}",
+        templates=templates,
     )
 
 
 def start_subnet(
-    root: Path, make_wallet, backend_kind: str, gpus: list[GpuSpec]
+    root: Path,
+    make_wallet,
+    backend_kind: str,
+    gpus: list[GpuSpec],
+    templates=None,
+    lost_after_s: float = 600.0,
 ) -> tuple[Subnet, Callable[[], None]]:
     chain_path = root / "chain.db"
     state = SimChainState.create(chain_path, netuid=NETUID, block_time=1.0)
@@ -117,15 +125,25 @@ def start_subnet(
     miner_uid = state.register(miner.hotkey.ss58_address, miner.coldkeypub.ss58_address, 0.0)
     offline_uid = state.register(offline.hotkey.ss58_address, offline.coldkeypub.ss58_address, 0.0)
     chain = connect(f"sim:{chain_path}", NETUID)
-    backend = _make_backend(backend_kind, root)
+    backend = _make_backend(backend_kind, root, templates)
     manager = AllocationManager(LeaseStore(root / "miner" / "leases.db"), backend, gpus=gpus)
     policy = AccessPolicy(chain.metagraph, min_stake=100.0, require_permit=True, refresh_s=60.0)
-    app = build_miner_app(miner.hotkey, policy, manager, static_specs(backend.name, gpus))
+    monitor = HealthMonitor(manager, lost_after_s=lost_after_s)
+    app = build_miner_app(
+        miner.hotkey, policy, manager, static_specs(backend.name, gpus), templates=templates, monitor=monitor
+    )
     server = serve_in_thread(app, "127.0.0.1", 0)
     chain.serve(miner, "127.0.0.1", server.port)
     chain.serve(offline, "127.0.0.1", free_port())  # nothing listens there
     subnet = Subnet(
-        chain_path, root / "wallets", root, miner.hotkey.ss58_address, miner_uid, offline_uid, operators
+        chain_path,
+        root / "wallets",
+        root,
+        miner.hotkey.ss58_address,
+        miner_uid,
+        offline_uid,
+        operators,
+        monitor,
     )
 
     def stop() -> None:
@@ -166,3 +184,21 @@ def docker_subnet(tmp_path: Path, make_wallet) -> Iterator[Subnet]:
     net, stop = start_subnet(tmp_path, make_wallet, "docker", [])  # no GPU to hand a container here
     yield net
     stop()
+
+
+@pytest.fixture
+def start_docker_subnet(tmp_path: Path, make_wallet) -> Iterator[Callable[..., Subnet]]:
+    """Start a Docker-backed subnet on demand (e.g. with a template catalog); stopped at teardown."""
+    stops: list[Callable[[], None]] = []
+
+    def start(templates=None, lost_after_s: float = 600.0) -> Subnet:
+        reason = docker_skip_reason()
+        if reason:
+            pytest.skip(reason)
+        net, stop = start_subnet(tmp_path, make_wallet, "docker", [], templates, lost_after_s)
+        stops.append(stop)
+        return net
+
+    yield start
+    for stop in stops:
+        stop()
