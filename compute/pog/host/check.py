@@ -43,7 +43,7 @@ class HostPolicy:
     ``max_core_gbs``: disk-chain bytes one core could regenerate per second (bounds the read)."""
 
     reference_core_gbs: float = 1.0
-    max_core_gbs: float = 0.6  # SHAKE-256 ~0.6 GB/s on a fast x86 core (this CI box: 0.05)
+    max_core_gbs: float = 0.6  # SHAKE-256 ~0.6 GB/s on a fast x86 core (this VM: ~0.26)
 
 
 @dataclass(frozen=True)
