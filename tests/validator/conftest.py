@@ -11,7 +11,8 @@ from validator_helpers import Miner, cheat_bin, port_block
 from compute.allocation import AllocationManager, EmbeddedBackend, LeaseStore, ManagerLimits
 from compute.chain import SimChainState
 from compute.miner import build_miner_app
-from compute.protocol import GpuSpec, MachineSpecs
+from compute.miner.specs import fixed_specs
+from compute.protocol import GpuSpec
 from compute.transport import KeyWallet, MinerClient, ServerLimits, serve_in_thread
 
 
@@ -32,17 +33,7 @@ def start_miner(tmp_path: Path, make_wallet):
             list(gpus),
             ManagerLimits(max_cpu=2, max_memory_gb=4, max_disk_gb=10),
         )
-        specs = MachineSpecs(
-            cpu_model="test cpu",
-            cpu_cores=2,
-            cpu_freq_mhz=0,
-            ram_bytes=8 << 30,
-            disk_total_bytes=1 << 40,
-            disk_free_bytes=1 << 39,
-            gpus=list(gpus),
-            backend="embedded",
-            miner_version="0.1.0",
-        )
+        specs = fixed_specs(gpus)
         keypair = KeyWallet.from_wallet(wallet)
         app = build_miner_app(
             keypair, policy, manager, lambda: specs, ServerLimits(rate_per_s=100, burst=100)
