@@ -25,6 +25,7 @@ from compute.allocation import AllocationManager, EmbeddedBackend, LeaseStore, M
 from compute.chain import connect
 from compute.localnet.cheaters import OneBoxBackend, RefusingManager
 from compute.miner import build_miner_app
+from compute.miner.specs import fixed_specs
 from compute.protocol import GpuSpec, MachineSpecs
 from compute.transport import KeyWallet, ServerLimits, serve
 
@@ -35,17 +36,7 @@ MOCK_GPU = GpuSpec(index=0, name="NVIDIA H100 80GB HBM3", memory_bytes=80 * 10**
 
 
 def _specs(gpus: list[GpuSpec]) -> MachineSpecs:
-    return MachineSpecs(
-        cpu_model="demo cpu",
-        cpu_cores=2,
-        cpu_freq_mhz=0,
-        ram_bytes=8 << 30,
-        disk_total_bytes=1 << 40,
-        disk_free_bytes=1 << 39,
-        gpus=gpus,
-        backend="embedded",
-        miner_version="cheater",
-    )
+    return fixed_specs(gpus, cpu_model="demo cpu", miner_version="cheater")
 
 
 def _app(workdir: Path, name: str, index: int, wallet: bt.Wallet):  # noqa: ANN202 - a FastAPI app

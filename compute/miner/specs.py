@@ -54,4 +54,26 @@ def specs_provider(
     return lambda: machine_specs(get_host(), backend, gpus)
 
 
-__all__ = ["gpu_specs", "machine_specs", "specs_provider"]
+def fixed_specs(
+    gpus: Sequence[GpuSpec],
+    *,
+    cpu_model: str = "test cpu",
+    cpu_cores: int = 2,
+    backend: str = "embedded",
+    miner_version: str = __version__,
+) -> MachineSpecs:
+    """Specs of a simulated miner (demo, benchmarks, tests): fixed figures, nothing collected."""
+    return MachineSpecs(
+        cpu_model=cpu_model,
+        cpu_cores=cpu_cores,
+        cpu_freq_mhz=0,
+        ram_bytes=8 << 30,
+        disk_total_bytes=1 << 40,
+        disk_free_bytes=1 << 39,
+        gpus=list(gpus),
+        backend=backend,
+        miner_version=miner_version,
+    )
+
+
+__all__ = ["fixed_specs", "gpu_specs", "machine_specs", "specs_provider"]

@@ -41,24 +41,14 @@ async def _serve_miners(count: int, root: Path) -> None:
     """Child: run ``count`` miners, print their endpoints as one JSON line, exit on stdin EOF."""
     from compute.allocation import AllocationManager, EmbeddedBackend, LeaseStore, ManagerLimits
     from compute.miner import build_miner_app
-    from compute.protocol import MachineSpecs
+    from compute.miner.specs import fixed_specs
     from compute.transport import KeyWallet, ServerLimits, serve
 
     stub = root / "no-torch"
     (stub / "torch").mkdir(parents=True, exist_ok=True)
     (stub / "torch" / "__init__.py").write_text("raise ImportError('torch hidden by the benchmark')\n")
 
-    specs = MachineSpecs(
-        cpu_model="bench",
-        cpu_cores=1,
-        cpu_freq_mhz=0,
-        ram_bytes=8 << 30,
-        disk_total_bytes=1 << 40,
-        disk_free_bytes=1 << 39,
-        gpus=[],
-        backend="embedded",
-        miner_version="bench",
-    )
+    specs = fixed_specs([], cpu_model="bench", cpu_cores=1, miner_version="bench")
     stop, tasks, listed = asyncio.Event(), [], []
     for i in range(count):
         keypair = Keypair.create_from_uri(f"//BenchMiner{i}")

@@ -35,7 +35,7 @@ from compute.validator.depth import HostOutcome, MemoryOutcome, ScalingOutcome
 from compute.validator.pog_session import DeviceInfo
 
 if TYPE_CHECKING:
-    from compute.validator.round import MinerTarget, RoundParams
+    from compute.validator.params import MinerTarget, RoundParams
 
 UNIDENTIFIED = "unidentified"
 

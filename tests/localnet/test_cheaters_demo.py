@@ -3,42 +3,16 @@ every rental while claiming "rented", and two hotkeys handing out one box."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
+from localnetkit import localnet_summary
 
 
 @pytest.mark.slow
 def test_scoreboard_credits_the_honest_miner_and_neither_cheat(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "compute",
-            "localnet",
-            "--miners",
-            "1",
-            "--rounds",
-            "2",
-            "--cheaters",
-            "--workdir",
-            str(tmp_path / "net"),
-            "--timeout",
-            "400",
-            "--json",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=480,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    miners = {m["name"]: m for m in json.loads(proc.stdout)["miners"]}
+    args = ("--miners", "1", "--rounds", "2", "--cheaters", "--timeout", "400")
+    miners = {m["name"]: m for m in localnet_summary(tmp_path / "net", *args, timeout=480)["miners"]}
     assert miners["miner1"]["verdict"] == "verified" and miners["miner1"]["weight"] > 0
     assert miners["refuser"]["verdict"] == "refused rentals, no verified lease"
     assert miners["refuser"]["score"] == 0 and miners["refuser"]["weight"] == 0

@@ -6,17 +6,14 @@ from __future__ import annotations
 import io
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from localnetkit import REPO, run_localnet
 from rich.console import Console
 
 from compute.localnet import LocalNet, Options
 from compute.localnet.report import render_summary, summary_problems
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _summary(*verdicts: str, weights: dict[str, float] | None = None, rounds: int = 1) -> dict:
@@ -102,22 +99,8 @@ def test_the_docker_demo_refuses_the_cuda_image_on_a_host_without_the_nvidia_run
         pytest.skip(f"no Docker engine: {docker.error}")
     if docker.nvidia_runtime:
         pytest.skip("this engine has the nvidia runtime")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "compute",
-            "localnet",
-            "--backend",
-            "docker",
-            "--base-image",
-            "compute-base:cuda",
-        ]
-        + ["--workdir", str(tmp_path / "net")],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    proc = run_localnet(
+        tmp_path / "net", "--backend", "docker", "--base-image", "compute-base:cuda", timeout=120
     )
     assert proc.returncode == 1
     assert "needs the NVIDIA container runtime" in proc.stderr and "compute-base:cpu" in proc.stderr
@@ -134,14 +117,7 @@ def test_the_docker_demo_on_this_cpu_host_picks_an_image_that_works(tmp_path: Pa
         if os.environ.get("COMPUTE_REQUIRE_DOCKER") == "1":
             pytest.fail(f"COMPUTE_REQUIRE_DOCKER=1 but {docker.error}")
         pytest.skip(f"no Docker engine: {docker.error}")
-    proc = subprocess.run(
-        [sys.executable, "-m", "compute", "localnet", "--backend", "docker", "--miners", "1", "--json"]
-        + ["--workdir", str(tmp_path / "net")],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = run_localnet(tmp_path / "net", "--backend", "docker", "--miners", "1", "--json", timeout=300)
     expected = "compute-base:cuda" if docker.nvidia_runtime else "compute-base:cpu"
     assert f"lease image {expected}" in proc.stderr
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -2,41 +2,16 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
+from localnetkit import REPO, localnet_summary, run_localnet
 
 
 @pytest.mark.slow
 def test_two_validators_agree_and_keep_their_consensus_trust(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "compute",
-            "localnet",
-            "--validators",
-            "2",
-            "--miners",
-            "2",
-            "--rounds",
-            "1",
-            "--workdir",
-            str(tmp_path / "net"),
-            "--json",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=480,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    consensus = json.loads(proc.stdout)["consensus"]
+    args = ("--validators", "2", "--miners", "2", "--rounds", "1")
+    consensus = localnet_summary(tmp_path / "net", *args, timeout=480)["consensus"]
     names = [v["name"] for v in consensus["validators"]]
     assert names == ["validator", "validator2"]
     stakes = [v["stake"] for v in consensus["validators"]]
@@ -51,13 +26,7 @@ def test_two_validators_agree_and_keep_their_consensus_trust(tmp_path: Path) -> 
 
 
 def test_validators_out_of_range_are_refused(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "compute", "localnet", "--validators", "0", "--workdir", str(tmp_path)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = run_localnet(tmp_path, "--validators", "0", timeout=60)
     assert proc.returncode == 2
     assert "--validators must be between 1 and 16" in proc.stderr
 

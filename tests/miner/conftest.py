@@ -9,7 +9,7 @@ from minerkit import H100, Miner, port_block, snapshot
 
 from compute.allocation import AllocationManager, EmbeddedBackend, LeaseStore, ManagerLimits
 from compute.miner import build_miner_app
-from compute.protocol import MachineSpecs
+from compute.miner.specs import fixed_specs
 from compute.transport import AccessPolicy, KeyWallet, MinerClient, ServerLimits, serve_in_thread
 
 
@@ -32,17 +32,7 @@ def miner(tmp_path: Path, wallets):
         [H100],
         ManagerLimits(max_cpu=4, max_memory_gb=8, max_disk_gb=50, max_lease_s=7 * 86400),
     )
-    specs = MachineSpecs(
-        cpu_model="test cpu",
-        cpu_cores=2,
-        cpu_freq_mhz=0,
-        ram_bytes=8 << 30,
-        disk_total_bytes=1 << 40,
-        disk_free_bytes=1 << 39,
-        gpus=[H100],
-        backend="embedded",
-        miner_version="0.1.0",
-    )
+    specs = fixed_specs([H100])
     keypair = KeyWallet.from_wallet(wallets["miner"])
     app = build_miner_app(keypair, policy, manager, lambda: specs, ServerLimits(rate_per_s=100, burst=100))
     running = serve_in_thread(app, "127.0.0.1", 0)

@@ -74,6 +74,17 @@ def snapshot(*neurons: tuple[str, str, float, bool]) -> MetagraphSnapshot:
     )
 
 
+def miner_args(
+    tmp_path: Path, network: str, netuid: int, wallet: str = "miner", port: int = 0, backend: str = ""
+) -> list[str]:
+    """Flags of ``neurons/miner.py`` for a test miner under ``tmp_path`` (its wallets, data, no .env)."""
+    args = ["--subtensor.network", network, "--netuid", str(netuid)]
+    args += ["--wallet.path", str(tmp_path / "wallets"), "--wallet.name", wallet]
+    args += ["--axon.ip", "127.0.0.1", "--axon.port", str(port or free_port())]
+    args += ["--miner.backend", backend] if backend else []
+    return args + ["--miner.data_dir", str(tmp_path / "data"), "--env_file", str(tmp_path / "none.env")]
+
+
 def free_port() -> int:
     import socket
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from minerkit import free_port, new_renter_key, port_block, ssh_run, start_miner, wait_healthy
+from minerkit import free_port, miner_args, new_renter_key, port_block, ssh_run, start_miner, wait_healthy
 
 from compute.chain import SimChainState
 from compute.protocol import AllocateRequest, LeaseStatusRequest, Requirements
@@ -30,28 +30,8 @@ def sim_network(tmp_path: Path, wallets) -> str:
 @pytest.mark.slow
 async def test_lease_survives_miner_kill_and_restart(tmp_path: Path, wallets, sim_network):
     port, (low, high) = free_port(), port_block()
-    args = [
-        "--subtensor.network",
-        sim_network,
-        "--netuid",
-        str(NETUID),
-        "--wallet.path",
-        str(tmp_path / "wallets"),
-        "--wallet.name",
-        "miner",
-        "--axon.ip",
-        "127.0.0.1",
-        "--axon.port",
-        str(port),
-        "--miner.backend",
-        "embedded",
-        "--miner.data_dir",
-        str(tmp_path / "data"),
-        "--miner.ssh_port_range",
-        f"{low}-{high}",
-        "--env_file",
-        str(tmp_path / "none.env"),
-    ]
+    args = miner_args(tmp_path, sim_network, NETUID, port=port, backend="embedded")
+    args += ["--miner.ssh_port_range", f"{low}-{high}"]
     log, endpoint, hotkey = tmp_path / "miner.log", f"127.0.0.1:{port}", wallets["miner"].hotkey.ss58_address
     key = new_renter_key()
     async with MinerClient(wallets["validator"], timeout=30) as client:
@@ -79,26 +59,7 @@ async def test_lease_survives_miner_kill_and_restart(tmp_path: Path, wallets, si
 
 
 def test_miner_refuses_unregistered_hotkey_with_clear_error(tmp_path: Path, wallets, sim_network):
-    args = [
-        "--subtensor.network",
-        sim_network,
-        "--netuid",
-        str(NETUID),
-        "--wallet.path",
-        str(tmp_path / "wallets"),
-        "--wallet.name",
-        "stranger",
-        "--axon.ip",
-        "127.0.0.1",
-        "--axon.port",
-        str(free_port()),
-        "--miner.backend",
-        "embedded",
-        "--miner.data_dir",
-        str(tmp_path / "data"),
-        "--env_file",
-        str(tmp_path / "none.env"),
-    ]
+    args = miner_args(tmp_path, sim_network, NETUID, wallet="stranger", backend="embedded")
     done = subprocess.run(
         [sys.executable, str(ROOT / "neurons" / "miner.py"), *args],
         capture_output=True,

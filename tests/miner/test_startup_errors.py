@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from minerkit import free_port
+from minerkit import free_port, miner_args
 
 from compute.chain import SimChainState
 
@@ -29,24 +29,9 @@ def run_miner(tmp_path: Path, network: str, *extra: str, env: dict[str, str] | N
     args = [
         sys.executable,
         str(ROOT / "neurons" / "miner.py"),
-        "--subtensor.network",
-        network,
-        "--netuid",
-        str(NETUID),
-        "--wallet.path",
-        str(tmp_path / "wallets"),
-        "--wallet.name",
-        "miner",
-        "--axon.ip",
-        "127.0.0.1",
-        "--axon.port",
-        str(port or free_port()),
-        "--miner.data_dir",
-        str(tmp_path / "data"),
-        "--env_file",
-        str(tmp_path / "none.env"),
-        *extra,
+        *miner_args(tmp_path, network, NETUID, port=port),
     ]
+    args += extra
     return subprocess.run(
         args, capture_output=True, text=True, timeout=90, cwd=ROOT, env={**os.environ, **(env or {})}
     )

@@ -6,12 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from validator_helpers import Miner, cheat_bin, port_block
+from validator_helpers import Miner, cheat_bin, port_block, register_and_serve
 
 from compute.allocation import AllocationManager, EmbeddedBackend, LeaseStore, ManagerLimits
-from compute.chain import SimChainState
+from compute.chain import SimChainState, connect
 from compute.miner import build_miner_app
-from compute.protocol import GpuSpec, MachineSpecs
+from compute.miner.specs import fixed_specs
+from compute.protocol import GpuSpec
+from compute.store import ValidatorStore
 from compute.transport import KeyWallet, MinerClient, ServerLimits, serve_in_thread
 
 
@@ -32,17 +34,7 @@ def start_miner(tmp_path: Path, make_wallet):
             list(gpus),
             ManagerLimits(max_cpu=2, max_memory_gb=4, max_disk_gb=10),
         )
-        specs = MachineSpecs(
-            cpu_model="test cpu",
-            cpu_cores=2,
-            cpu_freq_mhz=0,
-            ram_bytes=8 << 30,
-            disk_total_bytes=1 << 40,
-            disk_free_bytes=1 << 39,
-            gpus=list(gpus),
-            backend="embedded",
-            miner_version="0.1.0",
-        )
+        specs = fixed_specs(gpus)
         keypair = KeyWallet.from_wallet(wallet)
         app = build_miner_app(
             keypair, policy, manager, lambda: specs, ServerLimits(rate_per_s=100, burst=100)
@@ -71,3 +63,28 @@ def sim_chain(tmp_path: Path):
     path = tmp_path / "chain.db"
     state = SimChainState.create(path, netuid=27, block_time=0.2, weights_rate_limit=5)
     return path, state
+
+
+@pytest.fixture
+def sim_net(tmp_path: Path, sim_chain, start_miner, validator_client):
+    """Factory: the validator registered with a permit, then ``{name: cheat}`` miners registered and
+    serving; returns (chain, store, validator wallet, {name: uid}) and closes chain and store after."""
+    opened: list = []
+
+    def make(miners: dict[str, str | None]):
+        path, state = sim_chain
+        wallet = validator_client.wallet_obj
+        state.register(wallet.hotkey.ss58_address, wallet.coldkeypub.ss58_address, 5000.0, True)
+        uids = {
+            name: register_and_serve(path, state, start_miner(name, cheat=cheat))
+            for name, cheat in miners.items()
+        }
+        chain = connect(f"sim:{path}", 27)
+        store = ValidatorStore(tmp_path / "validator.db")
+        opened.append((store, chain))
+        return chain, store, wallet, uids
+
+    yield make
+    for store, chain in opened:
+        store.close()
+        chain.close()

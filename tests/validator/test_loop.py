@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from pathlib import Path
 
 import pytest
-from validator_helpers import register_and_serve, small_params
+from validator_helpers import small_params
 
-from compute.chain import MetagraphSnapshot, NeuronInfo, connect
+from compute.chain import MetagraphSnapshot, NeuronInfo
 from compute.scoring import ScoringConfig, load_gpu_table
-from compute.store import PogResult, ScoreRecord, ScoreUpdate, ValidatorStore
+from compute.store import PogResult, ScoreRecord, ScoreUpdate
 from compute.validator import (
     BlockLoop,
     LoopRunner,
@@ -71,20 +70,8 @@ def test_weights_only_for_current_owners_of_a_uid() -> None:
 
 
 @pytest.fixture
-def net(tmp_path: Path, sim_chain, start_miner, validator_client):
-    path, state = sim_chain
-    wallet = validator_client.wallet_obj
-    state.register(wallet.hotkey.ss58_address, wallet.coldkeypub.ss58_address, 5000.0, True)
-    miners = {
-        name: start_miner(name, cheat=cheat)
-        for name, cheat in (("honest", None), ("lazy", "forged"), ("noise", "garbage"))
-    }
-    uids = {name: register_and_serve(path, state, miner) for name, miner in miners.items()}
-    chain = connect(f"sim:{path}", 27)
-    store = ValidatorStore(tmp_path / "validator.db")
-    yield chain, store, wallet, uids
-    store.close()
-    chain.close()
+def net(sim_net):
+    return sim_net({"honest": None, "lazy": "forged", "noise": "garbage"})
 
 
 async def test_round_scores_honest_miner_and_zeroes_cheaters_then_weights_reach_chain(

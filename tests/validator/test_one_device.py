@@ -13,7 +13,8 @@ from compute.allocation import AllocationManager, EmbeddedBackend, LeaseStore, M
 from compute.chain import connect
 from compute.localnet.cheaters import OneBoxBackend, RefusingManager
 from compute.miner import build_miner_app
-from compute.protocol import GpuSpec, MachineSpecs
+from compute.miner.specs import fixed_specs
+from compute.protocol import GpuSpec
 from compute.scoring import ScoringConfig, load_gpu_table
 from compute.store import PogResult, ValidatorStore
 from compute.transport import KeyWallet, ServerLimits, serve_in_thread
@@ -107,17 +108,7 @@ def start_custom(tmp_path: Path, make_wallet, name: str, *, box: Path | None = N
         gpus,
         ManagerLimits(max_cpu=2, max_memory_gb=4, max_disk_gb=10),
     )
-    specs = MachineSpecs(
-        cpu_model="test cpu",
-        cpu_cores=2,
-        cpu_freq_mhz=0,
-        ram_bytes=8 << 30,
-        disk_total_bytes=1 << 40,
-        disk_free_bytes=1 << 39,
-        gpus=gpus,
-        backend="embedded",
-        miner_version="0.1.0",
-    )
+    specs = fixed_specs(gpus)
     keypair = KeyWallet.from_wallet(wallet)
     app = build_miner_app(keypair, None, manager, lambda: specs, ServerLimits(rate_per_s=100, burst=100))
     server = serve_in_thread(app, "127.0.0.1", 0)

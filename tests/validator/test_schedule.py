@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import pytest
-from validator_helpers import register_and_serve, small_params
+from validator_helpers import small_params
 
-from compute.chain import connect
 from compute.scoring import ScoringConfig, load_gpu_table
-from compute.store import ValidatorStore
 from compute.validator import RoundLoop, chain_block_source, check_probability, round_spread, validation_load
 from compute.validator.schedule import due_uids, start_offsets
 
@@ -53,19 +50,8 @@ def test_spread_leaves_one_miner_timeout_before_the_round_ends() -> None:
 
 
 @pytest.fixture
-def net(tmp_path: Path, sim_chain, start_miner, validator_client):
-    path, state = sim_chain
-    wallet = validator_client.wallet_obj
-    state.register(wallet.hotkey.ss58_address, wallet.coldkeypub.ss58_address, 5000.0, True)
-    uids = {
-        name: register_and_serve(path, state, start_miner(name, cheat=cheat))
-        for name, cheat in (("honest", None), ("lazy", "forged"))
-    }
-    chain = connect(f"sim:{path}", 27)
-    store = ValidatorStore(tmp_path / "validator.db")
-    yield chain, store, wallet, uids
-    store.close()
-    chain.close()
+def net(sim_net):
+    return sim_net({"honest": None, "lazy": "forged"})
 
 
 async def test_budget_skips_scored_miners_without_decay_but_a_failing_miner_is_always_retested(
