@@ -43,9 +43,11 @@ class MinerVolumes:
 
 def parse_volume(text: str) -> VolumeRequest:
     """``NAME`` or ``NAME:SIZE_GB`` -> a validated request; UsageError with the rule otherwise."""
-    name, _, size = text.strip().partition(":")
+    name, sep, size = text.strip().partition(":")
     try:
-        return VolumeRequest(name=name, size_gb=float(size) if size else None)
+        if sep and not size:
+            raise ValueError("no size after ':'")
+        return VolumeRequest(name=name, size_gb=float(size) if sep else None)
     except (ValueError, ValidationError):
         raise UsageError(
             f"--volume {text!r}: expected NAME[:SIZE_GB], NAME of a-z 0-9 _ - (at most 32, starting with "
