@@ -118,7 +118,11 @@ class DockerVolumes:
             client.volumes.create(name, driver="local", driver_opts=self._bind_opts(name))
             try:
                 out = client.containers.run(
-                    self.helper_image, ["cat", "/v/probe"], volumes={name: {"bind": "/v"}}, remove=True
+                    self.helper_image,
+                    ["cat", "/v/probe"],
+                    volumes={name: {"bind": "/v"}},
+                    remove=True,
+                    network_disabled=True,
                 )
             finally:
                 client.volumes.get(name).remove(force=True)

@@ -15,7 +15,7 @@ from compute.allocation import AllocationManager, LeaseStore
 from compute.allocation.docker_backend import DockerBackend
 from compute.allocation.volume_keeper import VolumeKeeper, VolumeLimits
 from compute.allocation.volume_store import VolumeStore
-from compute.protocol import AllocateRequest, Requirements, VolumeRequest
+from compute.protocol import AllocateRequest, ErrorCode, RequestFailed, Requirements, VolumeRequest
 
 __all__ = ["docker_ready"]
 pytestmark = pytest.mark.docker
@@ -104,3 +104,25 @@ async def test_restart_rediscovers_volumes_and_retention_removes_them(engine, tm
     assert restarted.backend.volumes._found() == []
     assert list((tmp_path / "a" / "volumes").rglob("*.img")) == []
     assert not any(os.path.ismount(p) for p in (tmp_path / "a" / "volumes").rglob("*"))
+
+
+async def test_watch_mode_reports_a_volume_over_its_size_and_refuses_to_attach_it(engine, tmp_path) -> None:
+    miner, clock = engine
+    watched = miner("miner-w", root=tmp_path / "w")
+    watched.backend.volumes._mode = "watch"  # as on a host where no hard limit is possible
+    keeper = watched.keeper
+    await keeper.claim(OWNER, VolumeRequest(name="small", size_gb=0.1), [])
+    client = watched.backend._client()
+    dname = watched.backend.volumes.docker_name(OWNER, "small")
+    assert client.volumes.get(dname).attrs["Options"] in (None, {})  # a plain local volume
+    client.containers.run(
+        IMAGE,
+        ["dd", "if=/dev/zero", "of=/v/big", "bs=1M", "count=150"],
+        volumes={dname: {"bind": "/v"}},
+        remove=True,
+    )
+    (info,) = await keeper.infos(OWNER, [])
+    assert info.quota == "watch" and info.over_quota and info.used_gb is not None and info.used_gb > 0.1
+    with pytest.raises(RequestFailed) as refused:
+        await keeper.claim(OWNER, VolumeRequest(name="small"), [])
+    assert refused.value.code == ErrorCode.VOLUME_QUOTA and "over its 0.1 GB" in refused.value.reason
