@@ -140,6 +140,8 @@ async def run(settings: MinerSettings) -> int:
         if hasattr(backend, "close"):
             await backend.close()  # stop listening; leases stay in the store and are adopted on restart
         manager.store.close()
+        if manager.volumes is not None:
+            manager.volumes.store.close()
         chain.close()
     logger.info("miner stopped; leases left running")
     return 0

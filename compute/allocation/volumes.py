@@ -29,6 +29,7 @@ import os
 import shutil
 import subprocess
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ GIB = 1024**3
 LABEL_VOLUME = "compute.volume"
 LABEL_SIZE = "compute.size_gb"
 _CMD_TIMEOUT_S = 120.0
+WATCH_CACHE_S = 60.0  # a watch-mode measurement (a container running du) is reused this long
 
 
 class VolumeError(BackendError):
@@ -93,6 +95,7 @@ class DockerVolumes:
         self._mode = mode
         self.helper_image = helper_image
         self._lock = threading.Lock()
+        self._measured: dict[str, tuple[float, float]] = {}  # docker name -> (monotonic time, GiB)
 
     # -- mode --------------------------------------------------------------------------
 
@@ -236,6 +239,7 @@ class DockerVolumes:
             except APIError as exc:
                 raise VolumeError(f"docker volume {dname} is still in use: {exc.explanation or exc}") from exc
         self._destroy_files(dname)
+        self._measured.pop(dname, None)
         log.info("volume=%s owner=%s docker=%s removed with its data", name, owner, dname)
 
     def _usage_gb(self, owner: str, name: str) -> float | None:
@@ -246,6 +250,9 @@ class DockerVolumes:
                     return None
                 stat = os.statvfs(self._mnt(dname))
                 return round((stat.f_blocks - stat.f_bfree) * stat.f_frsize / GIB, 3)
+            cached = self._measured.get(dname)
+            if cached is not None and time.monotonic() - cached[0] < WATCH_CACHE_S:
+                return cached[1]
             out = self._client().containers.run(
                 self.helper_image,
                 ["du", "-sk", "/v"],
@@ -253,7 +260,9 @@ class DockerVolumes:
                 remove=True,
                 network_disabled=True,
             )
-            return round(int(out.split()[0]) * 1024 / GIB, 3)
+            used = round(int(out.split()[0]) * 1024 / GIB, 3)
+            self._measured[dname] = (time.monotonic(), used)
+            return used
         except (DockerException, OSError, ValueError, IndexError) as exc:
             log.warning("volume=%s usage not measured: %s", name, exc)
             return None
