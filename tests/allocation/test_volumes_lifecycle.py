@@ -5,9 +5,11 @@ its Docker volume, mount and image file. Driven through the allocation manager, 
 from __future__ import annotations
 
 import os
+import subprocess
 import uuid
 from pathlib import Path
 
+import docker
 import pytest
 from test_docker_backend import IMAGE, client_key, docker_ready, public_line, ssh_run
 
@@ -46,7 +48,7 @@ class Miner:
 
 
 @pytest.fixture
-def engine(docker_ready: None, tmp_path: Path):
+def engine(unmount_after: None, docker_ready: None, tmp_path: Path):
     made: list[Miner] = []
     prefix = f"test-vol-{uuid.uuid4().hex[:6]}"
 
@@ -61,6 +63,8 @@ def engine(docker_ready: None, tmp_path: Path):
         container.remove(force=True)
     for item in made:
         for found in item.backend.volumes._found():
+            for user in client.containers.list(all=True, filters={"volume": found.docker_name}):
+                user.remove(force=True)
             item.backend.volumes._remove(found.owner, found.name)
 
 
@@ -89,7 +93,14 @@ async def test_restart_rediscovers_volumes_and_retention_removes_them(engine, tm
     (info,) = await lost_store.manager.list_volumes(OWNER)
     assert (info.name, info.size_gb, info.quota) == ("work", 0.1, "hard")
 
-    restarted = miner("miner-a")  # a plain restart: same store, same volume, same data
+    restarted = miner("miner-a")  # a host reboot: the image is no longer mounted; same store
+    dname = restarted.backend.volumes.docker_name(OWNER, "work")
+    subprocess.run(["umount", str(tmp_path / "a" / "volumes" / "mnt" / dname)], check=True)
+    client = restarted.backend._client()
+    with pytest.raises(docker.errors.APIError, match="no such file"):  # never the host disk instead
+        client.containers.run(IMAGE, ["true"], volumes={dname: {"bind": "/w"}}, remove=True)
+    for created in client.containers.list(all=True, filters={"volume": dname}):
+        created.remove(force=True)  # created, never started
     await restarted.manager.reconcile()
     lease = await restarted.manager.allocate(OWNER, request(public_line(key)))
     endpoint = await restarted.backend.endpoint(lease.lease_id)
