@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -144,14 +145,20 @@ class VolumeKeeper:
         return row
 
     async def released(self, lease: StoredLease) -> None:
-        """A lease ended: its volume's retention starts now."""
-        if lease.record.volume:
+        """A lease ended: its volume's retention starts now (never raises: the lease has ended)."""
+        if not lease.record.volume:
+            return
+        try:
             await asyncio.to_thread(
                 self.store.used,
                 lease.record.owner_hotkey,
                 lease.record.volume,
                 self._clock(),
                 self.limits.retention_s,
+            )
+        except (sqlite3.Error, OSError) as exc:  # retention then counts from the last recorded use
+            log.warning(
+                "volume=%s lease=%s last use not recorded: %s", lease.record.volume, lease.lease_id, exc
             )
 
     async def infos(self, owner: str, live: list[StoredLease]) -> list[VolumeInfo]:
