@@ -120,16 +120,14 @@ class DockerVolumes:
             client = self._client()
             client.volumes.create(name, driver="local", driver_opts=self._bind_opts(name))
             try:
-                out = client.containers.run(
-                    self.helper_image,
-                    ["cat", "/v/probe"],
-                    volumes={name: {"bind": "/v"}},
-                    remove=True,
-                    network_disabled=True,
-                )
+                self._helper(["sh", "-c", "cat /v/probe > /v/back"], {name: {"bind": "/v"}})
             finally:
                 client.volumes.get(name).remove(force=True)
-            ok = out.strip() == b"ok"
+            ok = (self._data(name) / "back").read_text() == "ok"
+            if not ok:
+                log.warning(
+                    "volume sizes are watched, not enforced: a container did not see the host's mount"
+                )
         except (VolumeError, DockerException, OSError) as exc:
             log.warning(
                 "volume sizes are watched, not enforced: loop-mounted images do not work here (%s)", exc
@@ -253,19 +251,29 @@ class DockerVolumes:
             cached = self._measured.get(dname)
             if cached is not None and time.monotonic() - cached[0] < WATCH_CACHE_S:
                 return cached[1]
-            out = self._client().containers.run(
-                self.helper_image,
-                ["du", "-sk", "/v"],
-                volumes={dname: {"bind": "/v", "mode": "ro"}},
-                remove=True,
-                network_disabled=True,
-            )
+            out = self._helper(["du", "-sk", "/v"], {dname: {"bind": "/v", "mode": "ro"}})
             used = round(int(out.split()[0]) * 1024 / GIB, 3)
             self._measured[dname] = (time.monotonic(), used)
             return used
-        except (DockerException, OSError, ValueError, IndexError) as exc:
+        except (VolumeError, DockerException, OSError, ValueError, IndexError) as exc:
             log.warning("volume=%s usage not measured: %s", name, exc)
             return None
+
+    def _helper(self, argv: list[str], volumes: dict[str, dict[str, str]]) -> bytes:
+        """Run ``argv`` in a throwaway container with ``volumes``; its stdout (VolumeError if it fails).
+
+        Detached, waited for, then removed: ``containers.run(remove=True)`` may lose the output."""
+        container = self._client().containers.run(
+            self.helper_image, argv, volumes=volumes, detach=True, network_disabled=True
+        )
+        try:
+            status = container.wait(timeout=_CMD_TIMEOUT_S)
+            out = container.logs(stdout=True, stderr=False)
+        finally:
+            container.remove(force=True)
+        if status.get("StatusCode") != 0:
+            raise VolumeError(f"{argv[0]} in a helper container exited {status.get('StatusCode')}")
+        return bytes(out)
 
     def _found(self) -> list[FoundVolume]:
         try:
