@@ -31,6 +31,7 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9 ._()+-]{1,64}$")
 _IDEMPOTENCY_RE = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
 _TEMPLATE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,47}$")
 _IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$")
+_VOLUME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 
 
 def _check(pattern: re.Pattern[str], what: str):
@@ -58,6 +59,12 @@ TemplateName = Annotated[
     str, Field(max_length=48), _check(_TEMPLATE_RE, "template name (a-z0-9._-, at most 48)")
 ]
 ImageRef = Annotated[str, Field(max_length=255), _check(_IMAGE_RE, "container image reference")]
+VolumeName = Annotated[
+    str, Field(max_length=32), _check(_VOLUME_RE, "volume name (a-z0-9_-, starts with a-z0-9, at most 32)")
+]
+MIN_VOLUME_GB: Final = 0.1
+MAX_VOLUME_GB: Final = 65536.0
+VOLUME_MOUNT_PATH: Final = "/workspace"  # where a lease sees its persistent volume
 
 
 class Value(BaseModel):
@@ -93,6 +100,17 @@ class ErrorResponse(Message):
 # ---------------------------------------------------------------- shared values
 
 
+class VolumeRequest(Value):
+    """A named persistent volume for a lease, mounted at ``/workspace`` (caller -> miner).
+
+    Names are per renter hotkey: the same name from another hotkey is another volume. ``size_gb``
+    (GiB) is used when the volume is created; for an existing volume it may be left out, and a
+    different size is refused (volumes are not resized)."""
+
+    name: VolumeName
+    size_gb: float | None = Field(None, ge=MIN_VOLUME_GB, le=MAX_VOLUME_GB)
+
+
 class Requirements(Value):
     """What a renter (or a validator's test lease) asks of a machine."""
 
@@ -106,6 +124,8 @@ class Requirements(Value):
     # The base image to start from (a name from the miner's TemplatesResponse); None: its default.
     # Left off the wire when unset, so miners that predate the field still parse the requirements.
     template: TemplateName | None = Field(None, exclude_if=lambda v: v is None)
+    # A persistent volume to attach (created on first use); left off the wire when unset.
+    volume: VolumeRequest | None = Field(None, exclude_if=lambda v: v is None)
 
 
 class TemplateInfo(Value):
@@ -168,6 +188,24 @@ class LeaseHealth(Value):
     down_since: float | None = Field(None, ge=0)
     restarts: int = Field(0, ge=0, le=1_000_000)
     reason: str = Field("", max_length=500)
+
+
+class VolumeInfo(Value):
+    """One of the caller's persistent volumes on a miner (miner -> caller).
+
+    ``quota``: ``hard`` when the size is a filesystem limit (writes past it fail with ENOSPC),
+    ``watch`` when the miner only measures usage and refuses new attaches over it. ``expires_at``:
+    when an unattached volume is removed (None while a live lease uses it)."""
+
+    name: VolumeName
+    size_gb: float = Field(ge=0, le=MAX_VOLUME_GB)
+    used_gb: float | None = Field(None, ge=0)
+    quota: Literal["hard", "watch"]
+    over_quota: bool = False
+    created_at: float = Field(ge=0)
+    last_used_at: float = Field(ge=0)
+    attached_lease: LeaseId | None = None
+    expires_at: float | None = Field(None, ge=0)
 
 
 class LeaseInfo(Value):
@@ -329,6 +367,29 @@ class ListLeasesResponse(Message):
     leases: list[LeaseInfo] = Field(default_factory=list, max_length=1024)
 
 
+class ListVolumesRequest(Message):
+    """The caller's own persistent volumes on this miner (never another hotkey's)."""
+
+    kind: Literal["list_volumes"] = "list_volumes"
+
+
+class ListVolumesResponse(Message):
+    kind: Literal["volumes"] = "volumes"
+    volumes: list[VolumeInfo] = Field(default_factory=list, max_length=256)
+
+
+class DeleteVolumeRequest(Message):
+    """Delete one of the caller's volumes and its data now (refused while a lease uses it)."""
+
+    kind: Literal["delete_volume"] = "delete_volume"
+    name: VolumeName
+
+
+class DeleteVolumeResponse(Message):
+    kind: Literal["volume_deleted"] = "volume_deleted"
+    name: VolumeName
+
+
 Request = (
     HealthRequest
     | SpecsRequest
@@ -342,6 +403,8 @@ Request = (
     | ListLeasesRequest
     | RentalReceiptsRequest
     | TemplatesRequest
+    | ListVolumesRequest
+    | DeleteVolumeRequest
 )
 
 ROUTES: dict[type[Message], tuple[str, type[Message]]] = {
@@ -357,6 +420,8 @@ ROUTES: dict[type[Message], tuple[str, type[Message]]] = {
     ListLeasesRequest: ("/v1/leases/list", ListLeasesResponse),
     RentalReceiptsRequest: ("/v1/leases/receipts", RentalReceiptsResponse),
     TemplatesRequest: ("/v1/templates", TemplatesResponse),
+    ListVolumesRequest: ("/v1/volumes/list", ListVolumesResponse),
+    DeleteVolumeRequest: ("/v1/volumes/delete", DeleteVolumeResponse),
 }
 
 
@@ -385,6 +450,9 @@ class ErrorCode:
     UNSUPPORTED = "unsupported"
     BACKEND_ERROR = "backend_error"
     INSUFFICIENT_STORAGE = "insufficient_storage"  # HTTP 507: the miner's disk is full
+    VOLUME_NOT_FOUND = "volume_not_found"  # the caller has no volume of that name here
+    VOLUME_BUSY = "volume_busy"  # a live lease uses the volume (one lease at a time)
+    VOLUME_QUOTA = "volume_quota"  # a renter's or the miner's volume cap would be exceeded
     INTERNAL = "internal"
 
 
@@ -398,6 +466,8 @@ __all__ = [
     "CheckAvailabilityRequest",
     "DeallocateRequest",
     "DeallocateResponse",
+    "DeleteVolumeRequest",
+    "DeleteVolumeResponse",
     "ErrorCode",
     "ErrorResponse",
     "ExchangeKeyRequest",
@@ -412,6 +482,8 @@ __all__ = [
     "LeaseStatusRequest",
     "ListLeasesRequest",
     "ListLeasesResponse",
+    "ListVolumesRequest",
+    "ListVolumesResponse",
     "MachineSpecs",
     "Message",
     "Value",
@@ -430,5 +502,9 @@ __all__ = [
     "TemplateName",
     "TemplatesRequest",
     "TemplatesResponse",
+    "VOLUME_MOUNT_PATH",
+    "VolumeInfo",
+    "VolumeName",
+    "VolumeRequest",
     "route_for",
 ]

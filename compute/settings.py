@@ -227,6 +227,10 @@ class MinerSettings(BaseModel):
     force_embedded: bool = False
     gpus: tuple[int, ...] | None = None
     no_tenant_isolation: bool = False
+    volume_max_gb: float = Field(1000.0, ge=0, le=1_000_000)  # all persistent volumes; 0 = no volumes
+    volume_max_gb_per_renter: float = Field(200.0, ge=0, le=1_000_000)
+    volume_retention_days: float = Field(7.0, ge=0, le=365)  # kept after the last lease using it
+    volume_quota: Literal["auto", "hard", "watch"] = "auto"
 
     @field_validator("ssh_port_range", mode="before")
     @classmethod
@@ -325,6 +329,21 @@ def add_miner_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         default=None,
         help="run Docker leases without the miner's firewall rules (when iptables is unavailable)",
     )
+    group.add_argument(
+        "--miner.volume_max_gb", type=float, help="GB of persistent volumes in all; 0 = none (1000)"
+    )
+    group.add_argument(
+        "--miner.volume_max_gb_per_renter", type=float, help="GB of persistent volumes per renter (200)"
+    )
+    group.add_argument(
+        "--miner.volume_retention_days",
+        type=float,
+        help="days an unused volume is kept after its last lease ended (7)",
+    )
+    group.add_argument(
+        "--miner.volume_quota",
+        help="auto|hard|watch: ext4 image per volume (hard, needs root) or measured usage (auto)",
+    )
     return parser
 
 
@@ -379,6 +398,10 @@ _MINER_FLAGS = {
     "whitelist_coldkeys": "miner.whitelist_coldkeys",
     "blacklist_coldkeys": "miner.blacklist_coldkeys",
     "data_dir": "miner.data_dir",
+    "volume_max_gb": "miner.volume_max_gb",
+    "volume_max_gb_per_renter": "miner.volume_max_gb_per_renter",
+    "volume_retention_days": "miner.volume_retention_days",
+    "volume_quota": "miner.volume_quota",
 }
 _FLAG_NAMES = {
     **_MINER_FLAGS,

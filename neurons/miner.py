@@ -23,6 +23,7 @@ from compute.miner.service import (  # noqa: E402
     StartupError,
     build_backend,
     build_catalog,
+    build_volumes,
     check_port_free,
     check_registered,
 )
@@ -72,7 +73,13 @@ async def run(settings: MinerSettings) -> int:
         max_disk_gb=settings.max_disk_gb,
         max_lease_s=settings.max_lease_s,
     )
-    manager = AllocationManager(LeaseStore(settings.data_dir / "leases.db"), backend, gpus, limits)
+    manager = AllocationManager(
+        LeaseStore(settings.data_dir / "leases.db"),
+        backend,
+        gpus,
+        limits,
+        volumes=build_volumes(settings, backend),
+    )
     report = await manager.reconcile()
     monitor = HealthMonitor(manager, settings.axon_ip, settings.lease_lost_after)
     logger.info(
@@ -133,6 +140,8 @@ async def run(settings: MinerSettings) -> int:
         if hasattr(backend, "close"):
             await backend.close()  # stop listening; leases stay in the store and are adopted on restart
         manager.store.close()
+        if manager.volumes is not None:
+            manager.volumes.store.close()
         chain.close()
     logger.info("miner stopped; leases left running")
     return 0

@@ -39,3 +39,17 @@ def _release_lease_networks():
         release_unused_networks(docker.from_env())
     except Exception:  # no engine, no permission: nothing was created either
         pass
+
+
+@pytest.fixture
+def unmount_after(tmp_path: Path):
+    """At teardown, unmount every filesystem a test left mounted below its ``tmp_path`` (volume
+    images), so that no later pytest clean-up of old temp dirs deletes files inside a live mount."""
+    import subprocess
+
+    yield
+    prefix = str(tmp_path.resolve()) + "/"
+    with open("/proc/mounts") as mounts:
+        points = [line.split()[1] for line in mounts if line.split()[1].startswith(prefix)]
+    for point in sorted(points, reverse=True):
+        subprocess.run(["umount", point], capture_output=True, check=False)

@@ -23,6 +23,7 @@ import os
 import re
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import docker
@@ -44,6 +45,7 @@ from compute.allocation.ports import pick_free_ports, ssh_banner
 from compute.allocation.records import Endpoint, LeaseRecord
 from compute.allocation.sshkeys import generate_host_key, validate_public_key
 from compute.allocation.templates import TemplateCatalog
+from compute.allocation.volumes import DockerVolumes, VolumeMode
 
 log = logging.getLogger(__name__)
 
@@ -89,13 +91,16 @@ class DockerBackend:
         miner_id: str | None = None,
         templates: TemplateCatalog | None = None,
         isolate: bool = True,
+        volume_dir: Path | None = None,
+        volume_mode: VolumeMode = "auto",
     ) -> None:
         """``miner_id`` (the miner's hotkey; default ``name_prefix``) labels and scopes the containers.
 
         ``templates`` maps a lease's requested template to its image (``image`` when None).
         ``isolate`` (unless ``network`` names one) puts leases on the miner's own ICC-off bridge
         with firewall rules (:mod:`compute.allocation.netpolicy`); a lease is refused when they
-        cannot be installed.
+        cannot be installed. ``volume_dir`` (the miner's data dir) enables persistent volumes
+        (:mod:`compute.allocation.volumes`; ``volume_mode`` picks how their size is held).
         """
         low, high = ssh_port_range
         if not (1 <= low <= high <= 65535):
@@ -118,12 +123,21 @@ class DockerBackend:
         self._disk_quota: bool | None = None  # None: not probed yet
         self.lease_network = LeaseNetwork(self._client, self.miner_id) if isolate and not network else None
         self._legacy_warned = False
+        self.volumes = (
+            DockerVolumes(self._client, self.miner_id, Path(volume_dir), volume_mode, helper_image=image)
+            if volume_dir is not None
+            else None
+        )
 
     # -- public API (Backend protocol) ---------------------------------------------------
 
     async def start(self, lease: LeaseRecord) -> Endpoint:
         authorized_key = validate_public_key(lease.ssh_public_key)
         self._check_lease(lease)
+        if lease.volume is not None:
+            if self.volumes is None:
+                raise StartFailed(f"lease {lease.lease_id}: this backend has no persistent volumes")
+            await self.volumes.prepare(lease.owner_hotkey, lease.volume)  # e.g. mount it after a reboot
         if await self._resumed(lease.lease_id):
             return await self.endpoint(lease.lease_id)
         host_key = generate_host_key()
@@ -246,7 +260,13 @@ class DockerBackend:
             host_key_line=host_key_line,
             device_ids=[self._gpu_id(index) for index in lease.gpus],
             disk_limit=self._disk_quota is not False,
+            volume=self._volume_name(lease),
         )
+
+    def _volume_name(self, lease: LeaseRecord) -> str | None:
+        if lease.volume is None or self.volumes is None:
+            return None
+        return self.volumes.docker_name(lease.owner_hotkey, lease.volume)
 
     def _gpu_id(self, index: int) -> str:
         if self.gpu_uuids is None:

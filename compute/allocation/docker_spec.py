@@ -23,6 +23,7 @@ from docker.errors import APIError
 from docker.types import DeviceRequest, LogConfig
 
 from compute.allocation.records import LeaseRecord
+from compute.protocol import VOLUME_MOUNT_PATH
 
 SSHD_COMMAND = ["/bin/sh", "-c", "mkdir -p /run/sshd && exec /usr/sbin/sshd -D -e"]
 # Ends every SSH session (and what runs under it) while the listening sshd keeps accepting: kills
@@ -107,8 +108,9 @@ def container_kwargs(
     host_key_line: str,
     device_ids: list[str],
     disk_limit: bool,
+    volume: str | None = None,
 ) -> dict[str, Any]:
-    """Arguments for ``containers.create``: limits, labels, port map, GPUs."""
+    """Arguments for ``containers.create``: limits, labels, port map, GPUs, the persistent volume."""
     ports = {"22/tcp": (options.host, host_ports[0])}
     for offset, host_port in enumerate(host_ports[1:]):
         ports[f"{EXTRA_PORT_BASE + offset}/tcp"] = (options.host, host_port)
@@ -145,6 +147,9 @@ def container_kwargs(
         kwargs["storage_opt"] = {"size": f"{lease.disk_gb}G"}
     if options.lxcfs_root:
         kwargs["volumes"] = lxcfs_volumes(options.lxcfs_root)
+    if volume:
+        kwargs["volumes"] = {**kwargs.get("volumes", {}), volume: {"bind": VOLUME_MOUNT_PATH, "mode": "rw"}}
+        kwargs["labels"]["compute.volume"] = volume
     return kwargs
 
 

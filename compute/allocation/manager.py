@@ -43,6 +43,7 @@ from compute.allocation.reconcile import Reconciler
 from compute.allocation.records import LeaseRecord, Receipt
 from compute.allocation.sshkeys import InvalidPublicKey, validate_public_key
 from compute.allocation.store import DuplicateKey, GpuConflict, LeaseStore, StoredLease
+from compute.allocation.volume_keeper import VolumeKeeper
 from compute.protocol import (
     MAX_LEASE_SECONDS,
     AllocateRequest,
@@ -52,6 +53,7 @@ from compute.protocol import (
     RequestFailed,
     Requirements,
     SshAccess,
+    VolumeInfo,
 )
 
 logger = logging.getLogger(__name__)
@@ -89,8 +91,11 @@ class AllocationManager(Reconciler):
         gpus: list[GpuSpec],
         limits: ManagerLimits = ManagerLimits(),
         clock: Callable[[], float] = time.time,
+        volumes: VolumeKeeper | None = None,
     ) -> None:
+        """``volumes``: the persistent-volume policy (None: volume requests are refused)."""
         self.store = store
+        self.volumes = volumes
         self.backend = backend
         self.gpus = sorted(gpus, key=lambda g: g.index)
         self.limits = limits
@@ -121,6 +126,8 @@ class AllocationManager(Reconciler):
             return f"requested {req.memory_gb} GB memory; this miner allows at most {lim.max_memory_gb} GB"
         if lim.max_disk_gb is not None and req.disk_gb > lim.max_disk_gb:
             return f"requested {req.disk_gb} GB disk; this miner allows at most {lim.max_disk_gb} GB"
+        if req.volume is not None and self.volumes is None:
+            return f"this miner's {self.backend.name} backend offers no persistent volumes"
         return None
 
     @staticmethod
@@ -225,6 +232,8 @@ class AllocationManager(Reconciler):
                     f"only {len(candidates)} matching GPU(s) free; {req.gpu_count} requested",
                     409,
                 )
+            if req.volume is not None and self.volumes is not None:
+                await self.volumes.claim(owner, req.volume, active)
             now = self._clock()
             memory_mb = math.ceil(req.memory_gb * 1024)
             record = LeaseRecord(
@@ -241,6 +250,7 @@ class AllocationManager(Reconciler):
                 created_at=now,
                 expires_at=now + request.duration_s,
                 template=req.template,
+                volume=req.volume.name if req.volume is not None else None,
             )
             lease = StoredLease(
                 record=record,
@@ -364,6 +374,22 @@ class AllocationManager(Reconciler):
             logger.warning(
                 "stopping lease=%s failed (%s); marked %s, the sweep retries", lease.lease_id, exc, state
             )
+        if self.volumes is not None:
+            await self.volumes.released(lease)
+
+    # ---------------------------------------------------------------- volumes
+
+    async def list_volumes(self, caller: str) -> builtins.list[VolumeInfo]:
+        """The caller's own persistent volumes (never another hotkey's)."""
+        if self.volumes is None:
+            return []
+        return await self.volumes.infos(caller, await asyncio.to_thread(self.store.live))
+
+    async def delete_volume(self, caller: str, name: str) -> None:
+        if self.volumes is None:
+            raise _fail(ErrorCode.VOLUME_NOT_FOUND, f"you have no volume named {name!r} on this miner", 404)
+        async with self._lock:  # no allocate may claim it meanwhile
+            await self.volumes.delete(caller, name, await asyncio.to_thread(self.store.live))
 
     # ---------------------------------------------------------------- periodic work
 

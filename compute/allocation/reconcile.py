@@ -20,6 +20,7 @@ from compute.protocol import RequestFailed
 if TYPE_CHECKING:
     from compute.allocation.backend import Backend
     from compute.allocation.store import LeaseStore, StoredLease
+    from compute.allocation.volume_keeper import VolumeKeeper
 
 logger = logging.getLogger("compute.allocation.manager")
 
@@ -29,7 +30,9 @@ class Reconciler:
 
     store: LeaseStore
     backend: Backend
+    volumes: VolumeKeeper | None
     _starting: set[str]
+    _lock: asyncio.Lock
 
     async def expire_due(self) -> list[str]:
         raise NotImplementedError
@@ -45,7 +48,15 @@ class Reconciler:
         expired = await self.expire_due()
         report = await self._resolve(restart=False)
         report["expired"] = expired
+        report["volumes_expired"] = await self._expire_volumes()
         return report
+
+    async def _expire_volumes(self) -> list[str]:
+        """Remove volumes unused past their retention (under the allocation lock: no claim races)."""
+        if self.volumes is None:
+            return []
+        async with self._lock:
+            return await self.volumes.expire_due(await asyncio.to_thread(self.store.live))
 
     async def reconcile(self) -> dict[str, list[str]]:
         """At start: align backend with store; every pending lease is rolled back, none is lost.
@@ -59,6 +70,11 @@ class Reconciler:
         except Exception as exc:
             logger.error("reconcile: expiring due leases failed: %s", exc)
         report = await self._resolve(restart=True)
+        if self.volumes is not None:
+            try:
+                report["volumes_adopted"] = await self.volumes.reconcile()
+            except EXPECTED as exc:
+                logger.error("reconcile: this miner's volumes could not be listed: %s", exc)
         logger.info("reconciled %s", {k: len(v) for k, v in report.items()})
         return report
 

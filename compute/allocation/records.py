@@ -29,6 +29,7 @@ class LeaseRecord:
     created_at: float
     expires_at: float
     template: str | None = None  # the base-image template asked for (None: the miner's default)
+    volume: str | None = None  # the owner's persistent volume it mounts (None: none)
 
 
 @dataclass(frozen=True)

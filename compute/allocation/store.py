@@ -312,6 +312,7 @@ def _from_row(row: tuple) -> StoredLease:
         created_at=created,
         expires_at=expires,
         template=_template(req),
+        volume=_volume(req),
     )
     endpoint = None
     if ep is not None:
@@ -337,6 +338,15 @@ def _template(requirements_json: str) -> str | None:
     """The template a stored lease asked for (kept in its requirements JSON, no extra column)."""
     try:
         value = json.loads(requirements_json).get("template")
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _volume(requirements_json: str) -> str | None:
+    """The persistent volume a stored lease mounts (kept in its requirements JSON)."""
+    try:
+        value = (json.loads(requirements_json).get("volume") or {}).get("name")
     except (ValueError, AttributeError):
         return None
     return value if isinstance(value, str) else None

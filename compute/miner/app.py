@@ -28,6 +28,8 @@ from compute.protocol import (
     CheckAvailabilityRequest,
     DeallocateRequest,
     DeallocateResponse,
+    DeleteVolumeRequest,
+    DeleteVolumeResponse,
     ErrorCode,
     ExchangeKeyRequest,
     ExtendLeaseRequest,
@@ -38,6 +40,8 @@ from compute.protocol import (
     LeaseStatusRequest,
     ListLeasesRequest,
     ListLeasesResponse,
+    ListVolumesRequest,
+    ListVolumesResponse,
     MachineSpecs,
     Message,
     RentalReceiptsRequest,
@@ -184,6 +188,17 @@ def build_miner_app(
         return ListLeasesResponse(
             leases=[watched(lease) for lease in (await manager.list(caller.hotkey_ss58))[:1024]]
         )
+
+    @route(ListVolumesRequest)
+    async def list_volumes(req: ListVolumesRequest, caller: Caller) -> ListVolumesResponse:
+        return ListVolumesResponse(volumes=(await manager.list_volumes(caller.hotkey_ss58))[:256])
+
+    @route(DeleteVolumeRequest)
+    async def delete_volume(req: DeleteVolumeRequest, caller: Caller) -> DeleteVolumeResponse:
+        await _logged(
+            "delete_volume", caller, f"volume:{req.name}", manager.delete_volume(caller.hotkey_ss58, req.name)
+        )
+        return DeleteVolumeResponse(name=req.name)
 
     @route(RentalReceiptsRequest)
     async def receipts(req: RentalReceiptsRequest, caller: Caller) -> RentalReceiptsResponse:

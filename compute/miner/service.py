@@ -21,6 +21,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from compute.allocation import BACKENDS, Backend, TemplateCatalog, TemplateError, load_templates
+from compute.allocation.volume_keeper import VolumeKeeper, VolumeLimits
+from compute.allocation.volume_store import VolumeStore
 from compute.chain import Chain, ChainError
 from compute.settings import MinerSettings
 
@@ -112,7 +114,23 @@ def build_backend(
         public_host=ssh_host,
         miner_id=miner_id or wallet_hotkey(settings),
         isolate=not settings.no_tenant_isolation,
+        volume_dir=settings.data_dir / "volumes" if settings.volume_max_gb > 0 else None,
+        volume_mode=settings.volume_quota,
     )
+
+
+def build_volumes(settings: MinerSettings, backend: Backend) -> VolumeKeeper | None:
+    """The volume policy for a backend that has volumes (Docker, unless --miner.volume_max_gb 0)."""
+    driver = getattr(backend, "volumes", None)
+    if driver is None:
+        return None
+    limits = VolumeLimits(
+        max_total_gb=settings.volume_max_gb,
+        max_per_renter_gb=settings.volume_max_gb_per_renter,
+        default_size_gb=min(10.0, settings.volume_max_gb_per_renter),
+        retention_s=settings.volume_retention_days * 86400,
+    )
+    return VolumeKeeper(VolumeStore(settings.data_dir / "leases.db"), driver, limits)
 
 
 def image_present(image: str, timeout_s: float = 10.0) -> bool:
@@ -187,6 +205,7 @@ __all__ = [
     "PeriodicLoop",
     "StartupError",
     "build_backend",
+    "build_volumes",
     "build_catalog",
     "check_port_free",
     "check_registered",

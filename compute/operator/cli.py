@@ -109,6 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
     allocate.add_argument(
         "--template", help="start from this template (see `templates`; default: the miner's)"
     )
+    allocate.add_argument(
+        "--volume",
+        help="attach persistent volume NAME[:SIZE_GB] at /workspace (created on first use; kept after)",
+    )
     allocate.add_argument("--ports", type=int, default=0, help="extra ports to publish (0-16)")
     allocate.add_argument("--hours", type=float, help="lease length in hours (default 1)")
     allocate.add_argument("--duration", help="lease length: 90m, 2h, 3d, or seconds")
@@ -131,6 +135,13 @@ def build_parser() -> argparse.ArgumentParser:
     exchange = sub("exchange-key", "replace a lease's SSH key (the old key stops working)")
     _add_lease_target(exchange)
     exchange.add_argument("--ssh-key", help="new OpenSSH public key file (default: create a key pair)")
+    volumes = sub("volumes", "my persistent volumes on the miners I rented from")
+    volumes.add_argument("--hotkey", help="ask only this miner (by hotkey)")
+    volumes.add_argument("--uid", type=int, help="ask only this miner (by uid)")
+    volume_delete = sub("volume-delete", "delete one of my volumes and its data (not while attached)")
+    volume_delete.add_argument("name", help="the volume's name")
+    volume_delete.add_argument("--hotkey", help="the miner holding it (default: from your book)")
+    volume_delete.add_argument("--uid", type=int, help="the miner holding it, by uid")
     sub("interactive", "a simple menu driving the same commands")
     return parser
 

@@ -30,9 +30,18 @@ from compute.operator.output import (
     show_machines,
 )
 from compute.operator.output_templates import show_templates, templates_json
+from compute.operator.output_volumes import show_volumes, volumes_json
 from compute.operator.rpc import MinerRef
 from compute.operator.service import Operator
 from compute.operator.templates import offered_templates
+from compute.operator.volumes import (
+    book_miners,
+    delete_volume,
+    list_volumes,
+    miner_with_volume,
+    parse_volume,
+    volume_name,
+)
 from compute.protocol import MAX_LEASE_SECONDS, MIN_LEASE_SECONDS, Requirements
 
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$", re.IGNORECASE)
@@ -96,6 +105,7 @@ def wanted_from(args: argparse.Namespace, available_only: bool = False) -> Wante
         extra_ports=getattr(args, "ports", 0) or 0,
         available_only=available_only or bool(getattr(args, "available_only", False)),
         template=_template_name(getattr(args, "template", None)),
+        volume=parse_volume(args.volume) if getattr(args, "volume", None) else None,
     )
 
 
@@ -144,10 +154,14 @@ async def cmd_templates(op: Operator, args: argparse.Namespace) -> Result:
 async def cmd_allocate(op: Operator, args: argparse.Namespace) -> Result:
     duration = parse_duration(args.hours, args.duration)
     key = load_public_key(args.ssh_key) if args.ssh_key else None
+    wanted = wanted_from(args)
     target = None
     if args.uid is not None or args.hotkey is not None:
         target = await op.find_miner(uid=args.uid, hotkey=args.hotkey)
-    allocation = await op.allocate(wanted_from(args), duration, key, target)
+    elif wanted.volume is not None:  # a volume lives on one miner: go back to the one holding it
+        held = miner_with_volume(op.book, op.hotkey, wanted.volume.name)
+        target = await op.find_miner(hotkey=held.hotkey) if held is not None else None
+    allocation = await op.allocate(wanted, duration, key, target)
     result = _lease_result(op, allocation.entry, "Lease allocated")
     result.payload.update(machine=machine_json(allocation.machine), skipped=list(allocation.skipped))
     return result
@@ -200,6 +214,33 @@ async def cmd_deallocate(op: Operator, args: argparse.Namespace) -> Result:
     )
 
 
+async def cmd_volumes(op: Operator, args: argparse.Namespace) -> Result:
+    if args.uid is not None or args.hotkey is not None:
+        miners = [await op.find_miner(uid=args.uid, hotkey=args.hotkey)]
+    else:
+        miners = book_miners(op.book, op.hotkey)
+    found = await list_volumes(op.client, miners, op.concurrency, op.deadline_s)
+    return Result({"miners": [volumes_json(f) for f in found]}, lambda console: show_volumes(console, found))
+
+
+async def cmd_volume_delete(op: Operator, args: argparse.Namespace) -> Result:
+    name = volume_name(args.name)
+    if args.uid is not None or args.hotkey is not None:
+        miner = await op.find_miner(uid=args.uid, hotkey=args.hotkey)
+    else:
+        held = miner_with_volume(op.book, op.hotkey, name)
+        if held is None:
+            raise UsageError(
+                f"no lease in your book used volume {name!r}; name its miner with --hotkey or --uid"
+            )
+        miner = await op.find_miner(hotkey=held.hotkey)
+    await delete_volume(op.client, miner, name)
+    return Result(
+        {"name": name, "miner_hotkey": miner.hotkey, "deleted": True},
+        lambda console: console.print(f"Volume {name} deleted on miner {miner.label()}."),
+    )
+
+
 Handler = Callable[[Operator, argparse.Namespace], Awaitable[Result]]
 
 HANDLERS: dict[str, Handler] = {
@@ -212,4 +253,6 @@ HANDLERS: dict[str, Handler] = {
     "restart": cmd_restart,
     "exchange-key": cmd_exchange_key,
     "deallocate": cmd_deallocate,
+    "volumes": cmd_volumes,
+    "volume-delete": cmd_volume_delete,
 }

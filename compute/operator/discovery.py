@@ -30,6 +30,7 @@ from compute.protocol import (
     Requirements,
     SpecsRequest,
     SpecsResponse,
+    VolumeRequest,
 )
 
 logger = logging.getLogger(__name__)
@@ -65,6 +66,7 @@ class Wanted:
     extra_ports: int = 0
     available_only: bool = False
     template: str | None = None  # a base image the miner offers (``register.py templates``)
+    volume: VolumeRequest | None = None  # a persistent volume to attach (``--volume NAME[:GB]``)
 
     def requirements(self) -> Requirements:
         """The wire requirements sent to a miner (its own defaults where we want "any")."""
@@ -77,6 +79,7 @@ class Wanted:
             disk_gb=self.disk_gb or 5.0,
             extra_ports=self.extra_ports,
             template=self.template,
+            volume=self.volume,
         )
 
 

@@ -85,11 +85,30 @@ class MinerRefused(Refused):
         self.miner_code = miner_code
 
 
+class VolumeNotFound(Refused):
+    code = "volume_not_found"
+
+
+class VolumeBusy(Refused):
+    """The volume is attached to a live lease (one at a time; end that lease first)."""
+
+    code = "volume_busy"
+
+
+class VolumeQuota(Refused):
+    """A volume cap of the miner (per renter or in all) would be exceeded."""
+
+    code = "volume_quota"
+
+
 _BY_MINER_CODE: dict[str, type[Refused]] = {
     ErrorCode.NOT_OWNER: NotOwner,
     ErrorCode.LEASE_EXPIRED: LeaseExpired,
     ErrorCode.LEASE_NOT_FOUND: LeaseNotFound,
     ErrorCode.NO_CAPACITY: NoMatchingMachine,
+    ErrorCode.VOLUME_NOT_FOUND: VolumeNotFound,
+    ErrorCode.VOLUME_BUSY: VolumeBusy,
+    ErrorCode.VOLUME_QUOTA: VolumeQuota,
 }
 
 

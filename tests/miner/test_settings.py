@@ -94,3 +94,29 @@ def test_dotenv_quotes_export_comments_and_a_bare_key(tmp_path: Path):
     (tmp_path / "bare.env").write_text("GOOD=1\n\nJUSTAKEY\n")
     with pytest.raises(SettingsError, match=r"bare\.env:3: expected KEY=VALUE, got 'JUSTAKEY'"):
         load_dotenv(tmp_path / "bare.env")
+
+
+def test_volume_flags_parse_and_bad_values_name_the_flag():
+    s = parse_miner([], env={})
+    assert (s.volume_max_gb, s.volume_max_gb_per_renter, s.volume_retention_days, s.volume_quota) == (
+        1000.0,
+        200.0,
+        7.0,
+        "auto",
+    )
+    s = parse_miner(
+        [
+            "--miner.volume_max_gb",
+            "50",
+            "--miner.volume_retention_days",
+            "0.5",
+            "--miner.volume_quota",
+            "watch",
+        ],
+        env={},
+    )
+    assert (s.volume_max_gb, s.volume_retention_days, s.volume_quota) == (50.0, 0.5, "watch")
+    with pytest.raises(SettingsError, match="--miner.volume_quota"):
+        parse_miner(["--miner.volume_quota", "soft"], env={})
+    with pytest.raises(SettingsError, match="--miner.volume_max_gb_per_renter"):
+        parse_miner(["--miner.volume_max_gb_per_renter", "-1"], env={})

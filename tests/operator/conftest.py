@@ -24,6 +24,8 @@ from operator_helpers import GPU_NAME
 from compute import __version__
 from compute.allocation import AllocationManager, EmbeddedBackend, LeaseStore
 from compute.allocation.health import HealthMonitor
+from compute.allocation.volume_keeper import VolumeKeeper, VolumeLimits
+from compute.allocation.volume_store import VolumeStore
 from compute.chain import SimChainState, connect
 from compute.miner import build_miner_app
 from compute.operator import main
@@ -89,7 +91,7 @@ class Subnet:
         return code, json.loads(out.getvalue())
 
 
-def _make_backend(kind: str, root: Path, templates=None):
+def _make_backend(kind: str, root: Path, templates=None, volumes: bool = False):
     base = random.randrange(200, 590) * 100
     if kind == "embedded":
         return EmbeddedBackend(
@@ -103,6 +105,7 @@ def _make_backend(kind: str, root: Path, templates=None):
         ssh_port_range=(base, base + 99),
         name_prefix=f"test-operator-{base}",
         templates=templates,
+        volume_dir=root / "miner" / "volumes" if volumes else None,
     )
 
 
@@ -113,6 +116,7 @@ def start_subnet(
     gpus: list[GpuSpec],
     templates=None,
     lost_after_s: float = 600.0,
+    volumes: VolumeLimits | None = None,
 ) -> tuple[Subnet, Callable[[], None]]:
     chain_path = root / "chain.db"
     state = SimChainState.create(chain_path, netuid=NETUID, block_time=1.0)
@@ -125,8 +129,11 @@ def start_subnet(
     miner_uid = state.register(miner.hotkey.ss58_address, miner.coldkeypub.ss58_address, 0.0)
     offline_uid = state.register(offline.hotkey.ss58_address, offline.coldkeypub.ss58_address, 0.0)
     chain = connect(f"sim:{chain_path}", NETUID)
-    backend = _make_backend(backend_kind, root, templates)
-    manager = AllocationManager(LeaseStore(root / "miner" / "leases.db"), backend, gpus=gpus)
+    backend = _make_backend(backend_kind, root, templates, volumes is not None)
+    keeper = None
+    if volumes is not None:
+        keeper = VolumeKeeper(VolumeStore(root / "miner" / "leases.db"), backend.volumes, volumes)
+    manager = AllocationManager(LeaseStore(root / "miner" / "leases.db"), backend, gpus=gpus, volumes=keeper)
     policy = AccessPolicy(chain.metagraph, min_stake=100.0, require_permit=True, refresh_s=60.0)
     monitor = HealthMonitor(manager, lost_after_s=lost_after_s)
     app = build_miner_app(
@@ -153,6 +160,9 @@ def start_subnet(
             client = backend._client()
             for container in client.containers.list(all=True, filters={"name": backend.name_prefix}):
                 container.remove(force=True)
+            if backend.volumes is not None:
+                for found in backend.volumes._found():
+                    backend.volumes._remove(found.owner, found.name)
 
     return subnet, stop
 
@@ -191,11 +201,11 @@ def start_docker_subnet(tmp_path: Path, make_wallet) -> Iterator[Callable[..., S
     """Start a Docker-backed subnet on demand (e.g. with a template catalog); stopped at teardown."""
     stops: list[Callable[[], None]] = []
 
-    def start(templates=None, lost_after_s: float = 600.0) -> Subnet:
+    def start(templates=None, lost_after_s: float = 600.0, volumes: VolumeLimits | None = None) -> Subnet:
         reason = docker_skip_reason()
         if reason:
             pytest.skip(reason)
-        net, stop = start_subnet(tmp_path, make_wallet, "docker", [], templates, lost_after_s)
+        net, stop = start_subnet(tmp_path, make_wallet, "docker", [], templates, lost_after_s, volumes)
         stops.append(stop)
         return net
 
