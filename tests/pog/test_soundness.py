@@ -313,3 +313,19 @@ def test_blocked_recomputation_equals_the_full_product(precision: str) -> None:
     full = a @ b
     want = [full[i, j] for i, cols in zip(request.rows[0], request.cols[0], strict=True) for j in cols]
     assert np.array_equal(expected_entries(challenge, 0, request.rows[0], request.cols[0]), np.array(want))
+
+
+@pytest.mark.parametrize("layout", ["ragged", "no-vecdot"])
+def test_blocked_recomputation_other_layouts(layout: str, monkeypatch) -> None:
+    """Rows with different column counts (per-pair dots) and numpy < 2.0 (no vecdot) stay exact."""
+    from compute.pog.verifier import VERIFY_BLOCK, expected_entries
+
+    challenge = new_challenge("fp32", 64, VERIFY_BLOCK + 77, 64, 1, rng=np.random.default_rng(14))
+    rows, cols = [3, 17, 40], [[5, 9, 63], [0], [9, 33]]
+    if layout == "no-vecdot":
+        monkeypatch.delattr(np, "vecdot", raising=False)
+        cols = [[5, 9], [0, 2], [9, 33]]
+    a, b = _exact(challenge)
+    full = a @ b
+    want = [full[i, j] for i, row_cols in zip(rows, cols, strict=True) for j in row_cols]
+    assert np.array_equal(expected_entries(challenge, 0, rows, cols), np.array(want))
