@@ -1,7 +1,8 @@
 """Figures of the prover's non-GEMM work: generator speed (CPU, GPU), Merkle hashing, GPU roofline.
 
-``generator_ns_per_elem_cpu`` times the engine's CPU generation (numpy blocks in ``threads``
-threads) per element; ``merkle_vs_sha256`` compares ``hash_rows`` with raw ``hashlib.sha256`` over
+``generator_ns_per_elem_cpu`` times the engine's CPU generation (``cpu_gen.fill_cpu_block``: the
+fused numba kernel when installed, else numpy blocks; in ``threads`` threads) per element, after a
+warm-up call that pays the JIT compile; ``merkle_vs_sha256`` compares ``hash_rows`` with raw ``hashlib.sha256`` over
 the same bytes on the same threads; ``gpu_generator_gbs`` times the fused kernel on a CUDA device;
 ``roofline`` estimates commit/GEMM for a table GPU from the kernel's bytes per element, the table's
 bandwidth and its GEMM throughput (what the bench prints when no GPU is present). Advisory only.
@@ -15,7 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .generator import PRECISION_BITS, index_values, mix_block_np
+from .cpu_gen import fill_cpu_block
+from .generator import PRECISION_BITS, index_values
 from .gpu_gen import GEN_BYTES_PER_ELEM
 from .merkle import hash_rows
 
@@ -41,13 +43,13 @@ def generator_ns_per_elem_cpu(
 
         def run() -> None:
             parts = [
-                pool.submit(mix_block_np, row_vals[r0:r1], col_vals, bits, out[r0:r1])
+                pool.submit(fill_cpu_block, row_vals[r0:r1], col_vals, bits, out[r0:r1])
                 for r0, r1 in zip(bounds, bounds[1:], strict=False)
             ]
             for part in parts:
                 part.result()
 
-        run()  # warm-up: first touch of ``out``
+        run()  # warm-up: first touch of ``out``, numba's compile (or cache load)
         return _best(run, repeats) / (rows * cols) * 1e9
 
 
