@@ -54,7 +54,7 @@ def _leaf_block(challenge_id: bytes, gpu_index: int, rows: np.ndarray, start: in
     width = rows.shape[1] * 4 if rows.ndim == 2 else 0
     size = len(LEAF_TAG) + len(challenge_id) + 12
     headers = _leaf_headers(challenge_id, gpu_index, start, len(rows))
-    sha256, out = hashlib.sha256, []
+    sha256, out = hashlib.sha256, list[bytes]()
     append = out.append
     for k in range(len(rows)):
         h = sha256(headers[k * size : (k + 1) * size])
