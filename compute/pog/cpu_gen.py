@@ -87,7 +87,7 @@ def fill_cpu_fused(row_vals: np.ndarray, col_vals: np.ndarray, bits: int, out: n
 
 
 def fill_cpu_block(row_vals: np.ndarray, col_vals: np.ndarray, bits: int, out: np.ndarray) -> np.ndarray:
-    """Float32 block ``[len(row_vals), len(col_vals)]`` into ``out``: fused kernel when worth it, else numpy."""
+    """Float32 block ``[len(row_vals), len(col_vals)]`` into ``out``: the fused kernel, else numpy."""
     if len(row_vals) * len(col_vals) >= CPU_FUSED_MIN_ELEMENTS and cpu_fused_kernel() is not None:
         return fill_cpu_fused(row_vals, col_vals, bits, out)
     return mix_block_np(row_vals, col_vals, bits, out)

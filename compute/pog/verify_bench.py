@@ -3,8 +3,8 @@
 ``synthetic_round`` builds an honest opening at any n without computing the product: only the
 checked entries are computed (exactly), the rest of each opened row is zeros, and the Merkle tree
 is built over placeholder leaves. ``measure_verify`` then times ``verify`` (best of 3) on the CPU
-clock of this process (all threads) and records the peak of Python/numpy allocations (tracemalloc) above what was
-allocated before, so the figure is the verifier's own working memory. Nothing here is trusted.
+clock of this process (all threads) and records the peak of Python/numpy allocations (tracemalloc)
+above what was allocated before, so the figure is the verifier's own working memory. Nothing here is trusted.
 """
 
 from __future__ import annotations
