@@ -4,8 +4,9 @@
 fused numba kernel when installed, else numpy blocks; in ``threads`` threads) per element, after a
 warm-up call that pays the JIT compile; ``merkle_vs_sha256`` compares ``hash_rows`` with raw
 ``hashlib.sha256`` over the same bytes on the same threads; ``gpu_generator_gbs`` times the fused
-kernel on a CUDA device; ``roofline`` estimates commit/GEMM for a table GPU from the kernel's bytes per element, the table's
-bandwidth and its GEMM throughput (what the bench prints when no GPU is present). Advisory only.
+kernel on a CUDA device; ``roofline`` estimates commit/GEMM for a table GPU from the kernel's bytes
+per element, the table's bandwidth and its GEMM throughput (what the bench prints when no GPU is
+present). Advisory only.
 """
 
 from __future__ import annotations
