@@ -35,31 +35,16 @@ def node_hash(left: bytes, right: bytes) -> bytes:
     return hashlib.sha256(NODE_TAG + left + right).digest()
 
 
-def _leaf_headers(challenge_id: bytes, gpu_index: int, start: int, count: int) -> bytes:
-    """``LEAF_TAG || challenge id || gpu (4 LE) || row index (8 LE)`` of rows start.., concatenated."""
-    prefix = LEAF_TAG + challenge_id + int(gpu_index).to_bytes(4, "little")
-    headers = np.empty((count, len(prefix) + 8), dtype=np.uint8)
-    headers[:, : len(prefix)] = np.frombuffer(prefix, dtype=np.uint8)
-    headers[:, len(prefix) :] = np.arange(start, start + count, dtype="<u8").view(np.uint8).reshape(count, 8)
-    return headers.tobytes()
-
-
 def _leaf_block(challenge_id: bytes, gpu_index: int, rows: np.ndarray, start: int) -> list[bytes]:
-    """``leaf_hash`` of each row of a contiguous float32 block: per row only a slice, two hash calls.
-
-    Headers are built for the whole block in numpy and rows are memoryview slices, so the Python work
-    per row (held under the GIL while the other threads hash) is the least hashlib allows.
-    """
+    """``leaf_hash`` of each row of a contiguous float32 block, without per-row array conversions."""
+    prefix = LEAF_TAG + challenge_id + int(gpu_index).to_bytes(4, "little")
     flat = np.ascontiguousarray(rows, dtype="<f4").reshape(-1).view(np.uint8).data  # a flat byte view
     width = rows.shape[1] * 4 if rows.ndim == 2 else 0
-    size = len(LEAF_TAG) + len(challenge_id) + 12
-    headers = _leaf_headers(challenge_id, gpu_index, start, len(rows))
-    sha256, out = hashlib.sha256, list[bytes]()
-    append = out.append
+    out = []
     for k in range(len(rows)):
-        h = sha256(headers[k * size : (k + 1) * size])
+        h = hashlib.sha256(prefix + (start + k).to_bytes(8, "little"))
         h.update(flat[k * width : (k + 1) * width])
-        append(h.digest())
+        out.append(h.digest())
     return out
 
 
