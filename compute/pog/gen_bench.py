@@ -75,10 +75,12 @@ def merkle_vs_sha256(threads: int, rows: int = 4096, cols: int = 4096, repeats: 
         def merkle() -> None:
             hash_rows(cid, 0, matrix, threads)
 
-        raw(), merkle()  # warm-up: threads, first touch
-        raw_s, merkle_s = zip(
-            *((_best(raw, 1), _best(merkle, 1)) for _ in range(max(1, repeats))), strict=True
-        )
+        raw()  # warm-up: threads, first touch
+        merkle()
+        raw_s, merkle_s = [], []
+        for _ in range(max(1, repeats)):
+            raw_s.append(_best(raw, 1))
+            merkle_s.append(_best(merkle, 1))
     return min(raw_s) / min(merkle_s)
 
 
