@@ -353,3 +353,19 @@ def test_verifier_index_values_match_the_generator(start: int) -> None:
 
         want = np.array([fmix((seed + ((start + i) & mask) * GOLDEN) & mask) for i in range(1000)], np.uint64)
     assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("cols_per_row", [1, 3])
+def test_blocked_recomputation_across_index_chunks(cols_per_row: int, monkeypatch) -> None:
+    """Small blocks and index chunks (several of each, ragged tails of both) give the exact entries."""
+    from compute.pog import verifier
+
+    monkeypatch.setattr(verifier, "VERIFY_ELEMENTS", 16 * 1024)
+    monkeypatch.setattr(verifier, "INDEX_CHUNK", 5000)  # not a multiple of the block: rounded down
+    challenge = new_challenge("fp16", 64, 3 * 4096 + 1234, 64, 1, rng=np.random.default_rng(15))
+    request = choose_openings(challenge, 8, cols_per_row, rng=np.random.default_rng(16))
+    a, b = _exact(challenge)
+    full = a @ b
+    rows, cols = request.rows[0], request.cols[0]
+    want = [full[i, j] for i, row_cols in zip(rows, cols, strict=True) for j in row_cols]
+    assert np.array_equal(verifier.expected_entries(challenge, 0, rows, cols), np.array(want))
