@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 
 import numpy as np
 
@@ -49,31 +50,33 @@ def _cpu_fill_rows(row_vals, col_vals, shift, scale, out):  # compiled by numba:
 
 
 _CPU_KERNEL: list = []  # [compiled kernel or None], filled on first use
+_CPU_KERNEL_LOCK = threading.Lock()  # the engine's threads may all ask at once: compile once
+
+
+def _compile_cpu_kernel():
+    """``_cpu_fill_rows`` compiled by numba now (same argument types as the engine's calls), or None."""
+    if os.environ.get(CPU_GENERATOR_ENV, "auto") == "numpy":
+        return None
+    try:
+        import numba
+
+        try:
+            kernel = numba.njit(nogil=True, cache=True, boundscheck=False)(_cpu_fill_rows)
+        except RuntimeError:  # no cache locator: the worker runs from exec(), not from a file
+            kernel = numba.njit(nogil=True, boundscheck=False)(_cpu_fill_rows)
+        trial = np.empty((1, 8), np.float32)
+        kernel(np.arange(1, dtype=np.uint64), np.arange(8, dtype=np.uint64), np.uint64(40), _CPU_ONE, trial)
+        return kernel
+    except Exception as exc:  # ImportError, or a numba that does not fit this numpy / CPU
+        log.info("numba unavailable, CPU generator stays on numpy: %s", exc)
+        return None
 
 
 def cpu_fused_kernel():
     """The numba-compiled ``_cpu_fill_rows``, or None when numba is absent or disabled."""
-    if not _CPU_KERNEL:
-        kernel = None
-        if os.environ.get(CPU_GENERATOR_ENV, "auto") != "numpy":
-            try:
-                import numba
-
-                try:
-                    kernel = numba.njit(nogil=True, cache=True, boundscheck=False)(_cpu_fill_rows)
-                except RuntimeError:  # no cache locator: the worker runs from exec(), not a file
-                    kernel = numba.njit(nogil=True, boundscheck=False)(_cpu_fill_rows)
-                trial = np.empty((1, 8), np.float32)  # compiles now (same types as the engine's calls)
-                kernel(
-                    np.arange(1, dtype=np.uint64),
-                    np.arange(8, dtype=np.uint64),
-                    np.uint64(40),
-                    _CPU_ONE,
-                    trial,
-                )
-            except Exception as exc:  # ImportError, or a numba that does not fit this numpy / CPU
-                log.info("numba unavailable, CPU generator stays on numpy: %s", exc)
-        _CPU_KERNEL.append(kernel)
+    with _CPU_KERNEL_LOCK:
+        if not _CPU_KERNEL:
+            _CPU_KERNEL.append(_compile_cpu_kernel())
     return _CPU_KERNEL[0]
 
 

@@ -71,6 +71,25 @@ def test_without_numba_the_generator_is_numpy(fresh_kernel, monkeypatch) -> None
     assert cpu_gen.cpu_generator_backend(1 << 30) == "numpy"
 
 
+def test_a_numba_that_cannot_compile_falls_back_to_numpy(fresh_kernel, monkeypatch) -> None:
+    numba = pytest.importorskip("numba")
+
+    def broken_njit(*args, **kwargs):
+        def decorate(func):
+            def call(*call_args):
+                raise RuntimeError("no code generation on this CPU")
+
+            return call
+
+        return decorate
+
+    monkeypatch.setattr(numba, "njit", broken_njit)
+    assert cpu_gen.cpu_fused_kernel() is None
+    rows, cols = index_values(7, 0, 300), index_values(8, 0, 4000)
+    out = cpu_gen.fill_cpu_block(rows, cols, 8, np.empty((300, 4000), np.float32))
+    assert np.array_equal(out, mix_block_np(rows, cols, 8))
+
+
 def test_worker_script_round_on_the_fused_kernel(tmp_path: Path) -> None:
     """The embedded worker (a temp-file script) compiles the kernel in its warm-up and verifies."""
     pytest.importorskip("numba")
