@@ -33,7 +33,7 @@ def _best(fn, repeats: int) -> float:
 
 
 def generator_ns_per_elem_cpu(
-    threads: int, rows: int = 4096, cols: int = 4096, precision: str = "fp32", repeats: int = 3
+    threads: int, rows: int = 4096, cols: int = 4096, precision: str = "fp32", repeats: int = 7
 ) -> float:
     """Wall ns per generated element of a ``rows x cols`` slab split over ``threads`` (as the engine)."""
     bits = PRECISION_BITS[precision]
