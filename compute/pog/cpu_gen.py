@@ -6,12 +6,12 @@ per element in registers (LLVM vectorises the loop with AVX2) and writes each fl
 Bit-identical to numpy by construction: the same wrap-around uint64 arithmetic, and ``k < 2**24``
 converted through int32 to float32, times a power of two, minus 1 -- every step exact.
 
-numba is optional (the ``miner`` extra). Without it, or for calls below ``CPU_FUSED_MIN_ELEMENTS`` (small
-shapes: a JIT compile of ~1-2 s is not worth it), ``fill_cpu_block`` is ``mix_block_np``. The kernel is
-compiled once per process (``cache=True`` keeps it on disk when the source is a file in a writable
-directory; the validator's worker runs from ``exec`` and compiles, ~1-2 s, in its warm-up);
-the engine's warm-up makes the first call, so the compile stays off the validator's clock. numba
-releases the GIL in the kernel, so the engine's thread pool splits rows as it does for numpy.
+numba is optional (the ``miner`` and ``dev`` extras). Without it, or for calls below
+``CPU_FUSED_MIN_ELEMENTS`` (small shapes: a JIT compile of ~1.5-4 s is not worth it), ``fill_cpu_block``
+is ``mix_block_np``. The kernel is compiled once per process (``cache=True`` keeps it on disk when the
+source is a file in a writable directory; the validator's worker runs from ``exec`` and compiles) on
+the first large call, which the engine's warm-up makes: the compile stays off the validator's clock.
+numba releases the GIL in the kernel, so the engine's thread pool splits rows as it does for numpy.
 Embedded verbatim in the worker script; the validator never imports it.
 """
 
