@@ -11,7 +11,8 @@ Numerics by device:
   dtype on a side stream, overlapped with the GEMM; fp16/bf16 slabs multiplied with
   ``torch.addmm(..., out_dtype=torch.float32)`` (fp32 partial products, never rounded to 16 bits);
   fp32 with TF32 and reduced-precision reductions disabled.
-- cpu: inputs generated with numpy in threads (between GEMMs) directly as float32; the
+- cpu: inputs generated in threads (between GEMMs) directly as float32 (``cpu_gen``: the fused numba
+  kernel at large shapes when numba is installed, else numpy); the
   values are exact in every challenge precision, so an fp32 GEMM is an honest answer for all three.
 It does not hash anything but C, choose openings, or verify.
 """
@@ -26,6 +27,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .cpu_gen import fill_cpu_block
 from .cuda_product import product_on_device, warm_up
 from .generator import (
     MATRIX_A,
@@ -33,7 +35,6 @@ from .generator import (
     PRECISION_BITS,
     index_values,
     matrix_seeds,
-    mix_block_np,
     subkey,
 )
 from .merkle import MerkleTree, hash_rows
@@ -203,9 +204,9 @@ def product_cpu(
         futures = []
         for k in range(pieces):
             r0, r1 = m * k // pieces, m * (k + 1) // pieces
-            futures.append(pool.submit(mix_block_np, row_a[r0:r1], col_a, bits, a[r0:r1]))
+            futures.append(pool.submit(fill_cpu_block, row_a[r0:r1], col_a, bits, a[r0:r1]))
             s0, s1 = (t1 - t0) * k // pieces, (t1 - t0) * (k + 1) // pieces
-            futures.append(pool.submit(mix_block_np, row_b[s0:s1], col_b, bits, b[s0:s1]))
+            futures.append(pool.submit(fill_cpu_block, row_b[s0:s1], col_b, bits, b[s0:s1]))
         return a, b, futures
 
     acc = scratch.take(f"c{gpu}", (m, p)) if reuse_output else aligned_empty((m, p))

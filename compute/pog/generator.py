@@ -78,7 +78,8 @@ def values_at(seed: int, indices: np.ndarray) -> np.ndarray:
     return z
 
 
-_TOP_BIT = np.uint64(1 << 63)
+# Exponent bits of 2**52: for an integer 0 <= k < 2**52, ``k | _MAGIC`` read as float64 is exactly 2**52 + k.
+_MAGIC = np.uint64(0x4330000000000000)
 
 
 def centered_block(
@@ -87,30 +88,30 @@ def centered_block(
     bits: int,
     z: np.ndarray,
     tmp: np.ndarray,
-    out: np.ndarray,
 ) -> np.ndarray:
-    """Float64 ``k - 2**(bits-1)`` (element = that times 2**-(bits-1)) of two stacked vector sets.
+    """Float64 ``k - 2**(bits-1)`` (element = that times 2**-(bits-1)) of two stacked vector sets, in ``z``.
 
     Rows ``[0, len(fixed[0]))`` pair ``fixed[0]`` with ``vals[0]``, the rest pair ``fixed[1]`` with
     ``vals[1]`` (opened rows of A and checked columns of B share every pass). Centred integers keep
-    products and block sums exact in float64 (|k| <= 2**23, a product < 2**46); flipping the top bit
-    before the arithmetic shift centres k. ``z``/``tmp`` (uint64) and ``out`` (float64) are
-    caller-owned buffers of shape ``[len(fixed[0]) + len(fixed[1]), len(vals[0])]``.
+    products and block sums exact in float64 (|k| <= 2**23, a product < 2**46). The integer-to-float
+    conversion is two cheap passes instead of numpy's scalar int64 cast: ``k | _MAGIC`` is the float
+    2**52 + k, minus 2**52 + 2**(bits-1). ``z``/``tmp`` are caller-owned uint64 buffers of shape
+    ``[len(fixed[0]) + len(fixed[1]), len(vals[0])]``; the result is ``z`` viewed as float64.
+    Overflow warnings must be silenced by the caller (``np.errstate(over="ignore")``, once per loop).
     """
     split = len(fixed[0])
-    with np.errstate(over="ignore"):
-        np.add(fixed[0][:, None], vals[0][None, :], out=z[:split])
-        np.add(fixed[1][:, None], vals[1][None, :], out=z[split:])
-        np.right_shift(z, _U30, out=tmp)
-        z ^= tmp
-        z *= _UMIX1
-        np.right_shift(z, _U27, out=tmp)
-        z ^= tmp
-        z *= _UMIX2
-    z ^= _TOP_BIT
-    signed = z.view(np.int64)
-    np.right_shift(signed, np.int64(64 - bits), out=signed)
-    np.copyto(out, signed, casting="unsafe")
+    np.add(fixed[0][:, None], vals[0][None, :], out=z[:split])
+    np.add(fixed[1][:, None], vals[1][None, :], out=z[split:])
+    np.right_shift(z, _U30, out=tmp)
+    z ^= tmp
+    z *= _UMIX1
+    np.right_shift(z, _U27, out=tmp)
+    z ^= tmp
+    z *= _UMIX2
+    z >>= np.uint64(64 - bits)
+    z |= _MAGIC
+    out = z.view(np.float64)
+    out -= float(2**52 + 2 ** (bits - 1))
     return out
 
 

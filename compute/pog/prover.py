@@ -39,6 +39,13 @@ class Prover:
         except EngineError as exc:
             raise ProverError(str(exc)) from exc
 
+    def warm_up(self, challenge: Challenge) -> float:
+        """Run the first (slow) product at the challenge's shape, as the validator's warm-up does: seconds."""
+        try:
+            return float(self._engine.warm_up(challenge.model_dump())["warm_s"])
+        except EngineError as exc:
+            raise ProverError(str(exc)) from exc
+
     def open(self, request: OpeningRequest) -> Opening:
         try:
             return Opening.model_validate(self._engine.open(request.model_dump()))

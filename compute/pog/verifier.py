@@ -69,17 +69,32 @@ def tolerance(precision: str, n: int) -> float:
     return math.sqrt(honest * cheat)
 
 
-# Elements of n per verification step: (rows + checked columns) x VERIFY_BLOCK x 24 bytes of
-# buffers (~8 MB for 8 rows x 4 columns each) -- memory independent of n, time linear in n.
-VERIFY_BLOCK = 8192
+# Generated elements per verification step, (rows + row x column pairs) x block: two uint64 buffers
+# of 1 MB -- memory independent of n, time linear in n. numpy's uint64 passes are bound by cache
+# bandwidth plus ~1 us per call: 2**17 elements per pass is the measured optimum (2**18 and more spill
+# to L3 and run up to 2x slower per element).
+VERIFY_ELEMENTS = 1 << 17
+VERIFY_BLOCK = 8192  # block along n at the default opening (8 rows x 1 column: 16 vectors)
+# Index values of A's columns and B's rows are computed this many elements at a time (12 passes over
+# 2 vectors: per-call overhead dominates at one block).
+INDEX_CHUNK = 1 << 16
 
 
-def _index_into(seed: int, start: int, steps: np.ndarray, out: np.ndarray, tmp: np.ndarray) -> np.ndarray:
-    """``index_values(seed, start, len(steps))`` written into ``out`` without allocating."""
+def verify_block(vectors: int) -> int:
+    """Block along n for ``vectors`` generated vectors: ~VERIFY_ELEMENTS per pass, a multiple of 1024."""
+    return max(1024, VERIFY_ELEMENTS // max(1, vectors) // 1024 * 1024)
+
+
+def _index_into(
+    seed: int, start: int, golden_steps: np.ndarray, out: np.ndarray, tmp: np.ndarray
+) -> np.ndarray:
+    """``index_values(seed, start, len(golden_steps))`` into ``out``; ``golden_steps`` is ``i * GOLDEN``.
+
+    ``(start + i) * GOLDEN + seed == i * GOLDEN + (start * GOLDEN + seed)`` mod 2**64: one pass
+    instead of three for the counter.
+    """
     with np.errstate(over="ignore"):
-        np.add(steps, np.uint64(start), out=out)
-        out *= np.uint64(GOLDEN)
-        out += np.uint64(seed)
+        np.add(golden_steps, np.uint64((start * GOLDEN + seed) % (1 << 64)), out=out)
         for shift, mult in ((30, MIX1), (27, MIX2)):
             np.right_shift(out, np.uint64(shift), out=tmp)
             out ^= tmp
@@ -89,36 +104,71 @@ def _index_into(seed: int, start: int, steps: np.ndarray, out: np.ndarray, tmp: 
     return out
 
 
+def _index_chunks(seeds: tuple[int, int], n: int, chunk: int):
+    """Yield ``(A column values, B row values)`` along n, ``chunk`` at a time, in reused buffers."""
+    with np.errstate(over="ignore"):
+        golden_steps = np.arange(chunk, dtype=np.uint64) * np.uint64(GOLDEN)
+    buf = np.empty((3, chunk), np.uint64)
+    for c0 in range(0, n, chunk):
+        size = min(chunk, n - c0)
+        a_vals, b_vals, tmp = buf[:, :size]
+        yield (
+            _index_into(seeds[0], c0, golden_steps[:size], a_vals, tmp),
+            _index_into(seeds[1], c0, golden_steps[:size], b_vals, tmp),
+        )
+
+
+def _pair_layout(cols: list[list[int]]) -> tuple[list[int], list[int] | None]:
+    """Checked columns in generation order, and the order that restores (row, column) order.
+
+    When every row has ``c`` columns they are laid out slot-major (slot ``s`` of every row is one
+    contiguous ``[rows, block]`` slab, so one ``vecdot`` covers it: no power-of-two strides); the
+    second item is then the permutation back. Otherwise pairs stay in (row, column) order (None).
+    """
+    counts = {len(row_cols) for row_cols in cols}
+    if len(counts) != 1 or getattr(np, "vecdot", None) is None:  # numpy < 2.0 has no vecdot
+        return [j for row_cols in cols for j in row_cols], None
+    c, rows = counts.pop(), len(cols)
+    order = [s * rows + k for k in range(rows) for s in range(c)]
+    return [cols[k][s] for s in range(c) for k in range(rows)], order
+
+
+def _accumulate(acc: np.ndarray, out: np.ndarray, rows: int, pair_rows: list[int] | None) -> None:
+    """Add each (row, own column) pair's dot product over one block to ``acc`` (generation order)."""
+    if pair_rows is None:  # slot-major: every slab of ``rows`` columns pairs with the rows in order
+        for s0 in range(rows, out.shape[0], rows):
+            acc[s0 - rows : s0] += np.vecdot(out[:rows], out[s0 : s0 + rows])
+        return
+    for q, r in enumerate(pair_rows):
+        acc[q] += np.dot(out[r], out[rows + q])
+
+
 def expected_entries(challenge, gpu: int, rows: list[int], cols: list[list[int]]) -> np.ndarray:
     """Exact ``C[rows[k], cols[k][c]]`` of one GPU's sub-challenge, flat float64 in (row, column) order.
 
-    Blocked along n: per block it generates the opened rows of A and the checked columns of B
-    (every row has its own columns) as centred integers and accumulates their products with one
-    small float64 GEMM, so memory is O(block) and time O((rows + distinct columns) * n).
+    Blocked along n: per block it generates the opened rows of A and, for every (row, column) pair,
+    that column of B as centred integers, and adds each pair's dot product, so memory is O(block)
+    and time O((rows + pairs) * n). Element values are ``generator.centered_block``'s: the same
+    definition as the provers' numpy, torch and Triton generators.
     """
     bits = PRECISION_BITS[challenge.precision]
     key = subkey(bytes.fromhex(challenge.key), gpu)
     (a_rs, a_cs), (b_rs, b_cs) = matrix_seeds(key, MATRIX_A), matrix_seeds(key, MATRIX_B)
-    distinct = sorted({j for row_cols in cols for j in row_cols})
-    position = {j: k for k, j in enumerate(distinct)}
-    fixed = (values_at(a_rs, np.asarray(rows)), values_at(b_cs, np.asarray(distinct)))
-    split, block = len(rows), min(VERIFY_BLOCK, challenge.n)
-    shape = (len(rows) + len(distinct), block)
-    buffers = (np.empty(shape, np.uint64), np.empty(shape, np.uint64), np.empty(shape, np.float64))
-    acc = np.zeros((len(rows), len(distinct)), dtype=np.float64)
-    steps, index_buf = np.arange(block, dtype=np.uint64), np.empty((3, block), np.uint64)
-    for t0 in range(0, challenge.n, block):
-        size = min(block, challenge.n - t0)
-        a_vals, b_vals, tmp = index_buf[:, :size]
-        vals = (
-            _index_into(a_cs, t0, steps[:size], a_vals, tmp),
-            _index_into(b_rs, t0, steps[:size], b_vals, tmp),
-        )
-        out = centered_block(fixed, vals, bits, *(buf[:, :size] for buf in buffers))
-        acc += out[:split] @ out[split:].T
-    pick_rows = [k for k, row_cols in enumerate(cols) for _ in row_cols]
-    pick_cols = [position[j] for row_cols in cols for j in row_cols]
-    return acc[pick_rows, pick_cols] * (2.0 ** -(bits - 1)) ** 2
+    pair_cols, order = _pair_layout(cols)
+    pair_rows = None if order is not None else [k for k, row_cols in enumerate(cols) for _ in row_cols]
+    fixed = (values_at(a_rs, np.asarray(rows)), values_at(b_cs, np.asarray(pair_cols)))
+    block = min(verify_block(len(rows) + len(pair_cols)), challenge.n)
+    z = np.empty((len(rows) + len(pair_cols), block), np.uint64)
+    tmp, acc = np.empty_like(z), np.zeros(len(pair_cols), np.float64)
+    with np.errstate(over="ignore"):
+        for a_vals, b_vals in _index_chunks((a_cs, b_rs), challenge.n, block * max(1, INDEX_CHUNK // block)):
+            for b0 in range(0, len(a_vals), block):
+                size = min(block, len(a_vals) - b0)
+                vals = (a_vals[b0 : b0 + size], b_vals[b0 : b0 + size])
+                out = centered_block(fixed, vals, bits, z[:, :size], tmp[:, :size])
+                _accumulate(acc, out, len(rows), pair_rows)
+    exact = acc if order is None else acc[order]
+    return exact * (2.0 ** -(bits - 1)) ** 2
 
 
 def _decode_row(proof, p: int) -> tuple[np.ndarray, None] | tuple[None, str]:

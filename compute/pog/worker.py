@@ -1,7 +1,7 @@
 """Build the self-contained worker script the validator runs on a miner's machine.
 
-``worker_script()`` concatenates the sources of the stdlib/numpy/torch-only modules
-(generator, merkle, gpu_gen, cuda_product, engine, the memory and host provers, depth_engine,
+``worker_script()`` concatenates the sources of the stdlib/numpy/torch-only modules (numba optional)
+(generator, merkle, gpu_gen, cpu_gen, cuda_product, engine, the memory and host provers, depth_engine,
 worker_main) with their intra-package imports removed, plus an entry
 point, and returns the text with its SHA-256. The script runs from a bare ``python3 -I`` with only
 numpy (and torch when present): nothing of this project needs to be installed there. Started as
@@ -18,6 +18,7 @@ WORKER_MODULES = (
     "generator.py",
     "merkle.py",
     "gpu_gen.py",
+    "cpu_gen.py",
     "cuda_product.py",
     "engine.py",
     "memory/kernel.py",

@@ -313,3 +313,59 @@ def test_blocked_recomputation_equals_the_full_product(precision: str) -> None:
     full = a @ b
     want = [full[i, j] for i, cols in zip(request.rows[0], request.cols[0], strict=True) for j in cols]
     assert np.array_equal(expected_entries(challenge, 0, request.rows[0], request.cols[0]), np.array(want))
+
+
+@pytest.mark.parametrize("layout", ["ragged", "no-vecdot"])
+def test_blocked_recomputation_other_layouts(layout: str, monkeypatch) -> None:
+    """Rows with different column counts (per-pair dots) and numpy < 2.0 (no vecdot) stay exact."""
+    from compute.pog.verifier import VERIFY_BLOCK, expected_entries
+
+    challenge = new_challenge("fp32", 64, VERIFY_BLOCK + 77, 64, 1, rng=np.random.default_rng(14))
+    rows, cols = [3, 17, 40], [[5, 9, 63], [0], [9, 33]]
+    if layout == "no-vecdot":
+        monkeypatch.delattr(np, "vecdot", raising=False)
+        cols = [[5, 9], [0, 2], [9, 33]]
+    a, b = _exact(challenge)
+    full = a @ b
+    want = [full[i, j] for i, row_cols in zip(rows, cols, strict=True) for j in row_cols]
+    assert np.array_equal(expected_entries(challenge, 0, rows, cols), np.array(want))
+
+
+@pytest.mark.parametrize("start", [0, 8191, 1 << 40, (1 << 64) - 3])
+def test_verifier_index_values_match_the_generator(start: int) -> None:
+    """The verifier's one-pass counter (``i * GOLDEN + (start * GOLDEN + seed)``) is ``index_values``."""
+    from compute.pog.generator import GOLDEN, index_values
+    from compute.pog.verifier import _index_into
+
+    with np.errstate(over="ignore"):
+        golden_steps = np.arange(1000, dtype=np.uint64) * np.uint64(GOLDEN)
+    out, tmp = np.empty(1000, np.uint64), np.empty(1000, np.uint64)
+    seed = 0xB56456DD6CDE5AC1
+    want = index_values(seed, start, 1000) if start < (1 << 63) else None
+    got = _index_into(seed, start, golden_steps, out, tmp)
+    if want is None:  # past 2**63 numpy's arange cannot express it: compare with Python integers
+        mask = (1 << 64) - 1
+
+        def fmix(z: int) -> int:
+            z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+            z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+            return z ^ (z >> 31)
+
+        want = np.array([fmix((seed + ((start + i) & mask) * GOLDEN) & mask) for i in range(1000)], np.uint64)
+    assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("cols_per_row", [1, 3])
+def test_blocked_recomputation_across_index_chunks(cols_per_row: int, monkeypatch) -> None:
+    """Small blocks and index chunks (several of each, ragged tails of both) give the exact entries."""
+    from compute.pog import verifier
+
+    monkeypatch.setattr(verifier, "VERIFY_ELEMENTS", 16 * 1024)
+    monkeypatch.setattr(verifier, "INDEX_CHUNK", 5000)  # not a multiple of the block: rounded down
+    challenge = new_challenge("fp16", 64, 3 * 4096 + 1234, 64, 1, rng=np.random.default_rng(15))
+    request = choose_openings(challenge, 8, cols_per_row, rng=np.random.default_rng(16))
+    a, b = _exact(challenge)
+    full = a @ b
+    rows, cols = request.rows[0], request.cols[0]
+    want = [full[i, j] for i, row_cols in zip(rows, cols, strict=True) for j in row_cols]
+    assert np.array_equal(verifier.expected_entries(challenge, 0, rows, cols), np.array(want))
