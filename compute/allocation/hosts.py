@@ -79,7 +79,7 @@ class HostEntry(BaseModel):
     tls: TlsFiles | None = None
     gpus: list[int] = Field(default_factory=list, max_length=MAX_GPUS)
     ssh_host: str = Field(min_length=1, max_length=255)
-    ssh_port_range: str = Field("40000-40999", pattern=r"^\d{4,5}-\d{4,5}$")
+    ssh_port_range: str = Field("40000-40999", pattern=r"^\d{1,5}-\d{1,5}$")
     isolate: bool | None = None  # None: on for unix://, must be set false for remote endpoints
 
     @model_validator(mode="after")

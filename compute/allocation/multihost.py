@@ -259,7 +259,7 @@ class MultiHostBackend:
 
     async def close(self) -> None:
         for state in self.hosts.values():
-            client = state.backend._client_obj
+            client = getattr(state.backend, "_client_obj", None)
             if client is not None:
                 await asyncio.to_thread(client.close)
 
