@@ -327,7 +327,7 @@ def _run_hosts(
         reason = skip_reason()
         if reason:
             parser.exit(1, f"--second_dockerd: {reason}\n")
-        engine = SecondEngine(Path(tempfile.mkdtemp(prefix="bench-engine2-")) / "d")
+        engine = SecondEngine(Path(tempfile.mkdtemp(prefix="bench-engine2-")) / "d", net=20)
     try:
         if engine is not None:
             engine.up()
