@@ -198,3 +198,23 @@ def test_version_2_store_gains_the_host_column_and_keeps_rows(tmp_path: Path) ->
     kept = store.get("a" * 32)
     assert kept is not None and kept.state == "active" and kept.record.host is None
     store.close()
+
+
+async def test_specs_list_every_host_with_its_state(tmp_path: Path) -> None:
+    from compute.miner.specs import multihost_specs
+    from compute.specs import SpecsCache
+
+    checks = Checks()
+    checks.down["big"] = "the lease image 'img' is not on this host; load it there"
+    manager, backend = _multi(tmp_path, checks)
+    try:
+        await check_and_recover(backend, manager)
+        specs = multihost_specs(SpecsCache(ttl_s=60).get, backend, manager)()
+        hosts = {h.name: h for h in specs.hosts}
+        assert hosts["small"].up and hosts["small"].gpus == [0, 1] and hosts["small"].cpu_cores == 8
+        assert not hosts["big"].up and "load it there" in hosts["big"].reason
+        assert [g.index for g in specs.gpus] == [0, 1, 2, 3, 4, 5]
+        assert type(specs).model_validate_json(specs.model_dump_json()) == specs  # it travels
+    finally:
+        await manager.backend.close()  # type: ignore[attr-defined]
+        manager.store.close()
