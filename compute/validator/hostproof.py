@@ -7,6 +7,7 @@ has to hold two resident challenges at once and fails one. Each host's proof is 
 machine (``scored_result``); :func:`combine_hosts` then credits:
 
 - an unproven host (refused, unreachable, failed proof, or listed down): 0;
+- CPU-only hosts reached at one SSH address: once (nothing proves a CPU shown twice is two);
 - hosts showing the same device (a GPU UUID, a lease host key or SSH endpoint, the strong evidence
   of :mod:`compute.validator.dedup`, reused here across the hosts of one miner): once, to the best
   of them; the others 0, with a reason naming the host credited;
@@ -57,6 +58,7 @@ def credited_samples(proofs: Sequence[HostProof]) -> dict[str, tuple[float, str]
                 dropped[i] = (
                     f"host {proven[i].name}: same device as host {keeper} ({why}); credited once, there"
                 )
+    dropped.update(_cpu_only_twins(proven, samples, dropped))
     for i, p in enumerate(proven):
         if i in dropped:
             out[p.name] = (0.0, dropped[i])
@@ -65,6 +67,29 @@ def credited_samples(proofs: Sequence[HostProof]) -> dict[str, tuple[float, str]
                 p.result.sample,
                 f"host {p.name}: {p.result.gpu_count} GPU(s) proven, {p.result.sample:.4g}",
             )
+    return out
+
+
+def _cpu_only_twins(
+    proven: Sequence[HostProof], samples: dict[int, float], dropped: dict[int, str]
+) -> dict[int, str]:
+    """CPU-only hosts reached at one SSH address: credited once (no resident-memory proof tells a
+    CPU shown twice from two machines, so one address counts as one machine)."""
+    by_address: dict[str, list[int]] = {}
+    for i, p in enumerate(proven):
+        if i in dropped or p.result.gpu_count > 0:
+            continue
+        for address in sorted({e.rsplit(":", 1)[0] for e in p.ssh_endpoints})[:1]:
+            by_address.setdefault(address, []).append(i)
+    out = {}
+    for address, members in by_address.items():
+        keeper = min(members, key=lambda i: (-samples[i], i))
+        for i in members:
+            if i != keeper:
+                out[i] = (
+                    f"host {proven[i].name}: CPU-only at {address} like host {proven[keeper].name}; "
+                    "credited once, there"
+                )
     return out
 
 

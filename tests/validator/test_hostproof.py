@@ -71,3 +71,13 @@ def test_claiming_many_empty_hosts_never_raises_the_score() -> None:
     real = _proof("a", 2.0, ("GPU-1",))
     claims = [_proof(f"fake{i}", 9.0, (f"GPU-F{i}",), ok=False) for i in range(5)]
     assert combine_hosts([real, *claims]).sample == pytest.approx(combine_hosts([real]).sample)
+
+
+def test_cheater_one_cpu_box_shown_as_two_hosts_is_credited_once() -> None:
+    """CPU-only hosts have no resident-memory proof: one SSH address counts as one machine."""
+    a = _proof("a", 0.002, (), ssh_endpoints=frozenset({"203.0.113.5:40001"}))
+    b = _proof("b", 0.003, (), ssh_endpoints=frozenset({"203.0.113.5:40002"}))
+    other = _proof("c", 0.001, (), ssh_endpoints=frozenset({"203.0.113.6:40001"}))
+    result = combine_hosts([a, b, other])
+    assert result.hosts == {"a": 0.0, "b": 0.003, "c": 0.001}
+    assert result.sample == pytest.approx(0.004)
