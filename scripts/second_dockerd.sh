@@ -86,6 +86,8 @@ start_daemon() {
         return 0
     fi
     mkdir -p "$dir/data" "$dir/exec"
+    # the machine engine's storage driver works on this file system (overlay2 on overlay would not)
+    local storage="${SECOND_DOCKERD_STORAGE:-$(docker info --format '{{.Driver}}' 2>/dev/null || echo overlay2)}"
     local certs="$dir/certs"
     # Its own containerd namespaces: never share containers with the machine's engine.
     # nsenter --net (not `ip netns exec`, which remounts /sys and hides the cgroup mounts)
@@ -95,7 +97,7 @@ start_daemon() {
         -H "$(sock)" -H "tcp://$ns_ip:2376" \
         --tlsverify --tlscacert "$certs/ca.pem" --tlscert "$certs/server.pem" --tlskey "$certs/server-key.pem" \
         --bip "$bridge_cidr" --default-address-pool "base=10.203.$((net + 2)).0/24,size=28" \
-        --storage-driver "${SECOND_DOCKERD_STORAGE:-overlay2}" \
+        --storage-driver "$storage" \
         >>"$dir/dockerd.log" 2>&1 &
     local started=$! deadline=$((SECONDS + wait_s))
     until docker -H "$(sock)" info >/dev/null 2>&1; do
