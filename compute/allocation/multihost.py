@@ -104,7 +104,7 @@ class MultiHostBackend:
         return {name: s.up for name, s in self.hosts.items()}
 
     def _record(self, state: HostState, result: HostCheck) -> None:
-        was_up = state.up
+        was_up, first, reason_before = state.up, state.check is None, state.reason
         state.up, state.reason, state.check = result.up, result.reason, result
         state.checked_at = self._clock()
         if result.gpus:
@@ -113,8 +113,8 @@ class MultiHostBackend:
             state.backend.host_cpus = tuple(range(result.cpus))
         if result.up and not was_up:
             log.info("host=%s up (%s)", state.config.name, state.config.endpoint)
-        elif not result.up and (was_up or state.checked_at == self._clock()):
-            log.warning("host=%s down: %s", state.config.name, result.reason)
+        elif not result.up and (was_up or first or result.reason != reason_before):
+            log.warning("host=%s down: %s", state.config.name, result.reason)  # once per change
 
     def mark_down(self, name: str, reason: str) -> None:
         state = self.hosts[name]
