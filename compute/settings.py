@@ -345,6 +345,8 @@ def add_miner_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     group.add_argument(
         "--miner.volume_quota",
         help="auto|hard|watch: ext4 image per volume (hard, needs root) or measured usage (auto)",
+    )
+    group.add_argument(
         "--miner.hosts_file",
         help="YAML file of Docker hosts (local or remote engines) to rent out (default: this machine only)",
     )

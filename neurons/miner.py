@@ -24,8 +24,8 @@ from compute.miner.service import (  # noqa: E402
     StartupError,
     build_backend,
     build_catalog,
-    build_volumes,
     build_multihost,
+    build_volumes,
     check_port_free,
     check_registered,
 )

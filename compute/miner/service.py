@@ -136,6 +136,8 @@ def build_volumes(settings: MinerSettings, backend: Backend) -> VolumeKeeper | N
         retention_s=settings.volume_retention_days * 86400,
     )
     return VolumeKeeper(VolumeStore(settings.data_dir / "leases.db"), driver, limits)
+
+
 def build_multihost(
     settings: MinerSettings, miner_id: str, store: LeaseStore, catalog: TemplateCatalog | None = None
 ) -> MultiHostBackend:
