@@ -338,6 +338,7 @@ def _run_hosts(
     finally:
         if engine is not None:
             engine.down()
+            engine.directory.parent.rmdir()  # the temp dir made for it (down removed its content)
 
 
 __all__ = ["main", "run_bench"]
