@@ -32,6 +32,7 @@ _IDEMPOTENCY_RE = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
 _TEMPLATE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,47}$")
 _IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$")
 _VOLUME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+_HOST_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
 
 
 def _check(pattern: re.Pattern[str], what: str):
@@ -58,6 +59,7 @@ Seconds = Annotated[int, Field(ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS)]
 TemplateName = Annotated[
     str, Field(max_length=48), _check(_TEMPLATE_RE, "template name (a-z0-9._-, at most 48)")
 ]
+HostName = Annotated[str, Field(max_length=32), _check(_HOST_RE, "host name")]
 ImageRef = Annotated[str, Field(max_length=255), _check(_IMAGE_RE, "container image reference")]
 VolumeName = Annotated[
     str, Field(max_length=32), _check(_VOLUME_RE, "volume name (a-z0-9_-, starts with a-z0-9, at most 32)")
@@ -126,6 +128,9 @@ class Requirements(Value):
     template: TemplateName | None = Field(None, exclude_if=lambda v: v is None)
     # A persistent volume to attach (created on first use); left off the wire when unset.
     volume: VolumeRequest | None = Field(None, exclude_if=lambda v: v is None)
+    # The miner host to run on (a name from MachineSpecs.hosts; validators prove each host alone);
+    # None: the miner picks. Left off the wire when unset, like ``template``.
+    host: HostName | None = Field(None, exclude_if=lambda v: v is None)
 
 
 class TemplateInfo(Value):
@@ -146,6 +151,18 @@ class GpuSpec(Value):
     uuid: str | None = Field(None, max_length=128)
 
 
+class HostSpec(Value):
+    """One Docker host of a multi-host miner (advisory: the validator proves each host's GPUs)."""
+
+    name: HostName
+    up: bool
+    reason: str = Field("", max_length=300)
+    ssh_host: str = Field(max_length=255)
+    gpus: list[int] = Field(default_factory=list, max_length=64)  # indices into MachineSpecs.gpus
+    cpu_cores: int = Field(0, ge=0, le=65536)
+    ram_bytes: int = Field(0, ge=0, le=2**60)
+
+
 class MachineSpecs(Value):
     """What the miner reports about its host. Advisory: validators prove GPUs with PoG."""
 
@@ -164,6 +181,8 @@ class MachineSpecs(Value):
     nvidia_runtime: bool = False
     backend: str = Field(max_length=32)
     miner_version: str = Field(max_length=32)
+    # A multi-host miner's hosts (--miner.hosts_file); empty (and off the wire) for a single host.
+    hosts: list[HostSpec] = Field(default_factory=list, max_length=64, exclude_if=lambda v: not v)
 
 
 class SshAccess(Value):
@@ -220,6 +239,8 @@ class LeaseInfo(Value):
     expires_at: float
     # Left off the wire when unknown, so callers that predate the field still parse the lease.
     health: LeaseHealth | None = Field(None, exclude_if=lambda v: v is None)
+    # The miner host it runs on (multi-host miners only); off the wire when None.
+    host: HostName | None = Field(None, exclude_if=lambda v: v is None)
 
 
 # ---------------------------------------------------------------- requests and responses

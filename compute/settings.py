@@ -231,6 +231,8 @@ class MinerSettings(BaseModel):
     volume_max_gb_per_renter: float = Field(200.0, ge=0, le=1_000_000)
     volume_retention_days: float = Field(7.0, ge=0, le=365)  # kept after the last lease using it
     volume_quota: Literal["auto", "hard", "watch"] = "auto"
+    hosts_file: Path | None = None  # YAML list of Docker hosts to rent out (None: this machine's engine)
+    host_check_interval: float = Field(30.0, ge=1, le=3600)  # seconds between checks of the hosts
 
     @field_validator("ssh_port_range", mode="before")
     @classmethod
@@ -344,6 +346,15 @@ def add_miner_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         "--miner.volume_quota",
         help="auto|hard|watch: ext4 image per volume (hard, needs root) or measured usage (auto)",
     )
+    group.add_argument(
+        "--miner.hosts_file",
+        help="YAML file of Docker hosts (local or remote engines) to rent out (default: this machine only)",
+    )
+    group.add_argument(
+        "--miner.host_check_interval",
+        type=float,
+        help="seconds between checks of the hosts file's hosts; a host back up is reconciled (30)",
+    )
     return parser
 
 
@@ -402,6 +413,8 @@ _MINER_FLAGS = {
     "volume_max_gb_per_renter": "miner.volume_max_gb_per_renter",
     "volume_retention_days": "miner.volume_retention_days",
     "volume_quota": "miner.volume_quota",
+    "hosts_file": "miner.hosts_file",
+    "host_check_interval": "miner.host_check_interval",
 }
 _FLAG_NAMES = {
     **_MINER_FLAGS,

@@ -14,7 +14,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from compute.allocation import AllocationManager, HealthMonitor, LeaseStore, ManagerLimits  # noqa: E402
+from compute.allocation import AllocationManager, Backend, HealthMonitor, LeaseStore, ManagerLimits  # noqa: E402
+from compute.allocation.multihost import MultiHostBackend, check_and_recover  # noqa: E402
 from compute.chain import ChainError, connect  # noqa: E402
 from compute.logs import configure_logging  # noqa: E402
 from compute.miner import build_miner_app, gpu_specs, specs_provider  # noqa: E402
@@ -23,10 +24,12 @@ from compute.miner.service import (  # noqa: E402
     StartupError,
     build_backend,
     build_catalog,
+    build_multihost,
     build_volumes,
     check_port_free,
     check_registered,
 )
+from compute.miner.specs import multihost_specs  # noqa: E402
 from compute.settings import MinerSettings, SettingsError, parse_miner  # noqa: E402
 from compute.specs import SpecsCache  # noqa: E402
 from compute.transport import (  # noqa: E402
@@ -60,13 +63,22 @@ async def run(settings: MinerSettings) -> int:
 
     specs_cache = SpecsCache(ttl_s=300.0)
     host = await asyncio.to_thread(specs_cache.get)
-    gpus = gpu_specs(host, settings.gpus)
-    known = [g.uuid for g in gpus if g.uuid]
-    uuids = known if len(known) == len(gpus) else None  # all or none
     catalog = build_catalog(settings)
-    backend = build_backend(
-        settings, uuids, settings.ssh_host or public_ip, miner_id=keypair.ss58, catalog=catalog
-    )
+    store = LeaseStore(settings.data_dir / "leases.db")
+    multi: MultiHostBackend | None = None
+    if settings.hosts_file is not None:  # several Docker hosts (docs/architecture.md)
+        multi = build_multihost(settings, keypair.ss58, store, catalog)
+        up = await multi.check_hosts()
+        logger.info("hosts up=%s down=%s", [n for n, ok in up.items() if ok], multi.down_report())
+        backend: Backend = multi
+        gpus = multi.gpu_specs()
+    else:
+        gpus = gpu_specs(host, settings.gpus)
+        known = [g.uuid for g in gpus if g.uuid]
+        uuids = known if len(known) == len(gpus) else None  # all or none
+        backend = build_backend(
+            settings, uuids, settings.ssh_host or public_ip, miner_id=keypair.ss58, catalog=catalog
+        )
     limits = ManagerLimits(
         max_cpu=settings.max_cpu,
         max_memory_gb=settings.max_memory_gb,
@@ -74,14 +86,15 @@ async def run(settings: MinerSettings) -> int:
         max_lease_s=settings.max_lease_s,
     )
     manager = AllocationManager(
-        LeaseStore(settings.data_dir / "leases.db"),
-        backend,
-        gpus,
-        limits,
-        volumes=build_volumes(settings, backend),
+        store, backend, gpus, limits, volumes=build_volumes(settings, backend), placement=multi
     )
     report = await manager.reconcile()
-    monitor = HealthMonitor(manager, settings.axon_ip, settings.lease_lost_after)
+    monitor = HealthMonitor(
+        manager,
+        settings.axon_ip,
+        settings.lease_lost_after,
+        host_addresses=multi.probe_addresses() if multi is not None else None,
+    )
     logger.info(
         "miner hotkey=%s backend=%s gpus=%d leases=%s",
         keypair.ss58,
@@ -104,7 +117,9 @@ async def run(settings: MinerSettings) -> int:
         keypair,
         policy,
         manager,
-        specs_provider(specs_cache.get, backend.name, gpus),
+        specs_provider(specs_cache.get, backend.name, gpus)
+        if multi is None
+        else multihost_specs(specs_cache.get, multi, manager),
         templates=catalog,
         monitor=monitor,
     )
@@ -120,6 +135,13 @@ async def run(settings: MinerSettings) -> int:
         PeriodicLoop("expiry", EXPIRY_INTERVAL_S, manager.sweep),
         PeriodicLoop("republish", REPUBLISH_INTERVAL_S, publish),
     ]
+    if multi is not None:
+        hosts_backend = multi
+        loops.append(
+            PeriodicLoop(
+                "hosts", settings.host_check_interval, lambda: check_and_recover(hosts_backend, manager)
+            )
+        )
     if settings.health_interval > 0:
         loops.append(
             PeriodicLoop("lease-health", settings.health_interval, monitor.check_once, timeout_s=600.0)

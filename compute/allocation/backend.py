@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from compute.allocation.records import Endpoint, LeaseRecord
+from compute.protocol import GpuSpec
 
 BACKEND_API_VERSION = 1
 
@@ -30,3 +31,15 @@ class Backend(Protocol):
     async def set_authorized_key(self, lease_id: str, public_key: str) -> None: ...
 
     async def running(self) -> set[str]: ...  # lease ids with live resources
+
+
+class Placement(Protocol):
+    """Where a lease's GPUs may live when the miner has several hosts (``multihost``)."""
+
+    def usable(self, gpus: list[GpuSpec]) -> list[GpuSpec]: ...  # those on a host that is up
+
+    def largest_host(self) -> int: ...  # GPUs of the biggest host (a lease never spans hosts)
+
+    def place(
+        self, candidates: list[GpuSpec], count: int, want: str | None
+    ) -> tuple[tuple[int, ...], str]: ...  # GPUs on one up host, and its name; BackendError if none

@@ -93,6 +93,9 @@ class DockerBackend:
         isolate: bool = True,
         volume_dir: Path | None = None,
         volume_mode: VolumeMode = "auto",
+        probe_host: str | None = None,
+        host_cpus: tuple[int, ...] | None = None,
+        local_engine: bool = True,
     ) -> None:
         """``miner_id`` (the miner's hotkey; default ``name_prefix``) labels and scopes the containers.
 
@@ -101,6 +104,10 @@ class DockerBackend:
         with firewall rules (:mod:`compute.allocation.netpolicy`); a lease is refused when they
         cannot be installed. ``volume_dir`` (the miner's data dir) enables persistent volumes
         (:mod:`compute.allocation.volumes`; ``volume_mode`` picks how their size is held).
+        cannot be installed. For an engine on another host (``local_engine=False``, see
+        :mod:`compute.allocation.multihost`), ``probe_host`` is where sshd readiness is probed,
+        ``host_cpus`` the cores to pin leases to (None: this process's affinity) and no LXCFS
+        path of this machine is mounted.
         """
         low, high = ssh_port_range
         if not (1 <= low <= high <= 65535):
@@ -128,6 +135,9 @@ class DockerBackend:
             if volume_dir is not None
             else None
         )
+        self.probe_host = probe_host
+        self.host_cpus = host_cpus
+        self.local_engine = local_engine
 
     # -- public API (Backend protocol) ---------------------------------------------------
 
@@ -249,8 +259,8 @@ class DockerBackend:
             self.miner_id,
             self.pids_limit,
             network,
-            _host_cpus(),
-            spec.lxcfs_root(),
+            self.host_cpus if self.host_cpus is not None else _host_cpus(),
+            spec.lxcfs_root() if self.local_engine else None,
         )
         return spec.container_kwargs(
             options,
@@ -445,6 +455,7 @@ class DockerBackend:
     async def _wait_ready(self, container_id: str, port: int) -> None:
         """Wait until sshd sends its banner on ``port``; raise StartFailed after the timeout."""
         target = "127.0.0.1" if self.host in ("0.0.0.0", "", "::") else self.host
+        target = self.probe_host or target
         deadline = time.monotonic() + self.ready_timeout_s
         next_check = 0.0
         while time.monotonic() < deadline:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 from compute.allocation.manager import AllocationManager
 from compute.allocation.ports import ssh_banner
@@ -38,13 +38,16 @@ class HealthMonitor:
         lost_after_s: float = 600.0,
         clock: Callable[[], float] = time.time,
         probe: Probe = ssh_banner,
+        host_addresses: Mapping[str, str] | None = None,
     ) -> None:
+        """``host_addresses``: where to probe the leases of each remote host (multi-host miners)."""
         self.manager = manager
         self.probe_host = "127.0.0.1" if probe_host in ("", "0.0.0.0", "::") else probe_host
         self.lost_after_s = lost_after_s
         self._clock = clock
         self._probe = probe
         self._health: dict[str, LeaseHealth] = {}
+        self._host_addresses = dict(host_addresses or {})
 
     def health(self, lease_id: str) -> LeaseHealth | None:
         return self._health.get(lease_id)
@@ -56,13 +59,15 @@ class HealthMonitor:
             return lease
         return lease.model_copy(update={"health": health})
 
-    async def _alive(self, lease_id: str, port: int | None, running: set[str]) -> str:
+    async def _alive(
+        self, lease_id: str, port: int | None, running: set[str], host: str | None = None
+    ) -> str:
         """'' when healthy, else why not."""
         if lease_id not in running:
             return "container not running"
         if port is None:
             return "no endpoint recorded"
-        if not await self._probe(self.probe_host, port):
+        if not await self._probe(self._host_addresses.get(host or "", self.probe_host), port):
             return "sshd not answering"
         return ""
 
@@ -74,11 +79,11 @@ class HealthMonitor:
         for lease in leases:
             seen.add(lease.lease_id)
             port = lease.endpoint.ssh_port if lease.endpoint else None
-            why = await self._alive(lease.lease_id, port, running)
+            why = await self._alive(lease.lease_id, port, running, lease.record.host)
             if not why:
                 self._mark_up(lease.lease_id)
                 continue
-            await self._recover(lease.lease_id, lease.record.owner_hotkey, why)
+            await self._recover(lease.lease_id, lease.record.owner_hotkey, why, lease.record.host)
         for gone in set(self._health) - seen:  # ended leases: nothing left to watch
             del self._health[gone]
         return dict(self._health)
@@ -90,7 +95,7 @@ class HealthMonitor:
             log.info("lease=%s healthy again after %d restart(s)", lease_id, restarts)
         self._health[lease_id] = LeaseHealth(status="up", checked_at=self._clock(), restarts=restarts)
 
-    async def _recover(self, lease_id: str, owner: str, why: str) -> None:
+    async def _recover(self, lease_id: str, owner: str, why: str, host: str | None = None) -> None:
         now = self._clock()
         before = self._health.get(lease_id)
         down_since = before.down_since if before and before.down_since is not None else now
@@ -100,7 +105,7 @@ class HealthMonitor:
             info = await asyncio.wait_for(self.manager.restart(owner, lease_id), CHECK_TIMEOUT_S)
             restarts += 1
             port = info.ssh.port if info.ssh else None
-            why = await self._alive(lease_id, port, await self.manager.backend.running())
+            why = await self._alive(lease_id, port, await self.manager.backend.running(), host)
         except (RequestFailed, asyncio.TimeoutError) as exc:
             why = f"restart failed: {getattr(exc, 'reason', None) or exc!r}"
         if not why:

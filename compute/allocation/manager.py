@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from compute.allocation.backend import Backend
+from compute.allocation.backend import Backend, BackendError, Placement
 from compute.allocation.failures import BACKEND_TIMEOUT_S, EXPECTED, failure
 from compute.allocation.reconcile import Reconciler
 from compute.allocation.records import LeaseRecord, Receipt
@@ -92,10 +92,13 @@ class AllocationManager(Reconciler):
         limits: ManagerLimits = ManagerLimits(),
         clock: Callable[[], float] = time.time,
         volumes: VolumeKeeper | None = None,
+        placement: Placement | None = None,
     ) -> None:
-        """``volumes``: the persistent-volume policy (None: volume requests are refused)."""
+        """``volumes``: the persistent-volume policy (None: volume requests are refused);
+        ``placement`` (a multi-host backend) keeps each lease on one healthy host."""
         self.store = store
         self.volumes = volumes
+        self.placement = placement
         self.backend = backend
         self.gpus = sorted(gpus, key=lambda g: g.index)
         self.limits = limits
@@ -107,11 +110,19 @@ class AllocationManager(Reconciler):
 
     def free_gpus(self) -> list[GpuSpec]:
         held = self.store.held_gpus()
-        return [gpu for gpu in self.gpus if gpu.index not in held]
+        free = [gpu for gpu in self.gpus if gpu.index not in held]
+        return free if self.placement is None else self.placement.usable(free)
 
     def _unsupported(self, req: Requirements) -> str | None:
         """Why this machine can never satisfy ``req`` (whatever is rented), or None."""
         lim = self.limits
+        if req.host is not None and self.placement is None:
+            return f"this miner has a single host; no host {req.host!r}"
+        if self.placement is not None and req.gpu_count > self.placement.largest_host():
+            return (
+                f"requested {req.gpu_count} GPUs; a lease runs on one host and the largest here "
+                f"has {self.placement.largest_host()}"
+            )
         if req.gpu_count > len(self.gpus):
             return f"requested {req.gpu_count} GPUs; this machine rents out {len(self.gpus)}"
         if req.gpu_count and len(self._matching(req, self.gpus)) < req.gpu_count:
@@ -234,13 +245,19 @@ class AllocationManager(Reconciler):
                 )
             if req.volume is not None and self.volumes is not None:
                 await self.volumes.claim(owner, req.volume, active)
+            chosen, host = tuple(g.index for g in candidates[: req.gpu_count]), None
+            if self.placement is not None:
+                try:
+                    chosen, host = self.placement.place(candidates, req.gpu_count, req.host)
+                except BackendError as exc:
+                    raise _fail(ErrorCode.NO_CAPACITY, str(exc), 409) from None
             now = self._clock()
             memory_mb = math.ceil(req.memory_gb * 1024)
             record = LeaseRecord(
                 lease_id=uuid.uuid4().hex,
                 owner_hotkey=owner,
                 purpose=request.purpose,
-                gpus=tuple(g.index for g in candidates[: req.gpu_count]),
+                gpus=chosen,
                 cpu_count=req.cpu_count,
                 memory_mb=memory_mb,
                 disk_gb=math.ceil(req.disk_gb),
@@ -251,6 +268,7 @@ class AllocationManager(Reconciler):
                 expires_at=now + request.duration_s,
                 template=req.template,
                 volume=req.volume.name if req.volume is not None else None,
+                host=host,
             )
             lease = StoredLease(
                 record=record,
@@ -431,6 +449,7 @@ class AllocationManager(Reconciler):
             ssh=ssh,
             created_at=record.created_at,
             expires_at=record.expires_at,
+            host=record.host,
         )
 
     def info(self, lease: StoredLease) -> LeaseInfo:
@@ -441,4 +460,4 @@ class AllocationManager(Reconciler):
         return len(await asyncio.to_thread(self.store.live))
 
 
-__all__ = ["AllocationManager", "Availability", "ManagerLimits"]
+__all__ = ["AllocationManager", "Availability", "ManagerLimits", "Placement"]

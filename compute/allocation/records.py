@@ -30,6 +30,7 @@ class LeaseRecord:
     expires_at: float
     template: str | None = None  # the base-image template asked for (None: the miner's default)
     volume: str | None = None  # the owner's persistent volume it mounts (None: none)
+    host: str | None = None  # the hosts-file host it runs on (None: the miner's own engine)
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from compute.allocation.records import Endpoint, LeaseRecord, Receipt
 from compute.sqlitedb import immediate, open_db
 
 LeaseState = Literal["pending", "active", "expired", "released"]
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _LIVE = "state IN ('pending','active')"
 
 _SCHEMA = """
@@ -51,7 +51,8 @@ CREATE TABLE IF NOT EXISTS leases (
     requirements TEXT NOT NULL,
     endpoint TEXT,
     ended_at REAL,
-    idempotency_key TEXT
+    idempotency_key TEXT,
+    host TEXT
 );
 CREATE INDEX IF NOT EXISTS leases_owner ON leases(owner_hotkey, state);
 CREATE INDEX IF NOT EXISTS leases_state ON leases(state, expires_at);
@@ -108,6 +109,8 @@ class LeaseStore:
         columns = {row[1] for row in self._conn.execute("PRAGMA table_info(leases)")}
         if "idempotency_key" not in columns:  # a version-1 table: add the column, keep the rows
             self._conn.execute("ALTER TABLE leases ADD COLUMN idempotency_key TEXT")
+        if "host" not in columns:  # before version 3: every lease ran on the miner's own engine
+            self._conn.execute("ALTER TABLE leases ADD COLUMN host TEXT")
         self._conn.executescript(_INDEXES)
         self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
@@ -234,7 +237,7 @@ class LeaseStore:
 def _insert(conn: sqlite3.Connection, lease: StoredLease) -> None:
     record = lease.record
     conn.execute(
-        "INSERT INTO leases VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        "INSERT INTO leases VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         (
             record.lease_id,
             record.owner_hotkey,
@@ -253,6 +256,7 @@ def _insert(conn: sqlite3.Connection, lease: StoredLease) -> None:
             _endpoint_json(lease.endpoint),
             None,
             lease.idempotency_key,
+            record.host,
         ),
     )
 
@@ -297,6 +301,7 @@ def _from_row(row: tuple) -> StoredLease:
         ep,
         ended,
         idem,
+        host,
     ) = row
     record = LeaseRecord(
         lease_id=lease_id,
@@ -313,6 +318,7 @@ def _from_row(row: tuple) -> StoredLease:
         expires_at=expires,
         template=_template(req),
         volume=_volume(req),
+        host=host,
     )
     endpoint = None
     if ep is not None:

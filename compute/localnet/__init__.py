@@ -68,6 +68,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     parser.add_argument(
+        "--hosts",
+        type=int,
+        choices=[1, 2],
+        default=1,
+        help="2: the first miner rents out two Docker hosts, this engine and a second dockerd in a "
+        "network namespace over TLS (needs --backend docker and root; default 1)",
+    )
+    parser.add_argument(
         "--cheaters",
         action="store_true",
         help="add a miner that refuses every rental while claiming rented and two hotkeys sharing one box",
@@ -123,7 +131,11 @@ def main(argv: list[str] | None = None) -> int:
         cheaters=args.cheaters,
         dashboard_port=(args.dashboard_port or free_port()) if args.dashboard else 0,
         validators=args.validators,
+        hosts=args.hosts,
     )
+    if args.hosts > 1 and args.backend != "docker":
+        print("--hosts 2 needs --backend docker", file=sys.stderr)
+        return 2
 
     if args.backend == "docker":
         try:
@@ -139,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     try:
         net.create()
+        if options.hosts > 1:
+            net.start_second_host()
         miners = net.start_miners()
         net.wait_for_miners(miners)
         if options.dashboard_port:

@@ -18,6 +18,8 @@ from pathlib import Path
 import bittensor as bt
 import yaml
 
+from compute.allocation.second_engine import SecondEngine
+from compute.allocation.second_engine import skip_reason as second_engine_skip_reason
 from compute.chain import connect
 from compute.chain.sim import SimChainState
 
@@ -51,6 +53,9 @@ class Options:
     dashboard_port: int = 0  # 0 = no dashboard
     validators: int = 1
     spread_s: float = 8.0  # several validators: each spreads its miner tests over this many s
+    hosts: int = (
+        1  # 2: miner1 rents out this engine and a second one (root; compute.allocation.second_engine)
+    )
 
 
 @dataclass(frozen=True)
@@ -97,6 +102,7 @@ class LocalNet:
         self.validators: list[Participant] = []
         self.miners: list[Participant] = []
         self.cheaters: list[Participant] = []
+        self.second_engine: SecondEngine | None = None
 
     # ------------------------------------------------------------------ setup
     def create(self) -> None:
@@ -137,6 +143,33 @@ class LocalNet:
             [v.uid for v in self.validators],
             len(self.miners),
         )
+
+    def start_second_host(self) -> None:
+        """A second Docker engine (network namespace, mutual TLS) for miner1's second host."""
+        reason = second_engine_skip_reason()
+        if reason:
+            raise LocalnetError(f"--hosts 2: {reason}")
+        engine = SecondEngine(self.workdir / "engine2", net=23)
+        self.second_engine = engine
+        try:
+            engine.up(self.options.base_image or "compute-base:cpu")
+        except RuntimeError as exc:
+            raise LocalnetError(str(exc)) from None
+        log.info("second Docker host at %s (TLS) for miner1", engine.env and engine.env["DOCKER_HOST"])
+
+    def _hosts_file(self, low: int) -> Path:
+        """miner1's hosts file: this engine and the second one, 25 lease ports each."""
+        assert self.second_engine is not None
+        local = {
+            "name": "local",
+            "endpoint": "unix:///var/run/docker.sock",
+            "ssh_host": "127.0.0.1",
+            "ssh_port_range": f"{low}-{low + 24}",
+        }
+        hosts = {"hosts": [local, self.second_engine.hosts_entry("second", f"{low + 25}-{low + 49}")]}
+        path = self.workdir / "miner1-hosts.yaml"
+        path.write_text(yaml.safe_dump(hosts, sort_keys=False))
+        return path
 
     def clear_previous_run(self) -> list[str]:
         """Every run starts fresh: remove what an earlier run left (only the names the demo creates)."""
@@ -197,6 +230,8 @@ class LocalNet:
             ]
             if self.options.base_image:
                 args += ["--miner.base_image", self.options.base_image]
+            if index == 0 and self.second_engine is not None:
+                args += ["--miner.hosts_file", str(self._hosts_file(low)), "--miner.host_check_interval", "5"]
             children.append(self.processes.start(miner.name, args))
             log.info(
                 "%s uid=%d hotkey=%s starting on 127.0.0.1:%d",
@@ -338,3 +373,9 @@ class LocalNet:
 
     def stop(self) -> None:
         self.processes.stop_all()
+        if self.second_engine is not None:
+            try:
+                self.second_engine.down()
+            except RuntimeError as exc:
+                log.warning("second Docker host not removed cleanly: %s", exc)
+            self.second_engine = None

@@ -19,12 +19,17 @@ import socket
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from compute.allocation import BACKENDS, Backend, TemplateCatalog, TemplateError, load_templates
 from compute.allocation.volume_keeper import VolumeKeeper, VolumeLimits
 from compute.allocation.volume_store import VolumeStore
 from compute.chain import Chain, ChainError
 from compute.settings import MinerSettings
+
+if TYPE_CHECKING:
+    from compute.allocation.multihost import MultiHostBackend
+    from compute.allocation.store import LeaseStore
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +72,7 @@ def build_catalog(settings: MinerSettings) -> TemplateCatalog:
         catalog = load_templates(settings.templates, settings.base_image)
     except TemplateError as exc:
         raise StartupError(str(exc)) from None
-    if settings.backend == "docker":
+    if settings.backend == "docker" and settings.hosts_file is None:  # hosts: each host checks its own
         catalog = catalog.present(image_present)
     return catalog
 
@@ -131,6 +136,37 @@ def build_volumes(settings: MinerSettings, backend: Backend) -> VolumeKeeper | N
         retention_s=settings.volume_retention_days * 86400,
     )
     return VolumeKeeper(VolumeStore(settings.data_dir / "leases.db"), driver, limits)
+
+
+def build_multihost(
+    settings: MinerSettings, miner_id: str, store: LeaseStore, catalog: TemplateCatalog | None = None
+) -> MultiHostBackend:
+    """The backend over the hosts of ``--miner.hosts_file`` (one Docker backend per host).
+
+    Nothing is contacted here: ``check_hosts`` (at start and periodically) finds which are up.
+    """
+    from compute.allocation.hosts import HostsFileError, load_hosts
+    from compute.allocation.multihost import MultiHostBackend, host_backend
+
+    if settings.backend != "docker":
+        raise StartupError("--miner.hosts_file needs --miner.backend docker")
+    assert settings.hosts_file is not None
+    try:
+        hosts = load_hosts(settings.hosts_file)
+    except HostsFileError as exc:
+        raise StartupError(str(exc)) from None
+    image = catalog.resolve(None).image if catalog is not None else settings.base_image
+
+    def host_of(lease_id: str) -> str | None:
+        lease = store.get(lease_id)
+        return None if lease is None else lease.record.host
+
+    return MultiHostBackend(
+        hosts,
+        host_of,
+        lambda config: host_backend(config, miner_id, image, catalog, settings.axon_ip),
+        image,
+    )
 
 
 def image_present(image: str, timeout_s: float = 10.0) -> bool:
@@ -207,6 +243,7 @@ __all__ = [
     "build_backend",
     "build_volumes",
     "build_catalog",
+    "build_multihost",
     "check_port_free",
     "check_registered",
     "wallet_hotkey",

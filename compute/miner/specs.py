@@ -8,10 +8,15 @@ What it deliberately does not do: collect anything (``compute.specs`` does).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from compute import __version__
 from compute.protocol import GpuSpec, MachineSpecs
 from compute.specs import HostSpecs
+
+if TYPE_CHECKING:
+    from compute.allocation.manager import AllocationManager
+    from compute.allocation.multihost import MultiHostBackend
 
 
 def gpu_specs(host: HostSpecs, only: Sequence[int] | None = None) -> list[GpuSpec]:
@@ -76,4 +81,16 @@ def fixed_specs(
     )
 
 
-__all__ = ["fixed_specs", "gpu_specs", "machine_specs", "specs_provider"]
+def multihost_specs(
+    get_host: Callable[[], HostSpecs], backend: MultiHostBackend, manager: AllocationManager
+) -> Callable[[], MachineSpecs]:
+    """Specs of a multi-host miner: this machine's, every offered GPU, and each host's state."""
+
+    def provide() -> MachineSpecs:
+        specs = machine_specs(get_host(), backend.name, manager.gpus)
+        return specs.model_copy(update={"hosts": backend.host_specs(), "docker_available": True})
+
+    return provide
+
+
+__all__ = ["fixed_specs", "gpu_specs", "machine_specs", "multihost_specs", "specs_provider"]

@@ -71,6 +71,9 @@ class PogResult:
     availability: float | None = None
     rental_uptime: float | None = None
     shared_with: tuple[int, ...] = ()
+    # Multi-host miners (docs/validator.md): each host proven alone; host name -> the sample it was
+    # credited (0: unproven, or the same device as another host). Empty for a single-host miner.
+    hosts: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from compute.store.records import PogResult, RoundRecord, ScoreRecord, ScoreUpda
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Columns added by each schema version (``ALTER TABLE ... ADD COLUMN``, so older rows read as NULL).
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -54,6 +54,7 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         "rental_uptime REAL",
         "shared_with TEXT NOT NULL DEFAULT '[]'",
     ),
+    4: ("hosts TEXT NOT NULL DEFAULT '{}'",),  # multi-host miners: host -> credited sample
 }
 _RESULT_COLUMNS = (
     "round_id",
@@ -84,6 +85,7 @@ _RESULT_COLUMNS = (
     "availability",
     "rental_uptime",
     "shared_with",
+    "hosts",
 )
 _SELECT_RESULT = f"SELECT {', '.join(_RESULT_COLUMNS)} FROM pog_results"
 
@@ -322,6 +324,7 @@ class ValidatorStore:
                     result.availability,
                     result.rental_uptime,
                     json.dumps(list(result.shared_with)),
+                    json.dumps(dict(result.hosts)),
                 ),
             )
             return cur.rowcount == 1
@@ -433,6 +436,7 @@ def _result(row: tuple) -> PogResult:
         availability,
         rental_uptime,
         shared_with,
+        hosts,
     ) = row
     return PogResult(
         round_id=round_id,
@@ -463,4 +467,5 @@ def _result(row: tuple) -> PogResult:
         availability=availability,
         rental_uptime=rental_uptime,
         shared_with=tuple(json.loads(shared_with or "[]")),
+        hosts={str(k): float(v) for k, v in json.loads(hosts or "{}").items()},
     )

@@ -40,12 +40,19 @@ async def fetch_specs(client: MinerClient, target: MinerTarget) -> MachineSpecs:
 
 
 async def allocate(
-    client: MinerClient, target: MinerTarget, params: RoundParams, key: asyncssh.SSHKey, gpu_count: int
+    client: MinerClient,
+    target: MinerTarget,
+    params: RoundParams,
+    key: asyncssh.SSHKey,
+    gpu_count: int,
+    host: str | None = None,
 ) -> LeaseInfo:
-    """A validation lease with ``gpu_count`` GPUs and SSH access, or ``MinerRented`` for no capacity."""
+    """A validation lease with ``gpu_count`` GPUs and SSH access, or ``MinerRented`` for no capacity.
+
+    ``host``: on that host of a multi-host miner (``compute.validator.hosts_step``)."""
     request = AllocateRequest(
         requirements=Requirements(
-            gpu_count=gpu_count, cpu_count=1, memory_gb=params.lease_memory_gb, disk_gb=1.0
+            gpu_count=gpu_count, cpu_count=1, memory_gb=params.lease_memory_gb, disk_gb=1.0, host=host
         ),
         duration_s=params.lease_seconds,
         ssh_public_key=" ".join(key.export_public_key("openssh").decode().split()[:2]),

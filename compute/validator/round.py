@@ -8,7 +8,7 @@ that could not be reached before a lease existed; a failed proof is final.
 
 The steps live in their own modules: the lease (``lease_steps``), the GEMM proof (``gemm_step``,
 sized by ``sizing``), the in-depth proofs (``depth_step``), the rented path (``rented_step``) and
-the scored result (``evidence``). Rented machines (the miner refuses a GPU validation lease for lack
+the scored result (``evidence``); a multi-host miner is proven host by host (``hosts_step``). Rented machines (the miner refuses a GPU validation lease for lack
 of capacity) must show receipts; a verified one gets a liveness lease and a decayed score of its
 last verification; a machine never verified scores 0. With ``canary`` set, the test first rents the
 miner as a renter would (``compute.validator.canary``). What the test saw beyond PoG goes into the
@@ -33,6 +33,7 @@ from compute.validator.depth_step import prove_depth
 from compute.validator.evidence import Measured, scored_result
 from compute.validator.failures import MinerFailed, MinerRented, MinerUnreachable
 from compute.validator.gemm_step import PRECISIONS, prove_gemm
+from compute.validator.hosts_step import AllHostsRented, prove_hosts
 from compute.validator.lease_steps import allocate, fetch_specs, open_session, release_stale, released
 from compute.validator.params import MinerTarget, RoundParams, round_params
 from compute.validator.pog_session import PogSessionError
@@ -121,6 +122,13 @@ async def _attempt(
         timeout = min(60.0, params.miner_timeout)
         notes.canary = await run_canary(client, target.endpoint, target.hotkey, len(claimed), timeout)
     key = asyncssh.generate_private_key("ssh-ed25519")
+    if specs.hosts:  # a multi-host miner: each host proven on its own lease, credited their sum
+        try:
+            return await prove_hosts(
+                client, target, params, table, previous, notes, specs, _prove, MAX_GPUS_TESTED
+            )
+        except AllHostsRented:
+            return await check_rented(client, target, params, table, scoring, previous, notes, key, started)
     try:
         lease = await allocate(client, target, params, key, len(claimed))
     except MinerRented:

@@ -21,9 +21,13 @@ from compute.store import PogResult
 
 
 def _gpus(result: PogResult) -> str:
-    if not result.models:
-        return "-"
-    return ", ".join(f"{n}x {model}" for model, n in Counter(result.models).items())
+    gpus = ", ".join(f"{n}x {model}" for model, n in Counter(result.models).items()) or "-"
+    if not result.hosts:
+        return gpus
+    hosts = ", ".join(
+        name if value > 0 else f"[yellow]{name}: 0[/yellow]" for name, value in result.hosts.items()
+    )
+    return f"{gpus} on hosts {hosts}"
 
 
 def _verdict(result: PogResult) -> str:
@@ -111,6 +115,8 @@ LEGEND = (
     'while warming, never rewarded); "throttled ×F": below 0.90, the GPU score is multiplied by F',
     'scaling: all GPUs together ÷ each alone; "(c/n credited)": GPUs paid for of those claimed',
     'score: moving average of round samples; weight: its share, as set on chain; "-": not measured',
+    'hosts: a multi-host miner\'s hosts, each proven alone; "name: 0": unproven, down or the same device '
+    "as another host (credited once)",
 )
 
 
