@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepare Docker for CI and tests (idempotent):
 #   1. install docker.io and debootstrap (and iproute2, openssl, util-linux for the second engine of
-#      the multi-host test) via apt when missing;
+#      the multi-host test; e2fsprogs and mount for volume images) via apt when missing;
 #   2. start dockerd in the background when no engine answers, and wait for it (bounded);
 #   3. build the CPU test image compute-base:cpu (skipped when it already exists).
 # Env: DOCKER_WAIT_S (default 60): how long to wait for the engine.
@@ -25,6 +25,7 @@ fi
 if ! command -v ip >/dev/null 2>&1; then missing+=(iproute2); fi
 if ! command -v openssl >/dev/null 2>&1; then missing+=(openssl); fi
 if ! command -v nsenter >/dev/null 2>&1; then missing+=(util-linux); fi
+if ! command -v mkfs.ext4 >/dev/null 2>&1 || ! command -v losetup >/dev/null 2>&1; then missing+=(e2fsprogs mount); fi
 if ((${#missing[@]})); then
     echo "ci_docker: installing ${missing[*]}"
     $SUDO apt-get update -qq
