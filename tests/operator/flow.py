@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import io
+import os
 import shlex
 import shutil
 import stat
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import asyncssh
@@ -151,3 +154,22 @@ def second_operator_is_refused(subnet, lease_id: str) -> None:
     assert not keys.exists() or list(keys.iterdir()) == [], "a refused exchange leaves no key behind"
     code, body = subnet.cli("operator_b", "list", "--all")
     assert code == EXIT_OK and body["leases"] == []
+
+
+def alt_template_image(tag: str) -> Iterator[str]:
+    """A second image (``compute-base:cpu`` plus a marker file) for template tests; removed after.
+    Skips without an engine or base image, and fails instead under ``COMPUTE_REQUIRE_DOCKER=1``."""
+    import pytest
+
+    docker = pytest.importorskip("docker")
+    try:
+        client = docker.from_env()
+        client.images.get("compute-base:cpu")
+    except Exception as exc:  # no engine or no base image: cannot run here
+        if os.environ.get("COMPUTE_REQUIRE_DOCKER") == "1":
+            pytest.fail(f"COMPUTE_REQUIRE_DOCKER=1 but Docker or compute-base:cpu is unavailable ({exc})")
+        pytest.skip(f"Docker or compute-base:cpu unavailable ({exc}); see scripts/build_base_image.sh")
+    dockerfile = b"FROM compute-base:cpu\nRUN echo alt > /etc/compute-template\n"
+    client.images.build(fileobj=io.BytesIO(dockerfile), tag=tag, rm=True)
+    yield tag
+    client.images.remove(tag, force=True)

@@ -3,12 +3,11 @@ container runs that image (checked over SSH), a restart keeps it, an unknown one
 
 from __future__ import annotations
 
-import io
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from flow import renter_key, ssh
+from flow import alt_template_image, renter_key, ssh
 
 from compute.allocation.templates import load_templates
 from compute.operator import EXIT_OK, EXIT_REFUSED
@@ -19,16 +18,7 @@ ALT = "compute-template-test:alt"
 
 @pytest.fixture(scope="module")
 def alt_image() -> Iterator[str]:
-    docker = pytest.importorskip("docker")
-    try:
-        client = docker.from_env()
-        client.images.get("compute-base:cpu")
-    except Exception as exc:  # no engine or no base image: cannot run here
-        pytest.skip(f"Docker or compute-base:cpu unavailable ({exc}); see scripts/build_base_image.sh")
-    dockerfile = b"FROM compute-base:cpu\nRUN echo alt > /etc/compute-template\n"
-    client.images.build(fileobj=io.BytesIO(dockerfile), tag=ALT, rm=True)
-    yield ALT
-    client.images.remove(ALT, force=True)
+    yield from alt_template_image(ALT)
 
 
 @pytest.fixture

@@ -10,12 +10,11 @@ while attached and then removes the data for good.
 from __future__ import annotations
 
 import asyncio
-import io
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from flow import renter_key, ssh
+from flow import alt_template_image, renter_key, ssh
 
 from compute.allocation.templates import load_templates
 from compute.allocation.volume_keeper import VolumeLimits
@@ -27,16 +26,7 @@ ALT = "compute-volume-test:alt"
 
 @pytest.fixture(scope="module")
 def alt_image() -> Iterator[str]:
-    docker = pytest.importorskip("docker")
-    try:
-        client = docker.from_env()
-        client.images.get("compute-base:cpu")
-    except Exception as exc:  # no engine or no base image: cannot run here
-        pytest.skip(f"Docker or compute-base:cpu unavailable ({exc}); see scripts/build_base_image.sh")
-    dockerfile = b"FROM compute-base:cpu\nRUN echo alt > /etc/compute-template\n"
-    client.images.build(fileobj=io.BytesIO(dockerfile), tag=ALT, rm=True)
-    yield ALT
-    client.images.remove(ALT, force=True)
+    yield from alt_template_image(ALT)
 
 
 @pytest.fixture
