@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from compute.operator.errors import (
     LeaseExpired,
     LeaseNotFound,
     MinerOffline,
+    MinerRefused,
     NoMatchingMachine,
     Refused,
     UsageError,
@@ -41,6 +43,7 @@ from compute.operator.rpc import Client, MinerRef, call
 from compute.protocol import (
     AllocateRequest,
     DeallocateRequest,
+    ErrorCode,
     ExchangeKeyRequest,
     ExtendLeaseRequest,
     LeaseHealth,
@@ -50,10 +53,15 @@ from compute.protocol import (
     RestartLeaseRequest,
     SshAccess,
 )
+from compute.transport import RequestTimeout
 
 logger = logging.getLogger(__name__)
 
 MAX_ALLOCATION_ATTEMPTS = 3
+# A lost answer (timeout) or a lease still starting is asked again with the same idempotency key:
+# the miner answers with the lease the first attempt made, so a retry never rents twice.
+ALLOCATE_TRIES = 4
+ALLOCATE_RETRY_S = (1.0, 2.0, 4.0)
 _UNSPECIFIED_HOSTS = {"", "0.0.0.0", "::", "[::]"}
 
 
@@ -152,13 +160,16 @@ class Operator:
                 raise NoMatchingMachine(f"no available machine matches {_describe(wanted)}{note}")
         generated = key is None
         key = key or generate_keypair(self.keys_dir)
-        request = AllocateRequest(
-            requirements=wanted.requirements(), duration_s=duration_s, ssh_public_key=key.public_line
-        )
         skipped: list[str] = []
         for machine in candidates[:MAX_ALLOCATION_ATTEMPTS]:
+            request = AllocateRequest(
+                requirements=wanted.requirements(),
+                duration_s=duration_s,
+                ssh_public_key=key.public_line,
+                idempotency_key=secrets.token_urlsafe(18),  # one per machine asked
+            )
             try:
-                info = (await call(self.client, machine.ref, request)).lease
+                info = await self._allocate_on(machine.ref, request)
             except Refused as exc:
                 if target is not None:
                     self._discard(key, generated)
@@ -171,6 +182,26 @@ class Operator:
             return Allocation(entry, machine, tuple(skipped))
         self._discard(key, generated)
         raise NoMatchingMachine("every matching machine refused: " + "; ".join(skipped))
+
+    async def _allocate_on(self, miner: MinerRef, request: AllocateRequest) -> LeaseInfo:
+        """The lease ``miner`` makes for ``request``. A timed-out answer or a lease still starting is
+        asked again with the same idempotency key, so the renter never holds a lease it does not know
+        of (a timeout used to move on to the next machine, leaving the first one's lease running)."""
+        for attempt in range(ALLOCATE_TRIES):
+            try:
+                return (await call(self.client, miner, request)).lease
+            except (MinerOffline, MinerRefused) as exc:
+                retry = _timed_out(exc) or getattr(exc, "miner_code", "") == ErrorCode.BUSY
+                if not retry or attempt == ALLOCATE_TRIES - 1:
+                    if _timed_out(exc):
+                        raise MinerOffline(
+                            f"{exc}; asked {attempt + 1} times with one idempotency key, so at most one "
+                            "lease was made there (not in your book; it ends at its term)"
+                        ) from exc
+                    raise
+                logger.info("allocate on hotkey=%s: %s; asking again with the same key", miner.hotkey, exc)
+                await asyncio.sleep(ALLOCATE_RETRY_S[attempt])
+        raise AssertionError("unreachable")
 
     def _discard(self, key: RenterKey, generated: bool) -> None:
         if generated and key.private_path is not None:
@@ -352,3 +383,7 @@ def _gpu_text(count: int, model: str | None) -> str:
 def _describe(wanted: Wanted) -> str:
     parts = [f"{k}={v}" for k, v in vars(wanted).items() if v and k != "available_only"]
     return ", ".join(parts) or "any machine"
+
+
+def _timed_out(exc: BaseException) -> bool:
+    return isinstance(exc, MinerOffline) and isinstance(exc.__cause__, RequestTimeout)
