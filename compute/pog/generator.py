@@ -52,16 +52,7 @@ def matrix_seeds(gpu_key: bytes, matrix: int) -> tuple[int, int]:
 
 def index_values(seed: int, start: int, count: int) -> np.ndarray:
     """splitmix64 outputs ``fmix64(seed + (start + i) * GOLDEN)`` for i < count, as uint64."""
-    idx = np.arange(start, start + count, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        z = idx * _UGOLDEN
-        z += np.uint64(seed)
-        z ^= z >> _U30
-        z *= _UMIX1
-        z ^= z >> _U27
-        z *= _UMIX2
-        z ^= z >> _U31
-    return z
+    return values_at(seed, np.arange(start, start + count, dtype=np.uint64))
 
 
 def values_at(seed: int, indices: np.ndarray) -> np.ndarray:
