@@ -26,7 +26,7 @@ from compute.validator.evidence import Measured, scored_result
 from compute.validator.failures import MinerFailed, MinerRented
 from compute.validator.hostproof import MAX_HOSTS_TESTED, HostProof, combine_hosts
 from compute.validator.lease_steps import allocate, released
-from compute.validator.params import MinerTarget, RoundParams
+from compute.validator.params import MinerTarget, RoundParams, failed_result
 from compute.validator.truth import MinerNotes
 
 log = logging.getLogger(__name__)
@@ -112,29 +112,18 @@ async def _one_host(
     except MinerRented as exc:
         return exc
     except MinerFailed as exc:
-        return HostProof(host.name, _failed(target, params, f"host {host.name}: {exc}"), keys, endpoints)
+        return HostProof(
+            host.name, failed_result(target, params, (f"host {host.name}: {exc}",)), keys, endpoints
+        )
     notes.gpu_uuids.update(measured.uuids)
     measured.timings["total_s"] = time.monotonic() - started
     return HostProof(host.name, scored_result(target, params, measured, table, previous), keys, endpoints)
 
 
-def _failed(target: MinerTarget, params: RoundParams, reason: str) -> PogResult:
-    return PogResult(
-        round_id=params.round_id,
-        uid=target.uid,
-        hotkey=target.hotkey,
-        ok=False,
-        sample=0.0,
-        reasons=(reason,),
-        block=params.block,
-        created=time.time(),
-    )
-
-
 def _rented_host(target: MinerTarget, params: RoundParams, host: HostSpec) -> HostProof:
     """A host whose GPUs are all rented while others were proven: 0 this round (not proven now)."""
     return HostProof(
-        host.name, _failed(target, params, f"host {host.name}: no free GPU (rented), not proven")
+        host.name, failed_result(target, params, (f"host {host.name}: no free GPU (rented), not proven",))
     )
 
 

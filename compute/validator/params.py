@@ -6,9 +6,11 @@ per-miner steps never read settings themselves.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from compute.scoring import HolisticConfig
+from compute.store import PogResult
 from compute.validator.depth import DepthParams
 from compute.validator.settings import ValidatorSettings
 
@@ -76,4 +78,21 @@ def round_params(s: ValidatorSettings, holistic: HolisticConfig | None = None) -
         trusted_renters=frozenset(s.trusted_renters),
         depth=depth,
         holistic=holistic or HolisticConfig(),
+    )
+
+
+def failed_result(
+    target: MinerTarget, params: RoundParams, reasons: tuple[str, ...], timings: dict | None = None
+) -> PogResult:
+    """A failed test of ``target`` this round: ``ok`` False, sample 0, with its reasons."""
+    return PogResult(
+        round_id=params.round_id,
+        uid=target.uid,
+        hotkey=target.hotkey,
+        ok=False,
+        sample=0.0,
+        reasons=reasons,
+        timings=timings or {},
+        block=params.block,
+        created=time.time(),
     )

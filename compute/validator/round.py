@@ -35,7 +35,7 @@ from compute.validator.failures import MinerFailed, MinerRented, MinerUnreachabl
 from compute.validator.gemm_step import PRECISIONS, prove_gemm
 from compute.validator.hosts_step import AllHostsRented, prove_hosts
 from compute.validator.lease_steps import allocate, fetch_specs, open_session, release_stale, released
-from compute.validator.params import MinerTarget, RoundParams, round_params
+from compute.validator.params import MinerTarget, RoundParams, failed_result, round_params
 from compute.validator.pog_session import PogSessionError
 from compute.validator.rented_step import check_rented, rented_sample
 from compute.validator.sizing import CHUNK, MAX_N, challenge_size
@@ -166,14 +166,4 @@ async def _prove(
 
 def _failure(target: MinerTarget, params: RoundParams, reasons: tuple[str, ...], timings: dict) -> PogResult:
     log.info("uid=%d hotkey=%s failed: %s", target.uid, target.hotkey[:8], "; ".join(reasons))
-    return PogResult(
-        round_id=params.round_id,
-        uid=target.uid,
-        hotkey=target.hotkey,
-        ok=False,
-        sample=0.0,
-        reasons=reasons,
-        timings=timings,
-        block=params.block,
-        created=time.time(),
-    )
+    return failed_result(target, params, reasons, timings)
