@@ -10,6 +10,7 @@ their stores.
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,3 +42,23 @@ def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
+
+
+class LockedDb:
+    """Base of a store one process uses from several threads: one durable connection, a lock
+    around every use of it, and ``_tx`` for a write transaction under that lock."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._conn = open_db(self.path, synchronous="FULL", threads=True)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock, immediate(self._conn) as conn:
+            yield conn

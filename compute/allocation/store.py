@@ -19,15 +19,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from compute.allocation.records import Endpoint, LeaseRecord, Receipt
-from compute.sqlitedb import immediate, open_db
+from compute.sqlitedb import LockedDb
 
 LeaseState = Literal["pending", "active", "expired", "released"]
 SCHEMA_VERSION = 3
@@ -97,14 +94,11 @@ class StoredLease:
         return self.record.lease_id
 
 
-class LeaseStore:
+class LeaseStore(LockedDb):
     """Thread-safe: one connection guarded by a lock (calls are single-row and short)."""
 
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        self._conn = open_db(self.path, synchronous="FULL", threads=True)
+        super().__init__(path)
         self._conn.executescript(_SCHEMA)
         columns = {row[1] for row in self._conn.execute("PRAGMA table_info(leases)")}
         if "idempotency_key" not in columns:  # a version-1 table: add the column, keep the rows
@@ -113,15 +107,6 @@ class LeaseStore:
             self._conn.execute("ALTER TABLE leases ADD COLUMN host TEXT")
         self._conn.executescript(_INDEXES)
         self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
-
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._lock, immediate(self._conn) as conn:
-            yield conn
 
     # ---------------------------------------------------------------- writes
 

@@ -10,14 +10,10 @@ What it deliberately does not do: check caps or ownership, or touch Docker.
 
 from __future__ import annotations
 
-import sqlite3
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from compute.sqlitedb import immediate, open_db
+from compute.sqlitedb import LockedDb
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS volumes (
@@ -49,24 +45,12 @@ class VolumeRow:
         return self.last_used_at + self.retention_s
 
 
-class VolumeStore:
+class VolumeStore(LockedDb):
     """Thread-safe: one connection guarded by a lock."""
 
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        self._conn = open_db(self.path, synchronous="FULL", threads=True)
+        super().__init__(path)
         self._conn.executescript(_SCHEMA)
-
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
-
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._lock, immediate(self._conn) as conn:
-            yield conn
 
     def insert(self, row: VolumeRow) -> bool:
         """Add ``row``; False when the owner already has a volume of that name."""
