@@ -8,11 +8,19 @@ right code. It does not retry: callers decide whether another miner should be tr
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from compute.operator.errors import MinerIdentityError, MinerOffline, Refused, from_rejection
+from compute.operator.errors import (
+    MinerIdentityError,
+    MinerOffline,
+    OperatorError,
+    Refused,
+    from_rejection,
+)
 from compute.protocol import Message
 from compute.transport import (
     BadResponseSignature,
@@ -66,3 +74,32 @@ async def call(client: Client, miner: MinerRef, request: Message) -> Any:
         raise MinerIdentityError(f"miner {miner.label()} sent a malformed answer: {exc}") from exc
     except TransportError as exc:
         raise Refused(f"call to miner {miner.label()} failed: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One miner's reply to :func:`ask_all`, or why there is none."""
+
+    miner: MinerRef
+    reply: Any = None
+    error: str | None = None
+
+
+async def ask_all(
+    client: Client, miners: Sequence[MinerRef], request: Message, concurrency: int, deadline_s: float
+) -> list[Answer]:
+    """``request`` to every miner (at most ``concurrency`` at once, each within ``deadline_s``), in
+    uid order; never raises for one miner: its failure is the answer's ``error``."""
+    gate = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(miner: MinerRef) -> Answer:
+        async with gate:
+            try:
+                return Answer(miner, await asyncio.wait_for(call(client, miner, request), deadline_s))
+            except asyncio.TimeoutError:
+                return Answer(miner, error=f"no answer within {deadline_s:.0f} s")
+            except OperatorError as exc:
+                return Answer(miner, error=exc.message)
+
+    found = await asyncio.gather(*(one(m) for m in miners))
+    return sorted(found, key=lambda a: a.miner.uid if a.miner.uid is not None else 1 << 30)

@@ -9,14 +9,12 @@ Deliberately not here: choosing a machine (``discovery``) or allocating (``servi
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from compute.operator.errors import OperatorError
-from compute.operator.rpc import Client, MinerRef, call
-from compute.protocol import TemplateInfo, TemplatesRequest, TemplatesResponse
+from compute.operator.rpc import Client, MinerRef, ask_all
+from compute.protocol import TemplateInfo, TemplatesRequest
 
 logger = logging.getLogger(__name__)
 
@@ -31,27 +29,16 @@ class MinerTemplates:
     error: str | None = None
 
 
-async def _ask(client: Client, miner: MinerRef, deadline_s: float) -> MinerTemplates:
-    try:
-        reply = await asyncio.wait_for(call(client, miner, TemplatesRequest()), deadline_s)
-    except asyncio.TimeoutError:
-        return MinerTemplates(miner.uid, miner.hotkey, error=f"no answer within {deadline_s:.0f} s")
-    except OperatorError as exc:
-        return MinerTemplates(miner.uid, miner.hotkey, error=exc.message)
-    assert isinstance(reply, TemplatesResponse)  # call() parses the route's response type
-    return MinerTemplates(miner.uid, miner.hotkey, tuple(reply.templates))
-
-
 async def offered_templates(
     client: Client, miners: Sequence[MinerRef], concurrency: int = 32, deadline_s: float = 30.0
 ) -> list[MinerTemplates]:
     """Each miner's templates, in uid order (at most ``concurrency`` asked at once)."""
-    gate = asyncio.Semaphore(max(1, concurrency))
-
-    async def one(miner: MinerRef) -> MinerTemplates:
-        async with gate:
-            return await _ask(client, miner, deadline_s)
-
-    found = await asyncio.gather(*(one(m) for m in miners))
+    answers = await ask_all(client, miners, TemplatesRequest(), concurrency, deadline_s)
+    found = [
+        MinerTemplates(
+            a.miner.uid, a.miner.hotkey, tuple(a.reply.templates) if a.error is None else (), a.error
+        )
+        for a in answers  # a reply is the route's parsed TemplatesResponse
+    ]
     logger.info("templates asked miners=%d answered=%d", len(found), sum(f.error is None for f in found))
-    return sorted(found, key=lambda f: f.uid if f.uid is not None else 1 << 30)
+    return found

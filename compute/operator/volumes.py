@@ -10,7 +10,6 @@ Deliberately not here: printing (``output_volumes``) or allocating (``service``)
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,12 +17,11 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from compute.operator.book import LeaseBook
-from compute.operator.errors import OperatorError, UsageError
-from compute.operator.rpc import Client, MinerRef, call
+from compute.operator.errors import UsageError
+from compute.operator.rpc import Client, MinerRef, ask_all, call
 from compute.protocol import (
     DeleteVolumeRequest,
     ListVolumesRequest,
-    ListVolumesResponse,
     VolumeInfo,
     VolumeRequest,
 )
@@ -76,28 +74,14 @@ def book_miners(book: LeaseBook, owner: str) -> list[MinerRef]:
     return list(seen.values())
 
 
-async def _ask(client: Client, miner: MinerRef, deadline_s: float) -> MinerVolumes:
-    try:
-        reply = await asyncio.wait_for(call(client, miner, ListVolumesRequest()), deadline_s)
-    except asyncio.TimeoutError:
-        return MinerVolumes(miner.uid, miner.hotkey, error=f"no answer within {deadline_s:.0f} s")
-    except OperatorError as exc:
-        return MinerVolumes(miner.uid, miner.hotkey, error=exc.message)
-    assert isinstance(reply, ListVolumesResponse)
-    return MinerVolumes(miner.uid, miner.hotkey, tuple(reply.volumes))
-
-
 async def list_volumes(
     client: Client, miners: Sequence[MinerRef], concurrency: int = 32, deadline_s: float = 30.0
 ) -> list[MinerVolumes]:
-    gate = asyncio.Semaphore(max(1, concurrency))
-
-    async def one(miner: MinerRef) -> MinerVolumes:
-        async with gate:
-            return await _ask(client, miner, deadline_s)
-
-    found = await asyncio.gather(*(one(m) for m in miners))
-    return sorted(found, key=lambda f: f.uid if f.uid is not None else 1 << 30)
+    answers = await ask_all(client, miners, ListVolumesRequest(), concurrency, deadline_s)
+    return [
+        MinerVolumes(a.miner.uid, a.miner.hotkey, tuple(a.reply.volumes) if a.error is None else (), a.error)
+        for a in answers  # a reply is the route's parsed ListVolumesResponse
+    ]
 
 
 async def delete_volume(client: Client, miner: MinerRef, name: str) -> None:
