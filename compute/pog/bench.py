@@ -167,6 +167,7 @@ def issue_figures(device: str, threads: int, verify_tflops: float | None) -> dic
     n = figures["verify_h100_fp16_n"]
     line = roofline(tflops, bandwidth, 8192, n, 8192, "fp16")
     figures["gpu_generator_bytes_per_elem"] = line["gpu_generator_bytes_per_elem"]
+    figures["gpu_generator_int_ops_per_elem"] = line["gpu_generator_int_ops_per_elem"]
     figures["roofline_commit_gemm_h100_fp16"] = line["roofline_commit_gemm"]
     if device == "cuda":
         figures.update(gpu_generator_gbs("fp16"))

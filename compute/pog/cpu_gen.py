@@ -1,10 +1,12 @@
 """Fused CPU input generator (numba, optional): ``generator.mix_block_np`` in one pass per element.
 
-numpy evaluates the counter-based generator in ~11 whole-array passes over uint64 temporaries
-(~1.2 ns per element on 2 threads of the CI machine). This kernel runs the same uint64 operations
-per element in registers (LLVM vectorises the loop with AVX2) and writes each float32 once.
-Bit-identical to numpy by construction: the same wrap-around uint64 arithmetic, and ``k < 2**24``
-converted through int32 to float32, times a power of two, minus 1 -- every step exact.
+numpy evaluates the counter-based generator in ~10 whole-array passes over uint32 temporaries.
+This kernel runs the same uint32 operations per element in registers (LLVM vectorises the loop
+with AVX2: eight 32-bit lanes, native multiplies) and writes each float32 once, so at 4096 x 4096
+it is bound by the memory bandwidth of that one write. Bit-identical to numpy by construction: the
+same wrap-around uint32 arithmetic (the full ``fmix32``, whose last step numpy skips only where it
+cannot change the top bits), and ``k < 2**24`` converted through int32 to float32, times a power of
+two, minus 1 -- every step exact.
 
 numba is optional (the ``miner`` and ``dev`` extras). Without it, or for calls below
 ``CPU_FUSED_MIN_ELEMENTS`` (small shapes: a JIT compile of ~1.5-4 s is not worth it), ``fill_cpu_block``
@@ -23,7 +25,7 @@ import threading
 
 import numpy as np
 
-from .generator import MIX1, MIX2, mix_block_np
+from .generator import MIX1, MIX2, WORD, mix_block_np
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +34,8 @@ CPU_FUSED_MIN_ELEMENTS = 1 << 20
 # "numpy" forces the numpy generator (comparisons, or a miner whose numba misbehaves).
 CPU_GENERATOR_ENV = "COMPUTE_POG_CPU_GENERATOR"
 
-_CPU_M1, _CPU_M2 = np.uint64(MIX1), np.uint64(MIX2)
-_CPU_S30, _CPU_S27 = np.uint64(30), np.uint64(27)
+_CPU_M1, _CPU_M2 = np.uint32(MIX1), np.uint32(MIX2)
+_CPU_S16, _CPU_S13 = np.uint32(16), np.uint32(13)
 _CPU_ONE = np.float32(1.0)
 
 
@@ -41,11 +43,12 @@ def _cpu_fill_rows(row_vals, col_vals, shift, scale, out):  # compiled by numba:
     for i in range(row_vals.shape[0]):
         r = row_vals[i]
         for j in range(col_vals.shape[0]):
-            z = r + col_vals[j]
-            z ^= z >> _CPU_S30
-            z *= _CPU_M1
-            z ^= z >> _CPU_S27
-            z *= _CPU_M2
+            z = np.uint32(r + col_vals[j])
+            z ^= z >> _CPU_S16
+            z = np.uint32(z * _CPU_M1)
+            z ^= z >> _CPU_S13
+            z = np.uint32(z * _CPU_M2)
+            z ^= z >> _CPU_S16
             out[i, j] = np.float32(np.int32(z >> shift)) * scale - _CPU_ONE
 
 
@@ -65,7 +68,7 @@ def _compile_cpu_kernel():
         except RuntimeError:  # no cache locator: the worker runs from exec(), not from a file
             kernel = numba.njit(nogil=True, boundscheck=False)(_cpu_fill_rows)
         trial = np.empty((1, 8), np.float32)
-        kernel(np.arange(1, dtype=np.uint64), np.arange(8, dtype=np.uint64), np.uint64(40), _CPU_ONE, trial)
+        kernel(np.arange(1, dtype=np.uint32), np.arange(8, dtype=np.uint32), np.uint32(21), _CPU_ONE, trial)
         return kernel
     except Exception as exc:  # ImportError, or a numba that does not fit this numpy / CPU
         log.info("numba unavailable, CPU generator stays on numpy: %s", exc)
@@ -85,7 +88,7 @@ def fill_cpu_fused(row_vals: np.ndarray, col_vals: np.ndarray, bits: int, out: n
     kernel = cpu_fused_kernel()
     if kernel is None:
         raise RuntimeError("the fused CPU generator needs numba")
-    kernel(row_vals, col_vals, np.uint64(64 - bits), np.float32(2.0 ** -(bits - 1)), out)
+    kernel(row_vals, col_vals, np.uint32(WORD - bits), np.float32(2.0 ** -(bits - 1)), out)
     return out
 
 

@@ -1,7 +1,8 @@
 """Fused GPU generator: one Triton kernel computes challenge elements and writes them in the target dtype.
 
-Each program instance computes a ``BLOCK_R x BLOCK_C`` tile: the splitmix64 values of its rows and
-columns from (seed, index) in registers, the element finaliser on every (row, column) pair, the
+Each program instance computes a ``BLOCK_R x BLOCK_C`` tile: the fmix32 values of its rows and
+columns from (seed, index) in registers, the element finaliser on every (row, column) pair (all
+native 32-bit integer instructions: two multiplies, three shift-xors, one add per element), the
 dyadic value ``k / 2**(bits-1) - 1`` in fp32 (exact) and one store in fp16/bf16/fp32. Nothing is
 read from memory, so an element costs one write (2 bytes in fp16) and no host-to-device copy is
 needed: ``GEN_BYTES_PER_ELEM``. Bit-identical to ``generator.mix_block_np`` (tested on CPU with
@@ -17,7 +18,17 @@ from __future__ import annotations
 import logging
 import os
 
-from .generator import GOLDEN, MIX1, MIX2, PRECISION_BITS, mix_block_torch
+from .generator import (
+    GOLDEN,
+    MASK,
+    MIX1,
+    MIX2,
+    PRECISION_BITS,
+    WORD,
+    counter_offset,
+    fmix32_torch,
+    mix_block_torch,
+)
 
 log = logging.getLogger(__name__)
 
@@ -32,56 +43,56 @@ BLOCK_R = 64
 BLOCK_C = 128
 # one 2-byte store per fp16 element; the tile's row/column values are computed, not loaded
 GEN_BYTES_PER_ELEM = {"fp16": 2.0, "bf16": 2.0, "fp32": 4.0}
-
-
-def _as_int64(value: int) -> int:
-    value &= (1 << 64) - 1
-    return value - (1 << 64) if value >= (1 << 63) else value
+# 32-bit integer instructions per element (the row/column values, one per tile row or column, are
+# negligible): add, 2 x (shift, xor, multiply), the shift to k, int->float, multiply-add, the
+# conversion to the stored dtype = 11; fp32 adds the final shift-xor (13). Version 1's two 64-bit
+# multiplies and 64-bit shift-xors took ~20 (measured on an H100: ~775 G elements/s, which is this
+# count at the H100's INT32 rate).
+GEN_INT_OPS_PER_ELEM = {"fp16": 11.0, "bf16": 11.0, "fp32": 13.0}
 
 
 if triton is not None:
     try:  # jit needs the source file: a worker exec'd from a string (python3 -c) falls back to torch
-
-        @triton.jit
-        def _splitmix(z):
-            z ^= z >> 30
-            z *= MIX1_U
-            z ^= z >> 27
-            z *= MIX2_U
-            return z
-
         MIX1_U = tl.constexpr(MIX1)
         MIX2_U = tl.constexpr(MIX2)
         GOLDEN_U = tl.constexpr(GOLDEN)
 
         @triton.jit
-        def _index_values(seed, start, offsets):
-            idx = (start + offsets).to(tl.uint64)
-            z = idx * GOLDEN_U + seed.to(tl.int64).to(tl.uint64, bitcast=True)
-            z = _splitmix(z)
-            return z ^ (z >> 31)
+        def _fmix32(z, FINAL: tl.constexpr = True):  # z: uint32 tensor
+            z ^= z >> 16
+            z *= MIX1_U
+            z ^= z >> 13
+            z *= MIX2_U
+            if FINAL:  # the last xor-shift changes bits 0..15 only: skipped where k has <= 16 bits
+                z ^= z >> 16
+            return z
 
-        # seeds and starts are runtime values: specialising 1 (or 16-aligned) into constants breaks .to()
-        @triton.jit(do_not_specialize=["row_seed", "col_seed", "row_start", "col_start"])
+        @triton.jit
+        def _index_values(offset, offsets):
+            # offset = (start * GOLDEN + seed) mod 2**32, precomputed: the counter is i * GOLDEN + offset
+            z = offsets.to(tl.uint32) * GOLDEN_U + offset.to(tl.uint32)
+            return _fmix32(z)
+
+        # offsets are runtime values: specialising 1 (or 16-aligned) into constants breaks .to()
+        @triton.jit(do_not_specialize=["row_offset", "col_offset"])
         def _gen_kernel(
             out_ptr,
             rows,
             cols,
             stride,
-            row_seed,
-            col_seed,
-            row_start,
-            col_start,
+            row_offset,
+            col_offset,
             SHIFT: tl.constexpr,
+            FINAL: tl.constexpr,
             SCALE: tl.constexpr,
             BR: tl.constexpr,
             BC: tl.constexpr,
         ):
             r = tl.program_id(0) * BR + tl.arange(0, BR)
             c = tl.program_id(1) * BC + tl.arange(0, BC)
-            rv = _index_values(row_seed, row_start, r.to(tl.int64))
-            cv = _index_values(col_seed, col_start, c.to(tl.int64))
-            z = _splitmix(rv[:, None] + cv[None, :])
+            rv = _index_values(row_offset, r)
+            cv = _index_values(col_offset, c)
+            z = _fmix32(rv[:, None] + cv[None, :], FINAL)
             k = (z >> SHIFT).to(tl.int32)
             value = k.to(tl.float32) * SCALE - 1.0
             mask = (r[:, None] < rows) & (c[None, :] < cols)
@@ -117,11 +128,10 @@ def fill_block(out, row_seed: int, col_seed: int, row_start: int, col_start: int
                 rows,
                 cols,
                 out.stride(0),
-                _as_int64(row_seed),
-                _as_int64(col_seed),
-                row_start,
-                col_start,
-                SHIFT=64 - bits,
+                counter_offset(row_seed, row_start),
+                counter_offset(col_seed, col_start),
+                SHIFT=WORD - bits,
+                FINAL=bits > 16,
                 SCALE=2.0 ** -(bits - 1),
                 BR=BLOCK_R,
                 BC=BLOCK_C,
@@ -143,15 +153,11 @@ def fill_block(out, row_seed: int, col_seed: int, row_start: int, col_start: int
 
 
 def index_values_torch(seed: int, start: int, count: int, device):
-    """``generator.index_values`` as an int64 tensor computed on ``device`` (no host copy)."""
+    """``generator.index_values`` as an int64 tensor of 32-bit words computed on ``device`` (no host copy)."""
     import torch
 
-    z = torch.arange(start, start + count, dtype=torch.int64, device=device)
-    z *= _as_int64(GOLDEN)
-    z += _as_int64(seed)
-    z ^= (z >> 30) & ((1 << 34) - 1)
-    z *= _as_int64(MIX1)
-    z ^= (z >> 27) & ((1 << 37) - 1)
-    z *= _as_int64(MIX2)
-    z ^= (z >> 31) & ((1 << 33) - 1)
-    return z
+    z = torch.arange(count, dtype=torch.int64, device=device)
+    z *= GOLDEN
+    z += counter_offset(seed, start)
+    z &= MASK
+    return fmix32_torch(z)

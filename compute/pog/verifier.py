@@ -32,10 +32,10 @@ from .generator import (
     GOLDEN,
     MATRIX_A,
     MATRIX_B,
-    MIX1,
-    MIX2,
     PRECISION_BITS,
     centered_block,
+    counter_offset,
+    fmix32_into,
     matrix_seeds,
     subkey,
     values_at,
@@ -69,13 +69,13 @@ def tolerance(precision: str, n: int) -> float:
     return math.sqrt(honest * cheat)
 
 
-# Generated elements per verification step, (rows + row x column pairs) x block: two uint64 buffers
-# of 1 MB -- memory independent of n, time linear in n. numpy's uint64 passes are bound by cache
-# bandwidth plus ~1 us per call: 2**17 elements per pass is the measured optimum (2**18 and more spill
-# to L3 and run up to 2x slower per element).
+# Generated elements per verification step, (rows + row x column pairs) x block: two uint32 buffers
+# of 512 KB and one float64 buffer of 1 MB -- memory independent of n, time linear in n. numpy's
+# passes are bound by cache bandwidth plus ~1 us per call: 2**17 elements per pass is the measured
+# optimum (2**18 and more spill to L3 and run up to 2x slower per element).
 VERIFY_ELEMENTS = 1 << 17
 VERIFY_BLOCK = 8192  # block along n at the default opening (8 rows x 1 column: 16 vectors)
-# Index values of A's columns and B's rows are computed this many elements at a time (12 passes over
+# Index values of A's columns and B's rows are computed this many elements at a time (10 passes over
 # 2 vectors: per-call overhead dominates at one block).
 INDEX_CHUNK = 1 << 16
 
@@ -90,25 +90,19 @@ def _index_into(
 ) -> np.ndarray:
     """``index_values(seed, start, len(golden_steps))`` into ``out``; ``golden_steps`` is ``i * GOLDEN``.
 
-    ``(start + i) * GOLDEN + seed == i * GOLDEN + (start * GOLDEN + seed)`` mod 2**64: one pass
+    ``(start + i) * GOLDEN + seed == i * GOLDEN + (start * GOLDEN + seed)`` mod 2**32: one pass
     instead of three for the counter.
     """
     with np.errstate(over="ignore"):
-        np.add(golden_steps, np.uint64((start * GOLDEN + seed) % (1 << 64)), out=out)
-        for shift, mult in ((30, MIX1), (27, MIX2)):
-            np.right_shift(out, np.uint64(shift), out=tmp)
-            out ^= tmp
-            out *= np.uint64(mult)
-        np.right_shift(out, np.uint64(31), out=tmp)
-        out ^= tmp
-    return out
+        np.add(golden_steps, np.uint32(counter_offset(seed, start)), out=out)
+        return fmix32_into(out, tmp)
 
 
 def _index_chunks(seeds: tuple[int, int], n: int, chunk: int):
     """Yield ``(A column values, B row values)`` along n, ``chunk`` at a time, in reused buffers."""
     with np.errstate(over="ignore"):
-        golden_steps = np.arange(chunk, dtype=np.uint64) * np.uint64(GOLDEN)
-    buf = np.empty((3, chunk), np.uint64)
+        golden_steps = np.arange(chunk, dtype=np.uint32) * np.uint32(GOLDEN)
+    buf = np.empty((3, chunk), np.uint32)
     for c0 in range(0, n, chunk):
         size = min(chunk, n - c0)
         a_vals, b_vals, tmp = buf[:, :size]
@@ -158,14 +152,15 @@ def expected_entries(challenge, gpu: int, rows: list[int], cols: list[list[int]]
     pair_rows = None if order is not None else [k for k, row_cols in enumerate(cols) for _ in row_cols]
     fixed = (values_at(a_rs, np.asarray(rows)), values_at(b_cs, np.asarray(pair_cols)))
     block = min(verify_block(len(rows) + len(pair_cols)), challenge.n)
-    z = np.empty((len(rows) + len(pair_cols), block), np.uint64)
-    tmp, acc = np.empty_like(z), np.zeros(len(pair_cols), np.float64)
+    z = np.empty((len(rows) + len(pair_cols), block), np.uint32)
+    tmp, centred = np.empty_like(z), np.empty(z.shape, np.float64)
+    acc = np.zeros(len(pair_cols), np.float64)
     with np.errstate(over="ignore"):
         for a_vals, b_vals in _index_chunks((a_cs, b_rs), challenge.n, block * max(1, INDEX_CHUNK // block)):
             for b0 in range(0, len(a_vals), block):
                 size = min(block, len(a_vals) - b0)
                 vals = (a_vals[b0 : b0 + size], b_vals[b0 : b0 + size])
-                out = centered_block(fixed, vals, bits, z[:, :size], tmp[:, :size])
+                out = centered_block(fixed, vals, bits, z[:, :size], tmp[:, :size], centred[:, :size])
                 _accumulate(acc, out, len(rows), pair_rows)
     exact = acc if order is None else acc[order]
     return exact * (2.0 ** -(bits - 1)) ** 2

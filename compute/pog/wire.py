@@ -75,7 +75,9 @@ class Challenge(_Model):  # validator -> worker
     """A fresh secret challenge; per-GPU keys are derived with ``generator.subkey(key, gpu)``."""
 
     kind: Literal["pog.challenge"] = "pog.challenge"
-    version: Literal[1] = 1
+    # the input generator's version (generator.GEN_VERSION "compute-pog-gen/2"): a worker that
+    # generates version-1 inputs rejects this challenge by name instead of failing its entries
+    version: Literal[2] = 2
     challenge_id: Hex32
     key: Hex32
     precision: Precision

@@ -25,8 +25,8 @@ def test_fused_kernel_is_bit_identical_to_numpy(precision: str, fresh_kernel) ->
     pytest.importorskip("numba")
     bits = PRECISION_BITS[precision]
     rows = index_values(12345, 7, 97)
-    cols = index_values(2**64 - 99, 1 << 40, 301)  # wraps around 2**64
-    cols[:3] = [0, 2**64 - 1, 2**63]
+    cols = index_values(2**32 - 99, 1 << 40, 301)  # the counter wraps around 2**32
+    cols[:3] = [0, 2**32 - 1, 2**31]  # row + column wraps too
     out = np.full((97, 301), np.nan, dtype=np.float32)
     cpu_gen.fill_cpu_fused(rows, cols, bits, out)
     assert np.array_equal(out.view(np.uint32), mix_block_np(rows, cols, bits).view(np.uint32))

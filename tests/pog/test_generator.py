@@ -6,9 +6,12 @@ import numpy as np
 import pytest
 
 from compute.pog.generator import (
+    GOLDEN,
     MATRIX_A,
     MATRIX_B,
     PRECISION_BITS,
+    WORD,
+    fmix32,
     index_values,
     matrix_block_np,
     matrix_seeds,
@@ -23,11 +26,11 @@ KEY = bytes(range(16))
 # Published test vectors: integers k with value = k / 2**(bits-1) - 1.
 # A of GPU 0, rows 0..1, columns 0..3; B of GPU 3, row 5, columns 1000..1002.
 VECTORS = {
-    "fp16": ([[1638, 1345, 1101, 1744], [3, 276, 257, 1762]], [[617, 841, 54]]),
-    "bf16": ([[204, 168, 137, 218], [0, 34, 32, 220]], [[77, 105, 6]]),
+    "fp16": ([[737, 498, 1709, 326], [1115, 1456, 1101, 1530]], [[1341, 125, 899]]),
+    "bf16": ([[92, 62, 213, 40], [139, 182, 137, 191]], [[167, 15, 112]]),
     "fp32": (
-        [[13422362, 11025286, 9022826, 14291471], [32469, 2268385, 2107309, 14437334]],
-        [[5061315, 6893640, 449430]],
+        [[6038901, 4084729, 14002391, 2671702], [9134737, 11935130, 9019610, 12536456]],
+        [[10988314, 1028077, 7364763]],
     ),
 }
 
@@ -38,14 +41,34 @@ def _as_k(values: np.ndarray, bits: int) -> list[list[int]]:
 
 def test_key_derivation_vectors() -> None:
     gpu_key = subkey(KEY, 0)
-    assert gpu_key.hex() == "9eeac67570109d43d2a560bd69e5dc3b"
-    assert matrix_seeds(gpu_key, MATRIX_A) == (0x3FC46D87F7E5F095, 0x6A3A3FDEB73744A0)
-    assert matrix_seeds(gpu_key, MATRIX_B) == (0xB56456DD6CDE5AC1, 0x09013BCC0A3F7DC1)
+    assert gpu_key.hex() == "87fa562b306cefae38576691cbb74971"
+    assert matrix_seeds(gpu_key, MATRIX_A) == (0xA1985326, 0x301DF7A1)
+    assert matrix_seeds(gpu_key, MATRIX_B) == (0x48DBC291, 0x7B7A9A7D)
 
 
-def test_index_values_are_reference_splitmix64() -> None:
-    # splitmix64 seeded with 0: first outputs 0xe220a8397b1dcdaf, 0x6e789e6aa1b965f4 (reference C code)
-    assert [int(v) for v in index_values(0, 1, 2)] == [0xE220A8397B1DCDAF, 0x6E789E6AA1B965F4]
+def test_fmix32_is_murmur3s_finaliser() -> None:
+    # MurmurHash3_x86_32 of the empty string is fmix32(seed): published vectors for seeds 1 and 2**32-1
+    assert fmix32(1) == 0x514E28B7
+    assert fmix32(0xFFFFFFFF) == 0x81F16F39
+    assert fmix32(0) == 0
+
+
+def test_index_values_follow_the_scalar_definition() -> None:
+    seed, start = 0xDEADBEEF, (1 << 32) - 5  # the counter wraps at 2**32
+    want = [fmix32((start + i) * GOLDEN + seed) for i in range(10)]
+    assert index_values(seed, start, 10).tolist() == want
+    assert len(set(index_values(seed, 0, 1 << 16).tolist())) == 1 << 16  # a bijection: no shared values
+
+
+@pytest.mark.parametrize("precision", sorted(PRECISION_BITS))
+def test_elements_follow_the_scalar_definition(precision: str) -> None:
+    """numpy's passes (which skip fmix32's last step for <= 16 bits) equal the one-line definition."""
+    bits = PRECISION_BITS[precision]
+    rows, cols = index_values(11, 0, 9), index_values(12, 3, 13)
+    rows[0], cols[0] = 2**32 - 1, 2**31 + 7  # their sum wraps at 2**32
+    want = [[fmix32(int(r) + int(c)) >> (WORD - bits) for c in cols] for r in rows]
+    got = (mix_block_np(rows, cols, bits).astype(np.float64) + 1) * 2 ** (bits - 1)
+    assert got.tolist() == want
 
 
 @pytest.mark.parametrize("precision", sorted(VECTORS))
@@ -61,9 +84,12 @@ def test_torch_cpu_is_bit_identical_to_numpy(precision: str) -> None:
     torch = pytest.importorskip("torch")
     bits = PRECISION_BITS[precision]
     rows = index_values(12345, 7, 97)
-    cols = index_values(2**64 - 99, 1 << 40, 301)
+    cols = index_values(2**32 - 99, 1 << 40, 301)
+    cols[:2] = [2**32 - 1, 2**31]  # row + column wraps at 2**32
     expected = mix_block_np(rows, cols, bits)
-    got = mix_block_torch(torch.from_numpy(rows.view(np.int64)), torch.from_numpy(cols.view(np.int64)), bits)
+    got = mix_block_torch(
+        torch.from_numpy(rows.astype(np.int64)), torch.from_numpy(cols.astype(np.int64)), bits
+    )
     assert np.array_equal(got.numpy(), expected)
 
 
