@@ -5,8 +5,10 @@ This kernel runs the same uint32 operations per element in registers (LLVM vecto
 with AVX2: eight 32-bit lanes, native multiplies) and writes each float32 once, so at 4096 x 4096
 it is bound by the memory bandwidth of that one write. Bit-identical to numpy by construction: the
 same wrap-around uint32 arithmetic (the full ``fmix32``, whose last step numpy skips only where it
-cannot change the top bits), and ``k < 2**24`` converted through int32 to float32, times a power of
-two, minus 1 -- every step exact.
+cannot change the top bits). The value ``k / 2**(bits-1) - 1`` is formed without a variable shift
+(numba widens one to 64 bits, which halved the speed): the word's top ``bits`` bits with its sign
+bit flipped, read as int32, are ``k * 2**(32-bits) - 2**31`` -- at most 24 significant bits, so the
+float32 conversion is exact -- and times ``2**-31`` that is the value, exactly.
 
 numba is optional (the ``miner`` and ``dev`` extras). Without it, or for calls below
 ``CPU_FUSED_MIN_ELEMENTS`` (small shapes: a JIT compile of ~1.5-4 s is not worth it), ``fill_cpu_block``
@@ -36,10 +38,16 @@ CPU_GENERATOR_ENV = "COMPUTE_POG_CPU_GENERATOR"
 
 _CPU_M1, _CPU_M2 = np.uint32(MIX1), np.uint32(MIX2)
 _CPU_S16, _CPU_S13 = np.uint32(16), np.uint32(13)
-_CPU_ONE = np.float32(1.0)
+_CPU_SIGN = np.uint32(1 << 31)
+_CPU_SCALE = np.float32(2.0**-31)
 
 
-def _cpu_fill_rows(row_vals, col_vals, shift, scale, out):  # compiled by numba: no Python objects inside
+def _high_mask(bits: int) -> np.uint32:
+    """The top ``bits`` bits of a 32-bit word."""
+    return np.uint32(((1 << bits) - 1) << (WORD - bits))
+
+
+def _cpu_fill_rows(row_vals, col_vals, high_mask, out):  # compiled by numba: no Python objects inside
     for i in range(row_vals.shape[0]):
         r = row_vals[i]
         for j in range(col_vals.shape[0]):
@@ -49,7 +57,7 @@ def _cpu_fill_rows(row_vals, col_vals, shift, scale, out):  # compiled by numba:
             z ^= z >> _CPU_S13
             z = np.uint32(z * _CPU_M2)
             z ^= z >> _CPU_S16
-            out[i, j] = np.float32(np.int32(z >> shift)) * scale - _CPU_ONE
+            out[i, j] = np.float32(np.int32((z & high_mask) ^ _CPU_SIGN)) * _CPU_SCALE
 
 
 _CPU_KERNEL: list = []  # [compiled kernel or None], filled on first use
@@ -68,7 +76,7 @@ def _compile_cpu_kernel():
         except RuntimeError:  # no cache locator: the worker runs from exec(), not from a file
             kernel = numba.njit(nogil=True, boundscheck=False)(_cpu_fill_rows)
         trial = np.empty((1, 8), np.float32)
-        kernel(np.arange(1, dtype=np.uint32), np.arange(8, dtype=np.uint32), np.uint32(21), _CPU_ONE, trial)
+        kernel(np.arange(1, dtype=np.uint32), np.arange(8, dtype=np.uint32), _high_mask(11), trial)
         return kernel
     except Exception as exc:  # ImportError, or a numba that does not fit this numpy / CPU
         log.info("numba unavailable, CPU generator stays on numpy: %s", exc)
@@ -88,7 +96,7 @@ def fill_cpu_fused(row_vals: np.ndarray, col_vals: np.ndarray, bits: int, out: n
     kernel = cpu_fused_kernel()
     if kernel is None:
         raise RuntimeError("the fused CPU generator needs numba")
-    kernel(row_vals, col_vals, np.uint32(WORD - bits), np.float32(2.0 ** -(bits - 1)), out)
+    kernel(row_vals, col_vals, _high_mask(bits), out)
     return out
 
 
