@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 
 import asyncssh
 
@@ -28,6 +29,12 @@ from compute.validator.params import MinerTarget, RoundParams
 from compute.validator.pog_session import PogSession, PogSessionError
 
 log = logging.getLogger(__name__)
+
+# A lost allocate answer (timeout) or a lease still starting (BUSY) is asked again with the same
+# idempotency key: the miner answers with the lease the first attempt made, so a retry never finds
+# the GPUs held by the validator's own orphan (which read as "rented") and never makes a second lease.
+ALLOCATE_TRIES = 3
+ALLOCATE_RETRY_S = (1.0, 2.0)
 
 
 async def fetch_specs(client: MinerClient, target: MinerTarget) -> MachineSpecs:
@@ -57,17 +64,9 @@ async def allocate(
         duration_s=params.lease_seconds,
         ssh_public_key=" ".join(key.export_public_key("openssh").decode().split()[:2]),
         purpose="validation",
+        idempotency_key=secrets.token_urlsafe(18),  # one per test: retries get the same lease
     )
-    try:
-        lease = (await client.call(target.endpoint, target.hotkey, request)).lease
-    except Rejected as exc:
-        if exc.code == ErrorCode.NO_CAPACITY and gpu_count > 0:
-            raise MinerRented() from None
-        raise MinerFailed(f"allocate refused: {exc}") from None
-    except (RequestTimeout, PeerUnreachable) as exc:
-        raise MinerUnreachable(f"allocate: {exc}") from None
-    except TransportError as exc:
-        raise MinerFailed(f"allocate: {exc}") from None
+    lease = await _allocate_once_or_replayed(client, target, request, gpu_count)
     if lease.ssh is None:
         await deallocate(client, target, lease.lease_id)
         raise MinerFailed("lease has no SSH access")
@@ -75,6 +74,35 @@ async def allocate(
         await deallocate(client, target, lease.lease_id)
         raise MinerFailed(f"lease has {len(lease.gpus)} GPUs, asked for {gpu_count}")
     return lease
+
+
+async def _allocate_once_or_replayed(
+    client: MinerClient, target: MinerTarget, request: AllocateRequest, gpu_count: int
+) -> LeaseInfo:
+    """The lease for ``request``: asked up to ``ALLOCATE_TRIES`` times with its one idempotency key."""
+    for attempt in range(ALLOCATE_TRIES):
+        last = attempt == ALLOCATE_TRIES - 1
+        try:
+            return (await client.call(target.endpoint, target.hotkey, request)).lease
+        except Rejected as exc:
+            if exc.code == ErrorCode.BUSY and not last:
+                log.info("uid=%d allocate: lease still starting, asking again", target.uid)
+            elif exc.code == ErrorCode.NO_CAPACITY and gpu_count > 0:
+                raise MinerRented() from None
+            else:
+                raise MinerFailed(f"allocate refused: {exc}") from None
+        except RequestTimeout as exc:
+            if last:
+                raise MinerUnreachable(
+                    f"allocate: {exc} ({ALLOCATE_TRIES} tries, one idempotency key)"
+                ) from None
+            log.info("uid=%d allocate timed out, asking again with the same key: %s", target.uid, exc)
+        except PeerUnreachable as exc:
+            raise MinerUnreachable(f"allocate: {exc}") from None
+        except TransportError as exc:
+            raise MinerFailed(f"allocate: {exc}") from None
+        await asyncio.sleep(ALLOCATE_RETRY_S[attempt])
+    raise AssertionError("unreachable")
 
 
 class released:
