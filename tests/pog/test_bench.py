@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from compute.pog.__main__ import main
 
 
@@ -56,6 +58,7 @@ def test_bench_json_reports_all_figures(capsys) -> None:
         "generator_ns_per_elem_cpu",
         "merkle_vs_sha256",
         "gpu_generator_bytes_per_elem",
+        "gpu_generator_int_ops_per_elem",
         "roofline_commit_gemm_h100_fp16",
     } <= result.keys()
     assert result["device"] == "cpu" and result["verified_entries"] == 32
@@ -63,6 +66,19 @@ def test_bench_json_reports_all_figures(capsys) -> None:
     assert result["verify_h100_fp16_n"] == 4096  # sized from --verify-tflops 0.1
     assert 0 < result["verify_h100_fp16_peak_mb"] < 100
     assert result["gpu_generator_bytes_per_elem"] <= 8 and result["roofline_commit_gemm_h100_fp16"] > 1
+
+
+def test_roofline_takes_the_slower_of_stores_and_integer_instructions() -> None:
+    from compute.pog.gen_bench import roofline
+
+    m, n, p = 8192, 11468800, 8192
+    shape = (513.0, 3350.0, m, n, p)
+    stores_only = 1 + (2.0 * (m * n + n * p) / 3350e9) / (2.0 * m * n * p / 513e12)
+    fast_alu = roofline(*shape, int_ops_s=1e18)["roofline_commit_gemm"]
+    slow_alu = roofline(*shape, int_ops_s=1e12)["roofline_commit_gemm"]
+    assert fast_alu == pytest.approx(stores_only, rel=1e-3)
+    assert slow_alu > 1.5 * fast_alu  # 11 instructions per element at 1 T/s dominate the stores
+    assert roofline(*shape)["gpu_generator_int_ops_per_elem"] == 11
 
 
 def test_worker_command_writes_the_script(tmp_path, capsys) -> None:
