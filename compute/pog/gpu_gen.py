@@ -58,7 +58,7 @@ if triton is not None:
         GOLDEN_U = tl.constexpr(GOLDEN)
 
         @triton.jit
-        def _fmix32(z, FINAL: tl.constexpr = True):  # z: uint32 tensor
+        def _fmix32(z, FINAL: tl.constexpr):  # z: uint32 tensor
             z ^= z >> 16
             z *= MIX1_U
             z ^= z >> 13
@@ -71,7 +71,7 @@ if triton is not None:
         def _index_values(offset, offsets):
             # offset = (start * GOLDEN + seed) mod 2**32, precomputed: the counter is i * GOLDEN + offset
             z = offsets.to(tl.uint32) * GOLDEN_U + offset.to(tl.uint32)
-            return _fmix32(z)
+            return _fmix32(z, True)
 
         # offsets are runtime values: specialising 1 (or 16-aligned) into constants breaks .to()
         @triton.jit(do_not_specialize=["row_offset", "col_offset"])
