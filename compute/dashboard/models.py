@@ -7,6 +7,7 @@ the figures it measured on its own clock, never the miner's claims.
 from __future__ import annotations
 
 from collections import Counter
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -28,6 +29,8 @@ class ProvenMachine(BaseModel):
     bandwidth_gbs: float | None = Field(None, ge=0)
     verified_at: float = Field(ge=0)
     round_id: int = Field(ge=0)
+    # a multi-host miner: host name -> the sample it was credited (0: unproven, or a duplicate device)
+    hosts: dict[Annotated[str, Field(max_length=64)], float] = Field(default_factory=dict, max_length=64)
 
 
 class ProvenMachines(BaseModel):
@@ -52,4 +55,5 @@ def proven_machine(result: PogResult) -> ProvenMachine:
         bandwidth_gbs=result.mem_gbs,
         verified_at=result.created,
         round_id=result.round_id,
+        hosts=dict(result.hosts),
     )

@@ -64,6 +64,20 @@ def _gpus(result: PogResult | None) -> str:
     return f"{result.gpu_count}× {model}" if result.gpu_count else model
 
 
+def _gpus_cell(result: PogResult | None) -> str:
+    """The proven GPUs; for a multi-host miner also how many of its hosts were credited (hover: each)."""
+    text = escape(_gpus(result))
+    if result is None or not result.hosts:
+        return f'<td class="l">{text}'
+    credited = sum(1 for sample in result.hosts.values() if sample > 0)
+    each = "; ".join(
+        f"{name}: {sample:.3g}" if sample > 0 else f"{name}: not credited"
+        for name, sample in sorted(result.hosts.items())
+    )
+    hosts = f"{credited} of {len(result.hosts)} hosts"
+    return f'<td class="l">{text} <span class="hosts" title="{escape(each)}">· {hosts}</span>'
+
+
 def _verdict(result: PogResult | None) -> str:
     if result is None:
         return '<span class="none">not tested</span>'
@@ -86,7 +100,7 @@ def _row(miner: MinerOverview, overview: Overview) -> str:
         f'<td class="l" title="{escape(miner.hotkey)}">{escape(miner.hotkey[:12])}…',
         f'<td class="l">{_verdict(miner.latest)}',
         f'<td class="l">{_rental(miner.latest)}',
-        f'<td class="l">{escape(_gpus(proven))}',
+        _gpus_cell(proven),
         _fmt(proven.tflops_fp16 if proven else None),
         _fmt(proven.tflops_fp32 if proven else None),
         _fmt(proven.mem_proven_gb if proven else None),

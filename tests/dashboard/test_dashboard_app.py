@@ -70,3 +70,27 @@ def test_bench_prints_the_first_render_figure_as_json(capsys: pytest.CaptureFixt
     assert main(["--miners", "4", "--days", "1", "--repeats", "1", "--json"]) == 0
     figures = json.loads(capsys.readouterr().out)
     assert figures["miners"] == 4 and figures["pog_rows"] == 80 and figures["first_render_ms"] > 0
+
+
+def test_a_multi_host_miner_shows_its_credited_hosts(tmp_path: Path) -> None:
+    """Each host's credited sample reaches the page (hover) and /api/machines; 0 reads "not credited"."""
+    from dashkit import NOW, Clock, h100
+
+    from compute.store import ScoreUpdate, ValidatorStore
+
+    store = ValidatorStore(tmp_path / "validator-27.db", clock=Clock(NOW))
+    store.sync_miners([(1, "hk-multi")])
+    rnd = store.begin_round(block=100)
+    hosts = {"gpu-a": 1.25, "gpu-b": 0.0, "gpu-c": 0.75}  # gpu-b: the same device as gpu-a
+    store.record_result(h100(rnd.round_id, 1, "hk-multi", gpu_count=4, hosts=hosts, created=NOW))
+    store.finish_round(rnd.round_id, [ScoreUpdate(1, "hk-multi", 2.0)])
+    store.close()
+    running = serve_in_thread(build_app(tmp_path / "validator-27.db"))
+    try:
+        html = httpx.get(running.url + "/", timeout=10).text
+        body = ProvenMachines.model_validate(httpx.get(running.url + "/api/machines", timeout=10).json())
+    finally:
+        running.stop()
+    assert "4× NVIDIA H100 80GB HBM3" in html and "· 2 of 3 hosts" in html
+    assert 'title="gpu-a: 1.25; gpu-b: not credited; gpu-c: 0.75"' in html
+    assert body.machines[0].hosts == hosts
