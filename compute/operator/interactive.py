@@ -32,6 +32,8 @@ _MENU = (
     ("6", "exchange-key", "Replace a lease's SSH key"),
     ("7", "restart", "Restart a lease"),
     ("8", "deallocate", "End a lease"),
+    ("9", "volumes", "My persistent volumes"),
+    ("10", "volume-delete", "Delete a volume and its data"),
 )
 
 
@@ -52,12 +54,15 @@ async def _questions(command: str, ask: Ask, confirm: Confirmer) -> list[str]:
         _flag(argv, "--hours", await ask("Hours [dim](blank: 1)[/]"))
         _flag(argv, "--hotkey", await ask("Miner hotkey [dim](blank: best match)[/]"))
         _flag(argv, "--ssh-key", await ask("Public key file [dim](blank: create a key pair)[/]"))
+        _flag(argv, "--volume", await ask("Persistent volume NAME[:SIZE_GB] [dim](blank: none)[/]"))
     if command == "list" and await confirm("Ask the miners for fresh state?"):
         argv.append("--refresh")
     if command in ("status", "extend", "exchange-key", "restart", "deallocate"):
         argv.append((await ask("Lease id")).strip() or "-")
     if command == "extend":
         _flag(argv, "--hours", await ask("Hours to add"))
+    if command == "volume-delete":
+        argv.append((await ask("Volume name")).strip() or "-")
     if command == "exchange-key":
         _flag(argv, "--ssh-key", await ask("New public key file [dim](blank: create a key pair)[/]"))
     return argv

@@ -57,12 +57,16 @@ def test_interactive_menu_drives_the_same_commands(subnet, monkeypatch):
             "",
             "",
             "",
-            "",  # allocate: defaults, generated key
-            "9",  # unknown choice
+            "",
+            "",  # allocate: defaults, generated key, no volume
+            "99",  # unknown choice
             "3",
             "n",  # list
             "4",
             "zz",  # status of a bad id: argparse says so, menu goes on
+            "9",  # volumes: none on this (embedded) miner
+            "10",
+            "Bad Name!",  # volume-delete of an invalid name: refused in one line, menu goes on
             "q",
         ]
     )
@@ -70,7 +74,8 @@ def test_interactive_menu_drives_the_same_commands(subnet, monkeypatch):
     code, out, err = run_plain(subnet, "operator_a", "interactive")
     assert code == EXIT_OK
     assert "Rentable machines (2)" in out and "Lease allocated" in out and "My leases (1)" in out
-    assert "Unknown choice '9'" in out and "not a lease id" in out + err
+    assert "Unknown choice '99'" in out and "not a lease id" in out + err
+    assert "Your volumes (0)" in out and "'Bad Name!': expected NAME" in out + err
     assert next(answers, None) is None
 
 
