@@ -16,7 +16,7 @@ from rich.table import Table
 
 from compute.operator.book import BookEntry
 from compute.operator.discovery import Machine, VerifiedGpus
-from compute.protocol import LeaseHealth
+from compute.protocol import VOLUME_MOUNT_PATH, LeaseHealth
 
 
 def duration_text(seconds: float) -> str:
@@ -188,6 +188,15 @@ def _health_cell(health: LeaseHealth | None, now: float) -> str:
     return f"{text}, {health.restarts} restart(s)"
 
 
+def _volume_text(entry: BookEntry) -> str | None:
+    """``name (size GB)`` of the persistent volume the lease was asked with, or None."""
+    volume = entry.requirements.get("volume") or {}
+    if not volume.get("name"):
+        return None
+    size = volume.get("size_gb")
+    return f"{volume['name']} ({_sig(size)} GB)" if size else str(volume["name"])
+
+
 def show_leases(
     console: Console,
     entries: list[BookEntry],
@@ -200,13 +209,16 @@ def show_leases(
         return
     health = health or {}
     table = Table(title=f"My leases ({len(entries)})")
+    volumes = any(_volume_text(e) for e in entries)  # the column only where a lease has one
     for column in ("Lease", "Miner", "GPUs", "SSH", "State", "Health", "Time left"):
         table.add_column(column)
+    if volumes:
+        table.add_column(f"Volume ({VOLUME_MOUNT_PATH})")
     for e in entries:
         ssh = escape(f"{e.ssh_username}@{e.ssh_host}:{e.ssh_port}") if e.ssh_host else "-"
         state = e.state if e.lease_id not in problems else f"{e.state} [red](unreachable)[/]"
         gpus = escape(e.gpu_summary) + ("" if e.verified else " (unverified)")
-        table.add_row(
+        cells = [
             e.lease_id,
             f"uid {e.miner_uid}",
             gpus,
@@ -214,7 +226,10 @@ def show_leases(
             state,
             _health_cell(health.get(e.lease_id), now) if e.state == "active" else "-",
             duration_text(e.time_left(now)),
-        )
+        ]
+        if volumes:
+            cells.append(escape(_volume_text(e) or "-"))
+        table.add_row(*cells)
     console.print(table)
     for lease_id, status in health.items():
         if status.status == "lost":
@@ -239,6 +254,8 @@ def show_lease(console: Console, entry: BookEntry, ssh_command: str | None, now:
         ("Private key", entry.private_key_path or "(your own key)"),
         ("Known hosts", entry.known_hosts_path or "-"),
     ]
+    if _volume_text(entry):
+        rows.append(("Volume", f"{_volume_text(entry)} at {VOLUME_MOUNT_PATH}"))
     if entry.ports:
         rows.append(("Ports", ", ".join(f"{k} -> {v}" for k, v in sorted(entry.ports.items()))))
     for field, value in rows:
