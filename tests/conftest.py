@@ -53,3 +53,24 @@ def unmount_after(tmp_path: Path):
         points = [line.split()[1] for line in mounts if line.split()[1].startswith(prefix)]
     for point in sorted(points, reverse=True):
         subprocess.run(["umount", point], capture_output=True, check=False)
+
+
+@pytest.fixture
+def slow_first_start(monkeypatch):
+    """The embedded backend's first lease start takes 2.5 s, longer than a 1 s client timeout (the
+    answer to the first allocate is lost); later starts are immediate. Yields the list of starts."""
+    import asyncio
+
+    from compute.allocation import EmbeddedBackend
+
+    original = EmbeddedBackend.start
+    calls: list[int] = []
+
+    async def start(self, lease):
+        calls.append(1)
+        if len(calls) == 1:
+            await asyncio.sleep(2.5)
+        return await original(self, lease)
+
+    monkeypatch.setattr(EmbeddedBackend, "start", start)
+    return calls

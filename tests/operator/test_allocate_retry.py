@@ -7,29 +7,11 @@ same key instead of moving on, so the miner answers "starting" and then the leas
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 
-import pytest
-
-from compute.allocation import EmbeddedBackend, LeaseStore
+from compute.allocation import LeaseStore
 from compute.operator import EXIT_OK, main
-
-
-@pytest.fixture
-def slow_first_start(monkeypatch):
-    original = EmbeddedBackend.start
-    calls: list[float] = []
-
-    async def start(self, lease):
-        calls.append(1.0)
-        if len(calls) == 1:
-            await asyncio.sleep(2.5)  # longer than the renter's 1 s timeout
-        return await original(self, lease)
-
-    monkeypatch.setattr(EmbeddedBackend, "start", start)
-    return calls
 
 
 def _allocate(subnet, timeout_s: str) -> tuple[int, dict]:

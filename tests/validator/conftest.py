@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from validator_helpers import Miner, cheat_bin, port_block, register_and_serve
+from validator_helpers import Miner, cheat_bin, port_block, register_and_serve, validator_client_of
 
 from compute.allocation import AllocationManager, EmbeddedBackend, LeaseStore, ManagerLimits
 from compute.chain import SimChainState, connect
@@ -14,7 +14,7 @@ from compute.miner import build_miner_app
 from compute.miner.specs import fixed_specs
 from compute.protocol import GpuSpec
 from compute.store import ValidatorStore
-from compute.transport import KeyWallet, MinerClient, ServerLimits, serve_in_thread
+from compute.transport import KeyWallet, ServerLimits, serve_in_thread
 
 
 @pytest.fixture
@@ -50,11 +50,8 @@ def start_miner(tmp_path: Path, make_wallet):
 
 @pytest.fixture
 async def validator_client(make_wallet):
-    wallet = make_wallet("validator")
-    client = MinerClient(KeyWallet.from_wallet(wallet), timeout=30)
-    client.wallet_obj = wallet
-    yield client
-    await client.aclose()
+    async with validator_client_of(make_wallet("validator"), 30) as client:
+        yield client
 
 
 @pytest.fixture

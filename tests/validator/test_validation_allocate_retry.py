@@ -12,36 +12,21 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from validator_helpers import small_params
+from validator_helpers import small_params, validator_client_of
 
-from compute.allocation import EmbeddedBackend
 from compute.scoring import ScoringConfig, load_gpu_table
-from compute.transport import KeyWallet, MinerClient
 from compute.validator import MinerTarget, check_miner, lease_steps
 
 
 @pytest.fixture
-def slow_first_start(monkeypatch):
-    original = EmbeddedBackend.start
-    calls: list[int] = []
-
-    async def start(self, lease):
-        calls.append(1)
-        if len(calls) == 1:
-            await asyncio.sleep(2.5)  # longer than the validator's 1 s call timeout
-        return await original(self, lease)
-
-    monkeypatch.setattr(EmbeddedBackend, "start", start)
-    return calls
-
-
-@pytest.fixture
 async def impatient_client(make_wallet):
-    wallet = make_wallet("validator")
-    client = MinerClient(KeyWallet.from_wallet(wallet), timeout=1.0)
-    client.wallet_obj = wallet
-    yield client
-    await client.aclose()
+    async with validator_client_of(make_wallet("validator"), 1.0) as client:
+        yield client
+
+
+async def _check(client, miner):
+    target = MinerTarget(1, miner.hotkey, miner.endpoint)
+    return await check_miner(client, target, small_params(), load_gpu_table(), ScoringConfig())
 
 
 async def test_a_timed_out_allocation_is_replayed_and_the_test_passes(
@@ -49,13 +34,7 @@ async def test_a_timed_out_allocation_is_replayed_and_the_test_passes(
 ) -> None:
     miner = start_miner("slowstart")
     me = impatient_client.wallet_obj.hotkey.ss58_address
-    result = await check_miner(
-        impatient_client,
-        MinerTarget(1, miner.hotkey, miner.endpoint),
-        small_params(),
-        load_gpu_table(),
-        ScoringConfig(),
-    )
+    result = await _check(impatient_client, miner)
     assert result.ok, result.reasons
     assert len(slow_first_start) == 1  # the retries were answered from the first attempt's lease
     assert len(miner.manager.store.by_owner(me)) == 1  # one lease ever made, and it was released
@@ -68,13 +47,7 @@ async def test_control_one_try_fails_and_leaves_an_orphan(
     """The old validator (one try): the test fails and the miner is left running a lease nobody uses."""
     monkeypatch.setattr(lease_steps, "ALLOCATE_TRIES", 1)
     miner = start_miner("slowstart1")
-    result = await check_miner(
-        impatient_client,
-        MinerTarget(1, miner.hotkey, miner.endpoint),
-        small_params(),
-        load_gpu_table(),
-        ScoringConfig(),
-    )
+    result = await _check(impatient_client, miner)
     assert not result.ok and "allocate" in "; ".join(result.reasons)
     for _ in range(50):  # the first start finishes after the validator gave up
         if await miner.backend.running():

@@ -12,12 +12,15 @@ import itertools
 import os
 import stat
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from compute.allocation import AllocationManager, EmbeddedBackend
 from compute.chain import SimChainState, connect
 from compute.protocol import GpuSpec
+from compute.transport import KeyWallet, MinerClient
 from compute.validator import RoundParams
 
 CHEAT_WORKER = Path(__file__).with_name("cheaters") / "cheat_worker.py"
@@ -75,3 +78,14 @@ def register_and_serve(chain_path: Path, state: SimChainState, miner: Miner) -> 
     finally:
         chain.close()
     return uid
+
+
+@asynccontextmanager
+async def validator_client_of(wallet, timeout: float) -> AsyncIterator[MinerClient]:
+    """The validator's signed client for ``wallet`` (``wallet_obj`` attached), closed on the way out."""
+    client = MinerClient(KeyWallet.from_wallet(wallet), timeout=timeout)
+    client.wallet_obj = wallet  # type: ignore[attr-defined]
+    try:
+        yield client
+    finally:
+        await client.aclose()
