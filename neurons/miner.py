@@ -15,7 +15,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from compute.allocation import AllocationManager, Backend, HealthMonitor, LeaseStore, ManagerLimits  # noqa: E402
-from compute.allocation.multihost import MultiHostBackend, check_and_recover  # noqa: E402
+from compute.allocation.hosts.backend import MultiHostBackend  # noqa: E402
+from compute.allocation.lifecycle.hostwatch import check_and_recover  # noqa: E402
 from compute.chain import ChainError, connect  # noqa: E402
 from compute.logs import configure_logging  # noqa: E402
 from compute.miner import build_miner_app, gpu_specs, specs_provider  # noqa: E402

@@ -34,7 +34,7 @@ def _release_lease_networks():
     try:
         import docker
 
-        from compute.allocation.netpolicy import release_unused_networks
+        from compute.allocation.docker.netpolicy import release_unused_networks
 
         release_unused_networks(docker.from_env())
     except Exception:  # no engine, no permission: nothing was created either

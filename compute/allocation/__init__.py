@@ -9,23 +9,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from compute.allocation.backend import BACKEND_API_VERSION, Backend, BackendError
-from compute.allocation.embedded import EmbeddedBackend
-from compute.allocation.health import HealthMonitor
-from compute.allocation.manager import AllocationManager, Availability, ManagerLimits
-from compute.allocation.records import Endpoint, LeaseRecord, Receipt
-from compute.allocation.store import GpuConflict, LeaseStore, StoredLease, StoreError
-from compute.allocation.templates import (
+from compute.allocation.docker.templates import (
     TemplateCatalog,
     TemplateError,
     UnknownTemplate,
     default_catalog,
     load_templates,
 )
+from compute.allocation.embedded.backend import EmbeddedBackend
+from compute.allocation.lease.backend import BACKEND_API_VERSION, Backend, BackendError
+from compute.allocation.lease.records import Endpoint, LeaseRecord, Receipt
+from compute.allocation.lease.store import GpuConflict, LeaseStore, StoredLease, StoreError
+from compute.allocation.lifecycle.health import HealthMonitor
+from compute.allocation.lifecycle.manager import AllocationManager, Availability, ManagerLimits
 
 
 def _docker_backend(*args: Any, **kwargs: Any) -> Backend:
-    from compute.allocation.docker_backend import DockerBackend
+    from compute.allocation.docker.backend import DockerBackend
 
     return DockerBackend(*args, **kwargs)
 
@@ -35,7 +35,7 @@ BACKENDS: dict[str, Callable[..., Backend]] = {"docker": _docker_backend, "embed
 
 def __getattr__(name: str) -> Any:
     if name == "DockerBackend":
-        from compute.allocation.docker_backend import DockerBackend
+        from compute.allocation.docker.backend import DockerBackend
 
         return DockerBackend
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -25,7 +25,8 @@ from compute.transport import serve_in_thread
 
 from .consensus import collect_consensus, consensus_problems, render_consensus
 from .images import choose_lease_image
-from .network import LocalNet, LocalnetError, Options, free_port
+from .network import LocalNet, LocalnetError, Options
+from .processes import free_port
 from .report import collect_summary, render_summary, summary_problems
 
 __all__ = ["LocalNet", "LocalnetError", "Options", "main"]

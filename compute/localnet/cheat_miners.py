@@ -24,6 +24,7 @@ import bittensor as bt
 from compute.allocation import AllocationManager, EmbeddedBackend, LeaseStore, ManagerLimits
 from compute.chain import connect
 from compute.localnet.cheaters import OneBoxBackend, RefusingManager
+from compute.localnet.processes import free_port
 from compute.miner import build_miner_app
 from compute.miner.specs import fixed_specs
 from compute.protocol import GpuSpec, MachineSpecs
@@ -57,7 +58,6 @@ def _app(workdir: Path, name: str, index: int, wallet: bt.Wallet):  # noqa: ANN2
 
 
 async def run(workdir: Path, chain_path: Path) -> None:
-    from compute.localnet.network import free_port
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

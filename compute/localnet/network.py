@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,12 +17,12 @@ from pathlib import Path
 import bittensor as bt
 import yaml
 
-from compute.allocation.second_engine import SecondEngine
-from compute.allocation.second_engine import skip_reason as second_engine_skip_reason
+from compute.allocation.docker.second_engine import SecondEngine
+from compute.allocation.docker.second_engine import skip_reason as second_engine_skip_reason
 from compute.chain import connect
 from compute.chain.sim import SimChainState
 
-from .processes import Child, ProcessGroup
+from .processes import Child, ProcessGroup, free_port
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +53,7 @@ class Options:
     validators: int = 1
     spread_s: float = 8.0  # several validators: each spreads its miner tests over this many s
     hosts: int = (
-        1  # 2: miner1 rents out this engine and a second one (root; compute.allocation.second_engine)
+        1  # 2: miner1 rents out this engine and a second one (root; compute.allocation.docker.second_engine)
     )
 
 
@@ -81,12 +80,6 @@ def create_wallet(root: Path, name: str) -> bt.Wallet:
     wallet.create_new_coldkey(use_password=False, suppress=True, overwrite=True)
     wallet.create_new_hotkey(suppress=True, overwrite=True)
     return wallet
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class LocalNet:

@@ -86,7 +86,7 @@ async def _flood(connections: int, calls: int) -> dict[str, Any]:
 
 
 def _crash(iterations: int, backend: str) -> dict[str, Any]:
-    from compute.allocation.crashloop import STEPS, run_crash_loop
+    from compute.allocation.lifecycle.crashloop import STEPS, run_crash_loop
 
     with tempfile.TemporaryDirectory(prefix="crashloop-") as tmp:
         report = run_crash_loop(Path(tmp), iterations, backend)

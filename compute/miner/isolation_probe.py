@@ -14,8 +14,8 @@ from typing import Any
 
 import asyncssh
 
-from compute.allocation.docker_backend import DockerBackend
-from compute.allocation.records import LeaseRecord
+from compute.allocation.docker.backend import DockerBackend
+from compute.allocation.lease.records import LeaseRecord
 
 PROBE = (
     "import socket,sys\n"

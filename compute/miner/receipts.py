@@ -3,7 +3,7 @@
 A validator credits a miner as rented only for leases it can verify itself: the receipt carries
 the renter's btauth/1-signed request bytes, which the miner cannot forge, plus the lease's SSH
 endpoint and pinned host key, which the validator probes. This module only reads the lease store;
-verifying receipts is the validator's job (``compute.validator.rental``).
+verifying receipts is the validator's job (``compute.validator.rentals.receipts``).
 """
 
 from __future__ import annotations

@@ -22,14 +22,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from compute.allocation import BACKENDS, Backend, TemplateCatalog, TemplateError, load_templates
-from compute.allocation.volume_keeper import VolumeKeeper, VolumeLimits
-from compute.allocation.volume_store import VolumeStore
+from compute.allocation.volumes.keeper import VolumeKeeper, VolumeLimits
+from compute.allocation.volumes.store import VolumeStore
 from compute.chain import Chain, ChainError
 from compute.settings import MinerSettings
 
 if TYPE_CHECKING:
-    from compute.allocation.multihost import MultiHostBackend
-    from compute.allocation.store import LeaseStore
+    from compute.allocation.hosts.backend import MultiHostBackend
+    from compute.allocation.lease.store import LeaseStore
 
 logger = logging.getLogger(__name__)
 
@@ -145,8 +145,8 @@ def build_multihost(
 
     Nothing is contacted here: ``check_hosts`` (at start and periodically) finds which are up.
     """
-    from compute.allocation.hosts import HostsFileError, load_hosts
-    from compute.allocation.multihost import MultiHostBackend, host_backend
+    from compute.allocation.hosts.backend import MultiHostBackend, host_backend
+    from compute.allocation.hosts.config import HostsFileError, load_hosts
 
     if settings.backend != "docker":
         raise StartupError("--miner.hosts_file needs --miner.backend docker")

@@ -15,8 +15,8 @@ from compute.protocol import GpuSpec, MachineSpecs
 from compute.specs import HostSpecs
 
 if TYPE_CHECKING:
-    from compute.allocation.manager import AllocationManager
-    from compute.allocation.multihost import MultiHostBackend
+    from compute.allocation.hosts.backend import MultiHostBackend
+    from compute.allocation.lifecycle.manager import AllocationManager
 
 
 def gpu_specs(host: HostSpecs, only: Sequence[int] | None = None) -> list[GpuSpec]:

@@ -1,10 +1,24 @@
-"""Validator: Proof-of-GPU rounds over SSH inside validation leases, scoring, weight setting."""
+"""Validator: Proof-of-GPU rounds over SSH inside validation leases, scoring, weight setting.
+
+Rooms, lowest first (a room imports only rooms below it; ``tests/test_layers.py`` holds the order):
+the root modules ``settings``, ``params``, ``failures``; ``session`` (SSH channel to the worker) and
+``report`` (table, progress, wandb); ``rentals`` (receipts, canaries, ledger); ``fleet`` (dedup,
+oversight); ``proofs`` (GEMM, depth, hosts, evidence); ``check`` (one miner's test); ``round``
+(loops, schedule, weights); ``tools`` (simulations and benchmarks).
+"""
 
 from __future__ import annotations
 
-from compute.validator.depth import DepthParams, DepthRejected, sustained_due
-from compute.validator.evidence import Measured, scored_result
-from compute.validator.loop import (
+from compute.validator.check.miner import check_miner
+from compute.validator.check.rented import rented_sample
+from compute.validator.fleet.oversight import Oversight
+from compute.validator.params import DepthParams, MinerTarget, RoundParams, round_params
+from compute.validator.proofs.depth import DepthRejected, sustained_due
+from compute.validator.proofs.evidence import Measured, scored_result
+from compute.validator.proofs.sizing import challenge_size
+from compute.validator.report.table import print_round_table, round_table
+from compute.validator.report.wandb_log import WandbLogger, result_figures, wandb_wanted
+from compute.validator.round.loop import (
     BlockLoop,
     LoopRunner,
     RoundLoop,
@@ -13,8 +27,10 @@ from compute.validator.loop import (
     score_updates,
     select_targets,
 )
-from compute.validator.oversight import Oversight
-from compute.validator.pog_session import (
+from compute.validator.round.schedule import check_probability, round_spread, validation_load
+from compute.validator.round.timing import chain_block_seconds, measure_block_seconds, round_step_timeout
+from compute.validator.round.weights import WeightsError, WeightSetter, weights_from_scores
+from compute.validator.session.pog_session import (
     BOOTSTRAP,
     PogSession,
     PogSessionError,
@@ -24,25 +40,12 @@ from compute.validator.pog_session import (
     WorkerTimeout,
     bootstrap_command,
 )
-from compute.validator.round import (
-    MinerTarget,
-    RoundParams,
-    challenge_size,
-    check_miner,
-    rented_sample,
-    round_params,
-)
-from compute.validator.schedule import check_probability, round_spread, validation_load
 from compute.validator.settings import (
     ValidatorSettings,
     add_validator_args,
     parse_validator,
     validator_from_args,
 )
-from compute.validator.table import print_round_table, round_table
-from compute.validator.timing import chain_block_seconds, measure_block_seconds, round_step_timeout
-from compute.validator.wandb_log import WandbLogger, result_figures, wandb_wanted
-from compute.validator.weights import WeightsError, WeightSetter, weights_from_scores
 
 __all__ = [
     "Oversight",

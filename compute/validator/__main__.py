@@ -13,13 +13,13 @@ import json
 import sys
 from typing import Any
 
-from compute.validator.agreement import (
+from compute.validator.round.timing import DEFAULT_BLOCK_SECONDS
+from compute.validator.tools.agreement import (
     agreement_table,
     credit_sensitivity,
     load_table,
     noise_legend,
 )
-from compute.validator.timing import DEFAULT_BLOCK_SECONDS
 
 
 def _defaults() -> dict[str, Any]:
@@ -149,7 +149,7 @@ def _render(report: dict[str, Any]) -> None:
 
 
 def _check_cost(args: argparse.Namespace) -> int:
-    from compute.validator.check_cost import make_plan, run_plan
+    from compute.validator.tools.check_cost import make_plan, run_plan
 
     try:
         figures = run_plan(make_plan(args.gpu, args.target_seconds), args.device)

@@ -7,12 +7,35 @@ per-miner steps never read settings themselves.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from compute.pog import HostPolicy
 from compute.scoring import HolisticConfig
 from compute.store import PogResult
-from compute.validator.depth import DepthParams
 from compute.validator.settings import ValidatorSettings
+
+
+@dataclass(frozen=True)
+class DepthParams:
+    """Sizes and cadence of the in-depth rounds (defaults: production GPUs; ``cpu_*``: the demo)."""
+
+    memory_passes: int = 16
+    memory_open_passes: int = 3
+    sustained_every: int = 10  # rounds between sustained runs (and host probes) per miner
+    sustained_seconds: float = 60.0
+    sustained_segment_s: float = 2.0
+    probe_ram_mb: int = 512
+    probe_disk_mb: int = 512
+    cpu_memory_mb: float = 2.0  # a machine without GPUs: A of 0.6 x this, resident in RAM
+    cpu_bandwidth_gbs: float = 0.1  # low on purpose: contended demo CPUs must still beat regeneration 8x
+    cpu_regen_rate: float = 1e9  # element-rounds/s any CPU could hash (2-core numpy: ~1.3e8)
+    cpu_sustained_seconds: float = 1.0
+    cpu_probe_mb: int = 16  # the demo: host RAM proven
+    cpu_disk_mb: int = 128  # the demo: disk written (the read-back bound grows with it)
+    host_regen_rate: float = 1e9  # element-rounds/s a host could regenerate the RAM proof's A at
+    host_bandwidth_gbs: float = 1.0  # what an honest numpy pass over host RAM reads (sizes the rounds)
+    cpu_steps_per_checkpoint: int = 32  # CPU proof: 128 x this SHA-256 steps of 16 KiB per chain
+    host: HostPolicy = field(default_factory=HostPolicy)
 
 
 @dataclass(frozen=True)

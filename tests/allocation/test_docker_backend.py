@@ -18,12 +18,12 @@ import asyncssh
 import httpx
 import pytest
 
-from compute.allocation.backend import BackendError
-from compute.allocation.container_files import authorized_keys_archive, lease_archive, sshd_config
-from compute.allocation.docker_backend import DockerBackend, LeaseContainerNotFound, StartFailed
-from compute.allocation.docker_spec import cpuset_for, shm_mb
-from compute.allocation.records import Endpoint, LeaseRecord
-from compute.allocation.sshkeys import InvalidPublicKey, generate_host_key, validate_public_key
+from compute.allocation.docker.backend import DockerBackend, LeaseContainerNotFound, StartFailed
+from compute.allocation.docker.container_files import authorized_keys_archive, lease_archive, sshd_config
+from compute.allocation.docker.spec import cpuset_for, shm_mb
+from compute.allocation.lease.backend import BackendError
+from compute.allocation.lease.records import Endpoint, LeaseRecord
+from compute.allocation.lease.sshkeys import InvalidPublicKey, generate_host_key, validate_public_key
 
 IMAGE = "compute-base:cpu"
 

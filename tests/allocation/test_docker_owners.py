@@ -17,8 +17,8 @@ import pytest
 from test_docker_backend import ED25519, IMAGE, client_key, docker_ready, make_lease, public_line, ssh_run
 
 from compute.allocation import AllocationManager, LeaseStore
-from compute.allocation.docker_backend import DockerBackend, LeaseContainerNotFound
-from compute.allocation.docker_spec import LABEL_MINER, partition_containers
+from compute.allocation.docker.backend import DockerBackend, LeaseContainerNotFound
+from compute.allocation.docker.spec import LABEL_MINER, partition_containers
 
 __all__ = ["docker_ready"]  # the fixture, imported from test_docker_backend
 
@@ -117,7 +117,7 @@ async def test_container_without_miner_label_is_left_alone_warned_once_and_adopt
             "compute.host_key": "ssh-ed25519 H",
         },
     )
-    caplog.set_level(logging.WARNING, logger="compute.allocation.docker_backend")
+    caplog.set_level(logging.WARNING, logger="compute.allocation.docker.backend")
     assert await first.running() == set()
     assert await first.running() == set()
     warnings = [r.getMessage() for r in caplog.records if "compute.miner" in r.getMessage()]

@@ -12,9 +12,9 @@ import asyncssh
 import pytest
 from allockit import RenterKey, new_renter_key, ssh_run
 
-from compute.allocation.backend import BackendError
-from compute.allocation.embedded import EmbeddedBackend
-from compute.allocation.records import LeaseRecord
+from compute.allocation.embedded.backend import EmbeddedBackend
+from compute.allocation.lease.backend import BackendError
+from compute.allocation.lease.records import LeaseRecord
 
 PORTS = (41000 + os.getpid() % 500, 41000 + os.getpid() % 500 + 40)
 

@@ -10,7 +10,7 @@ import pytest
 from test_manager import GPUS, OTHER, OWNER, Clock, make, request
 
 from compute.allocation import AllocationManager, EmbeddedBackend, LeaseStore
-from compute.allocation.failures import is_disk_full
+from compute.allocation.lease.failures import is_disk_full
 from compute.protocol import ErrorCode, RequestFailed
 
 
@@ -198,7 +198,7 @@ async def test_embedded_restart_survives_torn_files_from_a_killed_writer(tmp_pat
 
 
 def test_write_atomic_replaces_whole_files_only(tmp_path):
-    from compute.allocation.atomic import write_atomic
+    from compute.allocation.lease.atomic import write_atomic
 
     target = tmp_path / "f"
     write_atomic(target, b"one")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from compute.allocation.templates import (
+from compute.allocation.docker.templates import (
     TemplateCatalog,
     TemplateError,
     UnknownTemplate,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from test_docker_backend import IMAGE, docker_ready
 
-from compute.allocation import docker_spec as spec
+from compute.allocation.docker import spec
 
 __all__ = ["docker_ready"]  # the fixture, imported from test_docker_backend
 FAKE_MEMINFO = "MemTotal:        4194304 kB\nMemFree:         4000000 kB\nMemAvailable:    4100000 kB\n"

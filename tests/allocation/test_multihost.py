@@ -15,9 +15,10 @@ import pytest
 from allockit import new_renter_key, ssh_run
 
 from compute.allocation import AllocationManager, EmbeddedBackend, LeaseStore
-from compute.allocation.hostcheck import HostCheck, parse_smi
-from compute.allocation.hosts import HostConfig, HostsFileError, load_hosts, parse_hosts
-from compute.allocation.multihost import MultiHostBackend, check_and_recover
+from compute.allocation.hosts.backend import MultiHostBackend
+from compute.allocation.hosts.check import HostCheck, parse_smi
+from compute.allocation.hosts.config import HostConfig, HostsFileError, load_hosts, parse_hosts
+from compute.allocation.lifecycle.hostwatch import check_and_recover
 from compute.protocol import AllocateRequest, ErrorCode, GpuSpec, RequestFailed, Requirements
 
 OWNER = "5" + "A" * 47

@@ -16,9 +16,10 @@ from allockit import RenterKey, ssh_run
 from secondhost import IMAGE, SecondEngine, second_engine_skip_reason
 
 from compute.allocation import AllocationManager, LeaseStore
-from compute.allocation.hostcheck import docker_client
-from compute.allocation.hosts import parse_hosts
-from compute.allocation.multihost import MultiHostBackend, check_and_recover, host_backend
+from compute.allocation.hosts.backend import MultiHostBackend, host_backend
+from compute.allocation.hosts.check import docker_client
+from compute.allocation.hosts.config import parse_hosts
+from compute.allocation.lifecycle.hostwatch import check_and_recover
 from compute.protocol import AllocateRequest, ErrorCode, RequestFailed, Requirements
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

@@ -9,8 +9,8 @@ import uuid
 import pytest
 from test_docker_backend import IMAGE, client_key, docker_ready, make_lease, public_line, ssh_run  # noqa: F401
 
-from compute.allocation.docker_backend import DockerBackend
-from compute.allocation.netpolicy import BLOCKED_DESTINATIONS, Firewall, NetworkPolicy
+from compute.allocation.docker.backend import DockerBackend
+from compute.allocation.docker.netpolicy import BLOCKED_DESTINATIONS, Firewall, NetworkPolicy
 
 PROBE = (
     "import socket,sys\n"

@@ -12,11 +12,11 @@ import pytest
 from pydantic import ValidationError
 
 from compute.allocation import AllocationManager, EmbeddedBackend, LeaseStore
-from compute.allocation.records import LeaseRecord
-from compute.allocation.store import StoredLease
-from compute.allocation.volume_keeper import VolumeKeeper, VolumeLimits
-from compute.allocation.volume_store import VolumeStore
-from compute.allocation.volumes import docker_volume_name
+from compute.allocation.lease.records import LeaseRecord
+from compute.allocation.lease.store import StoredLease
+from compute.allocation.volumes.driver import docker_volume_name
+from compute.allocation.volumes.keeper import VolumeKeeper, VolumeLimits
+from compute.allocation.volumes.store import VolumeStore
 from compute.operator.errors import UsageError
 from compute.operator.volumes import parse_volume
 from compute.protocol import (

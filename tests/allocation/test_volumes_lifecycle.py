@@ -14,9 +14,9 @@ import pytest
 from test_docker_backend import IMAGE, client_key, docker_ready, public_line, ssh_run
 
 from compute.allocation import AllocationManager, LeaseStore
-from compute.allocation.docker_backend import DockerBackend
-from compute.allocation.volume_keeper import VolumeKeeper, VolumeLimits
-from compute.allocation.volume_store import VolumeStore
+from compute.allocation.docker.backend import DockerBackend
+from compute.allocation.volumes.keeper import VolumeKeeper, VolumeLimits
+from compute.allocation.volumes.store import VolumeStore
 from compute.protocol import AllocateRequest, ErrorCode, RequestFailed, Requirements, VolumeRequest
 
 __all__ = ["docker_ready"]

@@ -28,7 +28,7 @@ from dockerkit import (
 from minerkit import free_port, new_renter_key, port_block, ssh_run, start_miner, wait_healthy
 
 from compute.allocation import AllocationManager, LeaseRecord, LeaseStore, ManagerLimits
-from compute.allocation.docker_backend import DockerBackend
+from compute.allocation.docker.backend import DockerBackend
 from compute.chain import SimChainState
 from compute.protocol import (
     AllocateRequest,

@@ -23,9 +23,9 @@ from operator_helpers import GPU_NAME
 
 from compute import __version__
 from compute.allocation import AllocationManager, EmbeddedBackend, LeaseStore
-from compute.allocation.health import HealthMonitor
-from compute.allocation.volume_keeper import VolumeKeeper, VolumeLimits
-from compute.allocation.volume_store import VolumeStore
+from compute.allocation.lifecycle.health import HealthMonitor
+from compute.allocation.volumes.keeper import VolumeKeeper, VolumeLimits
+from compute.allocation.volumes.store import VolumeStore
 from compute.chain import SimChainState, connect
 from compute.miner import build_miner_app
 from compute.operator import main

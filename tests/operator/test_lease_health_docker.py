@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from flow import renter_key, ssh
 
-from compute.allocation.health import HealthMonitor
+from compute.allocation.lifecycle.health import HealthMonitor
 from compute.operator import EXIT_OK, main
 
 pytestmark = pytest.mark.docker

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from flow import alt_template_image, renter_key, ssh
 
-from compute.allocation.templates import load_templates
+from compute.allocation.docker.templates import load_templates
 from compute.operator import EXIT_OK, EXIT_REFUSED
 
 pytestmark = pytest.mark.docker

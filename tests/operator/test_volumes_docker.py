@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from flow import alt_template_image, renter_key, ssh
 
-from compute.allocation.templates import load_templates
-from compute.allocation.volume_keeper import VolumeLimits
+from compute.allocation.docker.templates import load_templates
+from compute.allocation.volumes.keeper import VolumeLimits
 from compute.operator import EXIT_OK, EXIT_REFUSED
 
 pytestmark = pytest.mark.docker

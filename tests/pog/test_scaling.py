@@ -9,10 +9,10 @@ import pytest
 
 from compute.pog.scaling import ScalingError, credited_gpus, history_after, scaling_efficiency, uuid_change
 from compute.scoring import load_gpu_table
-from compute.validator.depth import MemoryOutcome, ScalingOutcome
-from compute.validator.evidence import Measured, scored_result
-from compute.validator.pog_session import DeviceInfo
-from compute.validator.round import MinerTarget, RoundParams
+from compute.validator.params import MinerTarget, RoundParams
+from compute.validator.proofs.depth import MemoryOutcome, ScalingOutcome
+from compute.validator.proofs.evidence import Measured, scored_result
+from compute.validator.session.pog_session import DeviceInfo
 
 TABLE = load_gpu_table()
 

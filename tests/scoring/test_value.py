@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 
 from compute.scoring import HolisticConfig, gpu_credit, identify, load_gpu_table, value_shape
 from compute.scoring.value import ProvenGpu, model_value, table_figures
-from compute.validator.depth import MemoryOutcome
-from compute.validator.evidence import Measured, proven_gpus, scored_result
-from compute.validator.pog_session import DeviceInfo
-from compute.validator.round import MinerTarget, RoundParams
+from compute.validator.params import MinerTarget, RoundParams
+from compute.validator.proofs.depth import MemoryOutcome
+from compute.validator.proofs.evidence import Measured, proven_gpus, scored_result
+from compute.validator.session.pog_session import DeviceInfo
 
 TABLE = load_gpu_table()
 SHAPE = value_shape(HolisticConfig())

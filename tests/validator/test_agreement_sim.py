@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from compute.validator.agreement import NOISES, Design, credit_sensitivity, load_table, simulate
+from compute.validator.tools.agreement import NOISES, Design, credit_sensitivity, load_table, simulate
 
 REPO = Path(__file__).resolve().parents[2]
 MODELLED = next(n for n in NOISES if n.name == "modelled")
@@ -84,8 +84,8 @@ def test_command_prints_both_tables_as_json() -> None:
 
 def test_check_cost_times_the_shipped_worker(tmp_path: Path) -> None:
     # Tiny challenges on the CPU: the figures are real timings of the worker the validator ships.
-    from compute.validator.check_cost import main as check_cost_main
-    from compute.validator.check_cost import make_plan, run_plan
+    from compute.validator.tools.check_cost import main as check_cost_main
+    from compute.validator.tools.check_cost import make_plan, run_plan
 
     plan = make_plan("L4", target_seconds=1e-4, m=64, p=64)
     assert [step["precision"] for step in plan["steps"]] == ["fp16", "fp32"]

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from compute.transport import serve
-from compute.validator.bench import _listening_socket
+from compute.validator.tools.bench import _listening_socket
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -20,9 +20,9 @@ from compute.validator import (
     scored_result,
     sustained_due,
 )
-from compute.validator.depth import MemoryOutcome, ScalingOutcome
-from compute.validator.pog_session import DeviceInfo
-from compute.validator.wandb_log import result_figures
+from compute.validator.proofs.depth import MemoryOutcome, ScalingOutcome
+from compute.validator.report.wandb_log import result_figures
+from compute.validator.session.pog_session import DeviceInfo
 
 TABLE = load_gpu_table()
 SCORING = ScoringConfig()

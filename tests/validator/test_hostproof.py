@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from compute.store import PogResult
-from compute.validator.hostproof import HostProof, combine_hosts, credited_samples
+from compute.validator.proofs.hostproof import HostProof, combine_hosts, credited_samples
 
 HOTKEY = "5" + "H" * 47
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from compute.pog import Commitment, MemoryCommitment, Opening
-from compute.validator.worker_reply import (
+from compute.validator.session.worker_reply import (
     WorkerFailed,
     WorkerProtocolError,
     parse_devices,

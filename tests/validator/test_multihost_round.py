@@ -14,9 +14,10 @@ import pytest
 from validator_helpers import port_block, small_params
 
 from compute.allocation import AllocationManager, EmbeddedBackend, LeaseStore, ManagerLimits
-from compute.allocation.hostcheck import HostCheck
-from compute.allocation.hosts import HostConfig, parse_hosts
-from compute.allocation.multihost import MultiHostBackend, check_and_recover
+from compute.allocation.hosts.backend import MultiHostBackend
+from compute.allocation.hosts.check import HostCheck
+from compute.allocation.hosts.config import HostConfig, parse_hosts
+from compute.allocation.lifecycle.hostwatch import check_and_recover
 from compute.miner import build_miner_app
 from compute.miner.specs import fixed_specs
 from compute.protocol import HostSpec, MachineSpecs

@@ -19,11 +19,11 @@ from compute.scoring import ScoringConfig, load_gpu_table
 from compute.store import PogResult, ValidatorStore
 from compute.transport import KeyWallet, ServerLimits, serve_in_thread
 from compute.validator import RoundLoop, chain_block_source
-from compute.validator.canary import CanaryOutcome, run_canary
-from compute.validator.dedup import DeviceRegistry, Fingerprint, credit_once, suspect_groups
-from compute.validator.ledger import RentalLedger
-from compute.validator.oversight import Oversight
-from compute.validator.rental import RentalCheck, VerifiedLease
+from compute.validator.fleet.dedup import DeviceRegistry, Fingerprint, credit_once, suspect_groups
+from compute.validator.fleet.oversight import Oversight
+from compute.validator.rentals.canary import CanaryOutcome, run_canary
+from compute.validator.rentals.ledger import RentalLedger
+from compute.validator.rentals.receipts import RentalCheck, VerifiedLease
 
 TABLE = load_gpu_table()
 SCORING = ScoringConfig()

@@ -10,13 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from compute.validator.progress import RoundProgress
+from compute.validator.report.progress import RoundProgress
 
 ROOT = Path(__file__).resolve().parents[2]
 REASON = "memory proof: row 17 of gpu 0 does not match the committed root (tolerance 1e-3)"
 PRINT_TABLE = f"""
 from compute.store import PogResult
-from compute.validator.table import print_round_table, round_table
+from compute.validator.report.table import print_round_table, round_table
 ok = PogResult(1, 7, "5HonestMinerHotkeyAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", True, 2.5, models=("H100 SXM",) * 8,
                tflops_fp16=640.0, tflops_fp32=51.0, gpu_count=8, mem_gbs=2900.0, mem_proven_gb=70.0,
                sustained_ratio=0.54, sustained_factor=0.6, scaling_efficiency=0.97, credited_gpus=8)
@@ -54,7 +54,7 @@ def test_progress_off_a_terminal_is_periodic_log_lines(caplog) -> None:
         progress.close()
         return progress
 
-    with caplog.at_level(logging.INFO, logger="compute.validator.progress"):
+    with caplog.at_level(logging.INFO, logger="compute.validator.report.progress"):
         progress = asyncio.run(round_of_three())
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) >= 2  # at least one periodic line while it ran, and the closing one
@@ -78,7 +78,7 @@ def test_progress_on_a_terminal_is_a_bar_and_no_periodic_lines(caplog) -> None:
         progress.advance(True)
         progress.close()
 
-    with caplog.at_level(logging.INFO, logger="compute.validator.progress"):
+    with caplog.at_level(logging.INFO, logger="compute.validator.report.progress"):
         asyncio.run(run())
     assert "round 2" in screen.getvalue() and "2/2" in screen.getvalue()
     assert [r.getMessage()[:30] for r in caplog.records] == ["round=2 progress 2/2 miners do"]

@@ -21,8 +21,8 @@ from compute.scoring import ScoringConfig, load_gpu_table
 from compute.store import PogResult
 from compute.transport import KeyWallet, MinerClient
 from compute.validator import MinerTarget, check_miner
-from compute.validator.rental import ReceiptRejected, verify_receipt
-from compute.validator.truth import MinerNotes
+from compute.validator.rentals.receipts import ReceiptRejected, verify_receipt
+from compute.validator.rentals.truth import MinerNotes
 
 TABLE = load_gpu_table()
 SCORING = ScoringConfig()
@@ -138,7 +138,7 @@ async def test_validation_leases_leave_no_receipt(start_miner, validator_client)
 async def test_a_kept_canary_lease_is_no_receipt(start_miner, validator_client, make_wallet) -> None:
     """The cheat: ignore the release of the validator's canary (signed by a permitted hotkey), keep
     it alive, then refuse the validation lease that follows as "rented"."""
-    from compute.validator.canary import canary_request
+    from compute.validator.rentals.canary import canary_request
 
     miner = start_miner("keeper", gpus=(FAKE_GPU,))
     key = asyncssh.generate_private_key("ssh-ed25519")

@@ -9,7 +9,7 @@ from validator_helpers import small_params
 
 from compute.scoring import ScoringConfig, load_gpu_table
 from compute.validator import RoundLoop, chain_block_source, check_probability, round_spread, validation_load
-from compute.validator.schedule import due_uids, start_offsets
+from compute.validator.round.schedule import due_uids, start_offsets
 
 
 def test_offsets_are_spread_over_the_window_and_differ_between_validators() -> None:

@@ -15,7 +15,8 @@ import pytest
 from validator_helpers import small_params, validator_client_of
 
 from compute.scoring import ScoringConfig, load_gpu_table
-from compute.validator import MinerTarget, check_miner, lease_steps
+from compute.validator import MinerTarget, check_miner
+from compute.validator.check import lease as lease_steps
 
 
 @pytest.fixture

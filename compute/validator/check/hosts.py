@@ -1,0 +1,88 @@
+"""Test a multi-host miner: one validation lease per host, all hosts proven at the same moment.
+
+``MachineSpecs.hosts`` (the miner's word) says which hosts exist and which GPU indices each has.
+Every host it reports up gets its own lease (``Requirements.host``, all that host's GPUs, proven
+together by ``prove_in_lease``, the round's single-machine proof) and is scored as one machine; the
+proofs run concurrently so one device shown as two hosts must hold two challenges at once. The
+miner's result is :func:`compute.validator.proofs.hostproof.combine_hosts` of them. A host whose
+lease is refused, unreachable or fails its proof adds 0; when EVERY host is fully rented, the miner
+goes the rented path of a single machine (``rented``). Nothing here touches the store or the chain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from compute.protocol import GpuSpec, HostSpec, MachineSpecs
+from compute.store import PogResult
+from compute.validator.check.context import MinerCheck
+from compute.validator.check.lease import leased
+from compute.validator.check.prove import MAX_GPUS_TESTED, prove_in_lease
+from compute.validator.failures import MinerFailed, MinerRented
+from compute.validator.proofs.hostproof import MAX_HOSTS_TESTED, HostProof, combine_hosts
+
+log = logging.getLogger(__name__)
+
+
+class AllHostsRented(Exception):
+    """Every host refused its GPU lease for lack of capacity (the caller checks rentals)."""
+
+
+async def prove_hosts(check: MinerCheck, specs: MachineSpecs) -> PogResult:
+    """The miner's result: the sum of its hosts proven now (raises ``AllHostsRented``)."""
+    up = [h for h in specs.hosts if h.up][:MAX_HOSTS_TESTED]
+    down = [h.name for h in specs.hosts if not h.up]
+    if not up:
+        raise MinerFailed(f"every host of this miner reports down: {', '.join(down)}")
+    outcomes = await asyncio.gather(*(_one_host(check, specs, h) for h in up))
+    if all(isinstance(o, MinerRented) for o in outcomes):
+        raise AllHostsRented()
+    proofs = [
+        o if isinstance(o, HostProof) else _rented_host(check, h) for o, h in zip(outcomes, up, strict=True)
+    ]
+    result = combine_hosts(proofs, down)
+    log.info(
+        "uid=%d hosts %s: sample %.4g",
+        check.uid,
+        {name: round(value, 4) for name, value in result.hosts.items()},
+        result.sample,
+    )
+    return result
+
+
+def _claimed(specs: MachineSpecs, host: HostSpec) -> list[GpuSpec]:
+    wanted = set(host.gpus)
+    return [g for g in specs.gpus if g.index in wanted][:MAX_GPUS_TESTED]
+
+
+async def _one_host(check: MinerCheck, specs: MachineSpecs, host: HostSpec) -> HostProof | MinerRented:
+    """One host's proof; a failure is an unproven host (never an exception), rented is returned."""
+    started = check.elapsed()
+    claimed = _claimed(specs, host)
+    keys: frozenset[str] = frozenset()
+    endpoints: frozenset[str] = frozenset()
+    try:
+        async with leased(check, len(claimed), host=host.name) as lease:
+            ssh = lease.info.ssh
+            if ssh is not None:
+                keys = frozenset({" ".join(ssh.host_key.split()[:2])})
+                endpoints = frozenset({f"{ssh.host}:{ssh.port}"})
+            if lease.info.host not in (None, host.name):
+                raise MinerFailed(f"asked for host {host.name}, the lease runs on {lease.info.host}")
+            host_specs = specs.model_copy(update={"gpus": claimed, "hosts": []})
+            measured = await prove_in_lease(check, lease, claimed, host_specs)
+    except MinerRented as exc:
+        return exc
+    except MinerFailed as exc:
+        return HostProof(host.name, check.failed((f"host {host.name}: {exc}",)), keys, endpoints)
+    measured.timings["total_s"] = check.elapsed() - started
+    return HostProof(host.name, check.scored(measured), keys, endpoints)
+
+
+def _rented_host(check: MinerCheck, host: HostSpec) -> HostProof:
+    """A host whose GPUs are all rented while others were proven: 0 this round (not proven now)."""
+    return HostProof(host.name, check.failed((f"host {host.name}: no free GPU (rented), not proven",)))
+
+
+__all__ = ["AllHostsRented", "prove_hosts"]

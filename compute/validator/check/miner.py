@@ -1,0 +1,111 @@
+"""Test one miner: validation lease -> SSH -> PoG (fp16, fp32) -> verify -> identify -> score.
+
+``check_miner`` never raises: every failure (unreachable miner, refused lease, SSH trouble, worker
+garbage or silence, failed verification, per-miner timeout) becomes a ``PogResult`` with
+``ok=False``, ``sample=0`` and the reasons. The lease is always released, also on error and
+cancellation (``lease.leased``). Retries (with backoff, bounded by the caller's deadline) cover only
+a miner that could not be reached before a lease existed; a failed proof is final.
+
+Each attempt is one ``MinerCheck`` (``context``) that every step takes: the lease (``lease``), the
+proof inside it (``prove``: GEMM then in-depth proofs), the rented path (``rented``) and, for a
+multi-host miner, one lease and proof per host (``hosts``). Rented machines (the miner refuses a GPU
+validation lease for lack of capacity) must show receipts; a verified one gets a liveness lease and
+a decayed score of its last verification; a machine never verified scores 0. With ``canary`` set,
+the test first rents the miner as a renter would (``compute.validator.rentals.canary``). What the
+test saw beyond PoG goes into the caller's ``MinerNotes``. Nothing here touches the store or the
+chain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from compute.scoring import GpuTable, ScoringConfig
+from compute.store import PogResult
+from compute.transport import MinerClient
+from compute.validator.check.context import MinerCheck
+from compute.validator.check.hosts import AllHostsRented, prove_hosts
+from compute.validator.check.lease import fetch_specs, leased, release_stale
+from compute.validator.check.prove import MAX_GPUS_TESTED, prove_in_lease
+from compute.validator.check.rented import check_rented
+from compute.validator.failures import MinerFailed, MinerRented, MinerUnreachable
+from compute.validator.params import MinerTarget, RoundParams, failed_result
+from compute.validator.rentals.canary import run_canary
+from compute.validator.rentals.truth import MinerNotes
+
+log = logging.getLogger(__name__)
+
+_RETRY_BACKOFF_S = 2.0
+
+
+async def check_miner(
+    client: MinerClient,
+    target: MinerTarget,
+    params: RoundParams,
+    table: GpuTable,
+    scoring: ScoringConfig,
+    previous: PogResult | None = None,
+    deadline: float | None = None,
+    notes: MinerNotes | None = None,
+    canary: bool = False,
+) -> PogResult:
+    """Test ``target`` within ``params.miner_timeout`` (and before ``deadline``, monotonic)."""
+    notes = notes if notes is not None else MinerNotes()
+    attempt = 0
+    while True:
+        budget = params.miner_timeout
+        if deadline is not None:
+            budget = min(budget, deadline - time.monotonic())
+        if budget <= 1:
+            return _failure(target, params, ("round deadline reached before the test",), {})
+        check = MinerCheck(client, target, params, table, scoring, previous, notes)
+        try:
+            return await asyncio.wait_for(_attempt(check, canary), budget)
+        except asyncio.TimeoutError:
+            return _failure(target, params, (f"miner test exceeded {budget:.0f}s",), {})
+        except MinerUnreachable as exc:
+            attempt += 1
+            canary = False  # one canary per test, even when the test is retried
+            if attempt > params.retries:
+                return _failure(target, params, (str(exc),), {})
+            wait = _RETRY_BACKOFF_S * 2 ** (attempt - 1)
+            log.info("uid=%d unreachable (%s), retry %d in %.0fs", target.uid, exc, attempt, wait)
+            await asyncio.sleep(wait)
+        except MinerFailed as exc:
+            return _failure(target, params, (str(exc),), {"total_s": check.elapsed()})
+        except Exception as exc:  # the per-miner boundary: one miner never breaks the round
+            log.exception("uid=%d test crashed", target.uid)
+            return _failure(target, params, (f"validator error: {type(exc).__name__}: {exc}",), {})
+
+
+async def _attempt(check: MinerCheck, canary: bool) -> PogResult:
+    specs = await fetch_specs(check)
+    await release_stale(check)
+    claimed = specs.gpus[:MAX_GPUS_TESTED]
+    check.notes.claimed_gpus = len(claimed)
+    check.notes.gpu_uuids.update(gpu.uuid for gpu in claimed if gpu.uuid)  # self-reported: may only lower
+    if canary:
+        timeout = min(60.0, check.params.miner_timeout)
+        target = check.target
+        check.notes.canary = await run_canary(
+            check.client, target.endpoint, target.hotkey, len(claimed), timeout
+        )
+    try:
+        if specs.hosts:  # a multi-host miner: each host proven on its own lease, credited their sum
+            return await prove_hosts(check, specs)
+        async with leased(check, len(claimed)) as lease:
+            measured = await prove_in_lease(check, lease, claimed, specs)
+    except (MinerRented, AllHostsRented):
+        return await check_rented(check)
+    measured.timings["total_s"] = check.elapsed()
+    return check.scored(measured)
+
+
+def _failure(target: MinerTarget, params: RoundParams, reasons: tuple[str, ...], timings: dict) -> PogResult:
+    log.info("uid=%d hotkey=%s failed: %s", target.uid, target.hotkey[:8], "; ".join(reasons))
+    return failed_result(target, params, reasons, timings)
+
+
+__all__ = ["MAX_GPUS_TESTED", "check_miner"]

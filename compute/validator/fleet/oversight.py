@@ -1,0 +1,95 @@
+"""The round's rental-truth and one-device bookkeeping, kept out of the loop's scheduling code.
+
+``Oversight`` is held by the round loop for the validator's lifetime. Per round it says which
+miners get a canary rental (at random, ``canary_rate``) and which must be tested at the same
+moment (suspected duplicates from the last round); after each miner's test it applies the
+availability and rental-uptime factors; when the round's tests are done it correlates devices
+across hotkeys and credits each shared device once.
+
+What it deliberately does not do: talk to miners (``check_miner`` does) or persist anything.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from compute.chain import MetagraphSnapshot
+from compute.store import PogResult
+from compute.validator.fleet.dedup import DeviceRegistry, Fingerprint, credit_once, suspect_groups
+from compute.validator.rentals.ledger import RentalLedger
+from compute.validator.rentals.truth import MinerNotes, apply_rental_factors
+
+log = logging.getLogger(__name__)
+MAX_TOGETHER = 16  # larger groups would bypass the round's concurrency bound
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One round's extra schedule: who gets a canary, who is tested together."""
+
+    canary: frozenset[int]
+    together: frozenset[int]
+
+
+@dataclass
+class Oversight:
+    canary_rate: float = 0.0
+    trusted_renters: frozenset[str] = frozenset()
+    rng: random.Random = field(default_factory=random.SystemRandom)
+    ledger: RentalLedger = field(default_factory=RentalLedger)
+    devices: DeviceRegistry = field(default_factory=DeviceRegistry)
+    suspects: list[frozenset[int]] = field(default_factory=list)
+
+    def trusted(self, metagraph: MetagraphSnapshot) -> frozenset[str]:
+        """Known renters this round: validator-permitted hotkeys plus the configured operators."""
+        return self.trusted_renters | {n.hotkey for n in metagraph.neurons if n.validator_permit}
+
+    def plan(self, uids: Iterable[int]) -> Plan:
+        uids = list(uids)
+        canary = frozenset(uid for uid in uids if self.rng.random() < self.canary_rate)
+        small = [group for group in self.suspects if len(group) <= MAX_TOGETHER]
+        if len(small) < len(self.suspects):
+            log.info(
+                "suspect groups over %d uids (a NAT or data centre?) are not tested together", MAX_TOGETHER
+            )
+        together = frozenset().union(*small) & set(uids) if small else frozenset()
+        return Plan(canary, frozenset(together))
+
+    def after_check(self, result: PogResult, notes: MinerNotes | None) -> PogResult:
+        return apply_rental_factors(result, notes, self.ledger)
+
+    def close(
+        self,
+        results: Sequence[PogResult],
+        notes: Mapping[int, MinerNotes],
+        axons: Mapping[int, str],
+    ) -> list[PogResult]:
+        """Credit each shared device once; remember who to test together next round."""
+        prints = [
+            Fingerprint(
+                uid=r.uid,
+                hotkey=r.hotkey,
+                axon_ip=axons.get(r.uid, "").rsplit(":", 1)[0],
+                gpu_uuids=frozenset(notes[r.uid].gpu_uuids),
+                host_keys=frozenset(notes[r.uid].host_keys),
+                ssh_endpoints=frozenset(notes[r.uid].ssh_endpoints),
+            )
+            for r in results
+            if r.uid in notes
+        ]
+        devices = self.devices.shared_devices(prints, {r.uid: r.sample for r in results})
+        for device in devices:
+            log.warning(
+                "one device behind uids=%s (%s): credited once, to uid=%d",
+                list(device.uids),
+                "; ".join(device.evidence[:3]),
+                device.keeper,
+            )
+        self.suspects = suspect_groups(prints)
+        return credit_once(results, devices)
+
+
+__all__ = ["Oversight", "Plan"]

@@ -1,0 +1,6 @@
+"""The proofs the validator runs inside one validation lease, over an open ``PogSession``: the GEMM
+proof (``sizing``, ``gemm``), memory, scaling, sustained and host proofs (``depth``, ``depth_step``),
+the combination of a multi-host miner's hosts (``hostproof``) and the scored result (``evidence``).
+They never talk to the miner's API. May import: ``session``, ``fleet``, ``rentals`` and the
+validator's root modules.
+"""

@@ -1,0 +1,292 @@
+"""In-depth Proof-of-GPU inside a validation lease: memory, sustained throughput, scaling, host probes.
+
+Drives the worker ops of docs/pog-depth.md over a ``PogSession`` and turns what the validator
+checked and timed into figures (``compute.pog`` judges every answer; this module only sequences
+them, chooses sizes and interprets verdicts):
+
+- ``prove_memory``: every round, after the GEMM rounds. Sized from the GPU table (claimed model's
+  memory and bandwidth), or from the small CPU settings for a machine without GPUs (the demo). A
+  mathematics failure is a cheat (``DepthRejected``: the round fails); a timing failure only leaves
+  the memory unproven (no memory share, no memory hint for identification).
+- ``prove_sustained`` and the host proofs: on the sustained cadence (``sustained_due``). The disk
+  proof is split around the sustained run: ``write_disk`` before it, ``probe_host`` (CPU cores, RAM
+  resident on the host, the disk read-back) after it. A host term not proven is simply absent.
+- ``prove_scaling``: when two or more GPUs are claimed, each GPU alone against the N-GPU timing
+  (alone answers can only drop GPUs; the count stays bounded by the concurrent run).
+
+It does not score, persist or identify anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from dataclasses import dataclass, field
+
+from compute.pog import (
+    Challenge,
+    Credit,
+    MemoryPolicy,
+    SustainedReport,
+    analyse_series,
+    check_cpu,
+    check_disk,
+    choose_memory_openings,
+    choose_openings,
+    choose_segments,
+    cpu_request,
+    credited_gpus,
+    disk_read_request,
+    judge_memory_timing,
+    new_challenge,
+    plan_memory,
+    plan_sustained,
+    proven_bytes,
+    scaling_efficiency,
+    verify,
+    verify_memory,
+)
+from compute.pog.sustained import SustainedError
+from compute.scoring import GpuTable
+from compute.validator.params import DepthParams
+from compute.validator.session.pog_session import PogSession, WorkerFailed
+
+log = logging.getLogger(__name__)
+
+
+class DepthRejected(Exception):
+    """A proof of the in-depth rounds was mathematically wrong: the miner cheated or is broken."""
+
+
+@dataclass(frozen=True)
+class MemoryOutcome:
+    """What the memory proof credits, per GPU: ``proven_bytes`` (A's bytes, resident and proven by
+    both judges; 0 otherwise) and ``gbs`` (A's bytes / validator-timed pass; 0 when not proven)."""
+
+    proven: tuple[bool, ...]  # per GPU: both judges passed
+    gbs: tuple[float, ...]  # per GPU, validator clock
+    proven_gb: float  # size of A per GPU when every GPU proved it (0 otherwise)
+    claimed_gb: float  # the table memory the challenge was sized from (never credited as such)
+    reasons: tuple[str, ...] = ()
+    proven_bytes: tuple[int, ...] = ()  # per GPU
+
+    @property
+    def all_proven(self) -> bool:
+        return bool(self.proven) and all(self.proven)
+
+
+@dataclass(frozen=True)
+class ScalingOutcome:
+    efficiency: float
+    credit: Credit
+
+
+@dataclass(frozen=True)
+class HostOutcome:
+    figures: dict[str, float] = field(default_factory=dict)  # cpu_cores, cpu_gbs, ram_gb, disk_gb
+    reasons: tuple[str, ...] = ()
+
+
+def sustained_due(round_id: int, last_depth_round: int | None, every: int) -> bool:
+    """Whether this round runs the sustained test and host probes for a miner."""
+    return last_depth_round is None or every <= 1 or round_id - last_depth_round >= every
+
+
+def memory_shape(
+    table: GpuTable, claimed_names: list[str], depth: DepthParams
+) -> tuple[float, float, MemoryPolicy] | None:
+    """(memory GB, bandwidth GB/s, policy) to plan with; None when a claimed model is unknown."""
+    if not claimed_names:
+        policy = MemoryPolicy(
+            max_regen_rate=depth.cpu_regen_rate, host_stream_gbs=0.0, min_bandwidth_fraction=0.0
+        )
+        return depth.cpu_memory_mb / 1000.0, depth.cpu_bandwidth_gbs, policy
+    found = [table.models.get(table.resolve_name(name) or "") for name in claimed_names]
+    models = [model for model in found if model is not None]
+    if len(models) != len(found):
+        return None
+    smallest = min(models, key=lambda m: m.memory_gb)
+    return smallest.memory_gb, min(m.bandwidth_gbs for m in models), MemoryPolicy()
+
+
+async def prove_memory(
+    session: PogSession,
+    table: GpuTable,
+    claimed_names: list[str],
+    gpu_count: int,
+    depth: DepthParams,
+    timeout: float,
+) -> MemoryOutcome | None:
+    shape = memory_shape(table, claimed_names, depth)
+    if shape is None:
+        log.info("memory proof skipped: claimed GPU model not in the table")
+        return None
+    memory_gb, bandwidth, policy = shape
+    challenge = plan_memory(memory_gb, bandwidth, gpu_count, passes=depth.memory_passes, policy=policy)
+    timed = await session.memory_commit(challenge, timeout)
+    request = choose_memory_openings(challenge, depth.memory_open_passes)  # after every pass arrived
+    opening = await session.memory_open(request, challenge.n, timeout)
+    maths = await asyncio.to_thread(verify_memory, challenge, timed.commitment, request, opening)
+    if not maths.ok:
+        raise DepthRejected("memory proof rejected: " + "; ".join(maths.reasons[:3]))
+    expected = bandwidth if claimed_names else None
+    timing = judge_memory_timing(challenge, timed.started_at, timed.arrivals, policy, expected)
+    credited = tuple(proven_bytes(challenge, maths, timing))
+    proven = tuple(size > 0 for size in credited)
+    gbs = (
+        tuple((result.gbs or 0.0) if ok else 0.0 for result, ok in zip(timing.per_gpu, proven, strict=False))
+        or (0.0,) * gpu_count
+    )
+    size = challenge.matrix_bytes / 1e9
+    return MemoryOutcome(
+        proven, gbs, size if all(proven) else 0.0, memory_gb, tuple(timing.reasons[:3]), credited
+    )
+
+
+async def prove_sustained(
+    session: PogSession,
+    expected_tflops: float,
+    gpu_count: int,
+    cpu: bool,
+    depth: DepthParams,
+    timeout: float,
+    reference_tflops: float | None = None,
+    cpu_m: int = 256,
+) -> SustainedReport:
+    """Segments back to back, stamped on arrival; a few opened and verified (always the last).
+
+    ``reference_tflops`` is the validator-timed GEMM throughput of all the GPUs this round (times the
+    segment efficiency): the last segments are compared with it, not only with the miner's first.
+    A CPU machine runs segments of the GEMM round's own width ``cpu_m`` (small enough to keep), so
+    the reference compares like with like."""
+    if cpu:
+        plan = plan_sustained(
+            expected_tflops, "fp32", 1, depth.cpu_sustained_seconds, depth.cpu_sustained_seconds / 4, m=cpu_m
+        )
+    else:
+        plan = plan_sustained(
+            expected_tflops, "fp16", gpu_count, depth.sustained_seconds, depth.sustained_segment_s
+        )
+    segments = plan.challenges()
+    series = await session.sustained(segments, timeout)
+    for index in choose_segments(plan, 3):
+        challenge = plan.segment(index)
+        request = choose_openings(challenge, 4, 4)
+        opening = await session.sustained_open(index, request, challenge.p, timeout)
+        verdict = await asyncio.to_thread(verify, challenge, series.commitments[index], request, opening)
+        if not verdict.ok:
+            raise DepthRejected(f"sustained segment {index} rejected: " + "; ".join(verdict.reasons[:2]))
+    try:
+        return analyse_series(
+            series.sent_at, series.arrivals, plan.flops_per_segment, reference_tflops=reference_tflops
+        )
+    except SustainedError as exc:
+        raise DepthRejected(f"sustained series unusable: {exc}") from None
+
+
+async def prove_scaling(
+    session: PogSession, together: Challenge, together_s: float, gpu_count: int, timeout: float
+) -> ScalingOutcome:
+    """Each GPU alone on a one-GPU challenge of the N-GPU challenge's shape.
+
+    The credited count stays bounded by the concurrent run (``together``, verified per GPU); an
+    alone answer the worker refuses (``ok: false``) or delivers slowly only drops that GPU. A wrong
+    alone proof is a cheat (``DepthRejected``); silence past ``timeout`` fails the round."""
+    per_gpu_flops = 2.0 * together.m * together.n * together.p
+    together_tflops = [per_gpu_flops / max(together_s, 1e-6) / 1e12] * gpu_count
+    alone: list[float | None] = []
+    for device in range(gpu_count):
+        challenge = new_challenge(
+            together.precision, together.m, together.n, together.p, 1, chunk=together.chunk
+        )
+        try:
+            timed = await session.commit_on(challenge, device, timeout)
+        except WorkerFailed as exc:
+            log.info("GPU %d alone: no answer (%s): not credited", device, exc)
+            alone.append(None)
+            continue
+        request = choose_openings(challenge, 4, 4)
+        opening = await session.open_rows(request, challenge.p, timeout)
+        verdict = await asyncio.to_thread(verify, challenge, timed.commitment, request, opening)
+        if not verdict.ok:
+            raise DepthRejected(f"GPU {device} alone: proof rejected: " + "; ".join(verdict.reasons[:2]))
+        alone.append(per_gpu_flops / max(timed.elapsed_s, 1e-6) / 1e12)
+    credit = credited_gpus(gpu_count, [True] * gpu_count, together_tflops, alone)
+    efficiency = scaling_efficiency(together_tflops, [a or 0.0 for a in alone])
+    return ScalingOutcome(efficiency, credit)
+
+
+@dataclass(frozen=True)
+class DiskWrite:
+    """A disk proof between its two steps: what was asked, answered, and how long it took."""
+
+    request: dict
+    result: dict | None
+    elapsed_s: float
+    reason: str = ""
+
+
+async def write_disk(session: PogSession, cpu: bool, depth: DepthParams, timeout: float) -> DiskWrite:
+    """First step of the disk proof: the worker writes the seeded chain now; it is read back later."""
+    request = {
+        "seed": secrets.token_hex(16),
+        "bytes": (depth.cpu_disk_mb if cpu else depth.probe_disk_mb) << 20,
+    }
+    try:
+        result, elapsed = await session.probe({**request, "path": "."}, timeout, op="disk_write")
+    except WorkerFailed as exc:  # a worker that cannot write simply proves no disk
+        return DiskWrite(request, None, 0.0, f"disk write failed: {exc}")
+    return DiskWrite(request, result, elapsed)
+
+
+async def _prove_ram(session: PogSession, cpu: bool, depth: DepthParams, timeout: float) -> tuple[float, str]:
+    """Host RAM: the memory proof resident in host memory; credited GB = A's size when proven."""
+    policy = MemoryPolicy(
+        max_regen_rate=depth.host_regen_rate, host_stream_gbs=0.0, min_bandwidth_fraction=0.0
+    )
+    size_gb = (depth.cpu_probe_mb if cpu else depth.probe_ram_mb) / 1000.0
+    challenge = plan_memory(size_gb, depth.host_bandwidth_gbs, 1, fraction=1.0, passes=8, policy=policy)
+    timed = await session.memory_commit(challenge, timeout, slot="ram")
+    request = choose_memory_openings(challenge, 3)
+    opening = await session.memory_open(request, challenge.n, timeout, slot="ram")
+    maths = await asyncio.to_thread(verify_memory, challenge, timed.commitment, request, opening)
+    timing = judge_memory_timing(challenge, timed.started_at, timed.arrivals, policy)
+    credited = proven_bytes(challenge, maths, timing)[0]
+    return credited / 1e9, "; ".join((maths.reasons or timing.reasons)[:1])
+
+
+async def probe_host(
+    session: PogSession, cpu_count: int, cpu: bool, depth: DepthParams, timeout: float, disk: DiskWrite
+) -> HostOutcome:
+    """CPU cores, host RAM and the disk read-back, each proven on the validator's clock or left out."""
+    figures: dict[str, float] = {}
+    reasons: list[str] = []
+    request = cpu_request(max(1, min(cpu_count, 256)), 8 if cpu else depth.cpu_steps_per_checkpoint)
+    result, elapsed = await session.probe(request, timeout, limit=(1 << 16) + request["chains"] * 128 * 70)
+    check = await asyncio.to_thread(check_cpu, request, result, elapsed, depth.host)
+    if check.ok:
+        figures["cpu_cores"], figures["cpu_gbs"] = check.value, check.rate
+    else:
+        reasons.append("cpu proof: " + "; ".join(check.reasons[:1]))
+    try:
+        ram_gb, reason = await _prove_ram(session, cpu, depth, timeout)
+    except WorkerFailed as exc:  # e.g. the RAM could not be allocated: nothing proven
+        ram_gb, reason = 0.0, str(exc)
+    if ram_gb > 0:
+        figures["ram_gb"] = ram_gb
+    else:
+        reasons.append(f"ram proof: {reason}")
+    if disk.result is None:
+        reasons.append(disk.reason)
+    else:
+        read_request = disk_read_request(disk.request["bytes"] // 4096)
+        read, read_s = await session.probe(read_request, timeout, op="disk_read", limit=1 << 20)
+        check = await asyncio.to_thread(
+            check_disk, disk.request, disk.result, disk.elapsed_s, read_request, read, read_s, depth.host
+        )
+        if check.ok:
+            figures["disk_gb"] = check.value
+        else:
+            reasons.append("disk proof: " + "; ".join(check.reasons[:1]))
+    return HostOutcome(figures, tuple(reasons))

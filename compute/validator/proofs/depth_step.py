@@ -1,0 +1,71 @@
+"""The in-depth step after the GEMM proof: memory, multi-GPU scaling, sustained run and host probes.
+
+Memory is proven every round, scaling with 2+ GPUs; the sustained run and the host probes (RAM,
+disk, CPU) on their cadence (``sustained_due``), restarting when the GPU UUID set changed.
+"""
+
+from __future__ import annotations
+
+import time
+
+from compute.pog import Challenge, uuid_change
+from compute.protocol import MachineSpecs
+from compute.scoring import GpuTable
+from compute.store import PogResult
+from compute.validator.params import RoundParams
+from compute.validator.proofs.depth import (
+    probe_host,
+    prove_memory,
+    prove_scaling,
+    prove_sustained,
+    sustained_due,
+    write_disk,
+)
+from compute.validator.proofs.evidence import Measured
+from compute.validator.proofs.sizing import expected_tflops
+from compute.validator.session.pog_session import PogSession
+
+
+async def prove_depth(
+    session: PogSession,
+    params: RoundParams,
+    table: GpuTable,
+    claimed: list,
+    specs: MachineSpecs,
+    previous: PogResult | None,
+    measured: Measured,
+    together: tuple[Challenge, float],
+) -> None:
+    """Memory every round; scaling with 2+ GPUs; sustained and host probes on their cadence."""
+    depth, timeout, cpu = params.depth, params.miner_timeout, not claimed
+    names = [gpu.name for gpu in claimed]
+    count = max(1, measured.gpu_count)
+    measured.uuids = tuple(d.uuid for d in measured.devices[:count] if d.uuid) if claimed else ()
+    stored = previous.gpu_uuids if previous is not None and previous.gpu_uuids else None
+    measured.history_reset = uuid_change(stored, measured.uuids).changed
+    started = time.monotonic()
+    measured.memory = await prove_memory(session, table, names, count, depth, timeout)
+    measured.timings["memory_s"] = time.monotonic() - started
+    if measured.gpu_count >= 2:
+        started = time.monotonic()
+        measured.scaling = await prove_scaling(session, together[0], together[1], measured.gpu_count, timeout)
+        measured.timings["scaling_s"] = time.monotonic() - started
+    last = None if previous is None or measured.history_reset else previous.depth_round
+    if not (params.force_depth or sustained_due(params.round_id, last, depth.sustained_every)):
+        return
+    disk = await write_disk(session, cpu, depth, timeout)  # read back after the sustained run
+    started = time.monotonic()
+    expected = (
+        measured.tflops["fp32"] if cpu else expected_tflops(table, specs, "fp16") or measured.tflops["fp16"]
+    )
+    gemm = measured.tflops["fp32" if cpu else "fp16"]  # this round's GEMM, the validator's clock
+    reference = gemm * count * params.holistic.sustained.reference_fraction
+    width = min(together[0].m, together[0].p, 1024)  # CPU segments as wide as the GEMM round
+    measured.sustained = await prove_sustained(
+        session, expected, count, cpu, depth, timeout, reference, cpu_m=width
+    )
+    measured.timings["sustained_s"] = time.monotonic() - started
+    started = time.monotonic()
+    measured.host = await probe_host(session, specs.cpu_cores, cpu, depth, timeout, disk)
+    measured.timings["probes_s"] = time.monotonic() - started
+    measured.depth_ran = True

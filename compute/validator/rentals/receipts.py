@@ -1,0 +1,197 @@
+"""Rental truth: rented credit only for leases the validator verifies itself.
+
+A miner that refuses a validation lease for lack of capacity must show, for each rental it holds,
+the renter's own btauth/1-signed allocate request (a receipt). The validator re-verifies that
+signature (not its freshness: the request is old), requires the renter to be a known party (a
+validator-permitted hotkey or an operator key the validator trusts), that the signed term has not
+ended, and that the lease's SSH endpoint answers with the lease's pinned host key. Only the GPUs of
+leases that pass all of this count as rented, and only for the round in which the validator saw
+them alive.
+
+What it deliberately does not do: score (the round turns the verified fraction into a sample), or
+learn whether a renter still uses a lease it has released early (see docs/threat-model.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from bittensor import http_auth
+from pydantic import ValidationError
+
+from compute.protocol import ROUTES, AllocateRequest, RentalReceipt, RentalReceiptsRequest
+from compute.transport import MinerClient, TransportError
+from compute.validator.session.sshprobe import host_key_answers
+
+log = logging.getLogger(__name__)
+
+ALLOCATE_PATH = ROUTES[AllocateRequest][0]
+START_SLACK_S = 300.0  # a lease starts after its request is signed; tolerated clock difference
+PROBE_CONCURRENCY = 8
+# Shorter signed terms never count: canary rentals (60 s, signed by validators) must not become a
+# receipt a miner keeps alive to excuse refusing the validation lease that follows.
+MIN_CREDITED_LEASE_S = 900
+
+
+class ReceiptRejected(Exception):
+    """A receipt that does not prove a rental; the message says why."""
+
+
+@dataclass(frozen=True)
+class VerifiedLease:
+    """A rental whose renter signed its request and whose endpoint answered with its host key."""
+
+    lease_id: str
+    renter: str
+    gpu_count: int
+    signature: str  # identifies the signed request (one request credits one lease)
+    signed_at: float
+    ends_at: float
+    host: str
+    port: int
+    host_key: str
+
+
+@dataclass(frozen=True)
+class RentalCheck:
+    """What the validator verified of a miner's rentals this round."""
+
+    alive: tuple[VerifiedLease, ...] = ()
+    dead: tuple[VerifiedLease, ...] = ()  # signed and in term, but the endpoint did not answer
+    rejected: tuple[str, ...] = ()
+
+    @property
+    def rented_gpus(self) -> int:
+        return sum(lease.gpu_count for lease in self.alive)
+
+    def fraction(self, claimed_gpus: int) -> float:
+        """Verified rented GPUs over claimed GPUs, in [0, 1]."""
+        if claimed_gpus <= 0:
+            return 0.0
+        return min(1.0, self.rented_gpus / claimed_gpus)
+
+
+class _AnyNonce:
+    """Replay store that accepts every nonce: a receipt is re-checked every round on purpose."""
+
+    def check_and_store(self, hotkey_ss58: str, nonce_ns: int) -> bool:
+        return True
+
+
+def verify_receipt(
+    receipt: RentalReceipt, miner_hotkey: str, trusted: frozenset[str], now: float
+) -> VerifiedLease:
+    """The lease a receipt proves (before the liveness probe); raises :class:`ReceiptRejected`."""
+    signed = receipt.request
+    if signed.path != ALLOCATE_PATH:
+        raise ReceiptRejected(f"lease={receipt.lease_id}: receipt is for {signed.path!r}, not an allocation")
+    headers = {k.lower(): v for k, v in signed.headers.items()}
+    try:
+        nonce = int(headers.get(http_auth.HEADER_NONCE.lower(), ""))
+        caller = http_auth.verify(
+            signed.headers,
+            signed.body.encode(),
+            method="POST",
+            path=signed.path,
+            self_hotkey_ss58=miner_hotkey,
+            nonce_store=_AnyNonce(),
+            now_ns=nonce,  # verify the signature itself, not freshness
+        )
+    except ValueError:
+        raise ReceiptRejected(f"lease={receipt.lease_id}: receipt has no valid nonce") from None
+    except http_auth.AuthError as exc:
+        raise ReceiptRejected(f"lease={receipt.lease_id}: signature does not verify ({exc})") from None
+    renter = caller.hotkey_ss58
+    if renter == miner_hotkey:
+        raise ReceiptRejected(f"lease={receipt.lease_id}: the miner rented to itself")
+    if renter not in trusted:
+        raise ReceiptRejected(f"lease={receipt.lease_id}: renter {renter} is not a known party")
+    try:
+        request = AllocateRequest.model_validate_json(signed.body)
+    except ValidationError:
+        raise ReceiptRejected(f"lease={receipt.lease_id}: signed body is not an allocate request") from None
+    if request.purpose != "rental" or request.requirements.gpu_count < 1:
+        raise ReceiptRejected(f"lease={receipt.lease_id}: not a GPU rental")
+    if request.duration_s < MIN_CREDITED_LEASE_S:
+        raise ReceiptRejected(
+            f"lease={receipt.lease_id}: a {request.duration_s}s lease is canary-sized, not a rental"
+        )
+    signed_at = nonce / 1e9
+    ends_at = min(receipt.expires_at, signed_at + request.duration_s + START_SLACK_S)
+    if signed_at > now + START_SLACK_S or ends_at <= now:
+        raise ReceiptRejected(f"lease={receipt.lease_id}: outside its signed term")
+    if receipt.ssh is None:
+        raise ReceiptRejected(f"lease={receipt.lease_id}: no SSH access to check")
+    gpus = min(request.requirements.gpu_count, len(receipt.gpus) or request.requirements.gpu_count)
+    return VerifiedLease(
+        lease_id=receipt.lease_id,
+        renter=renter,
+        gpu_count=gpus,
+        signature=headers.get(http_auth.HEADER_SIGNATURE.lower(), ""),
+        signed_at=signed_at,
+        ends_at=ends_at,
+        host=receipt.ssh.host,
+        port=receipt.ssh.port,
+        host_key=receipt.ssh.host_key,
+    )
+
+
+def _screen(
+    receipts: Iterable[RentalReceipt], miner_hotkey: str, trusted: frozenset[str], now: float
+) -> tuple[list[VerifiedLease], list[str]]:
+    signed: list[VerifiedLease] = []
+    rejected: list[str] = []
+    seen: set[str] = set()
+    for receipt in receipts:
+        try:
+            lease = verify_receipt(receipt, miner_hotkey, trusted, now)
+        except ReceiptRejected as exc:
+            rejected.append(str(exc))
+            continue
+        if lease.signature in seen:
+            rejected.append(f"lease={lease.lease_id}: the same signed request shown twice")
+            continue
+        seen.add(lease.signature)
+        signed.append(lease)
+    return signed, rejected
+
+
+async def check_rentals(
+    client: MinerClient,
+    endpoint: str,
+    miner_hotkey: str,
+    trusted: frozenset[str],
+    now: float,
+    timeout: float = 15.0,
+) -> RentalCheck:
+    """Fetch the miner's receipts, verify each, probe the endpoints of those that verify."""
+    try:
+        response = await client.call(endpoint, miner_hotkey, RentalReceiptsRequest(), timeout=timeout)
+    except TransportError as exc:
+        return RentalCheck(rejected=(f"receipts: {exc}",))
+    signed, rejected = _screen(response.receipts, miner_hotkey, trusted, now)
+    gate = asyncio.Semaphore(PROBE_CONCURRENCY)
+
+    async def probe(lease: VerifiedLease) -> str | None:
+        async with gate:
+            return await host_key_answers(lease.host, lease.port, lease.host_key, timeout)
+
+    problems = await asyncio.gather(*(probe(lease) for lease in signed))
+    paired = list(zip(signed, problems, strict=True))
+    alive = tuple(lease for lease, problem in paired if problem is None)
+    dead = tuple(lease for lease, problem in paired if problem is not None)
+    rejected += [f"lease={lease.lease_id}: {problem}" for lease, problem in paired if problem is not None]
+    return RentalCheck(alive, dead, tuple(rejected))
+
+
+__all__ = [
+    "ALLOCATE_PATH",
+    "ReceiptRejected",
+    "RentalCheck",
+    "VerifiedLease",
+    "check_rentals",
+    "verify_receipt",
+]

@@ -1,0 +1,348 @@
+"""The validator's periodic work as named loop objects driven by chain blocks, plus a watchdog.
+
+``BlockLoop`` subclasses (``RoundLoop``, ``WeightsLoop``) declare ``name``, ``interval_blocks``,
+``step_timeout`` and ``run_step(block)``. ``LoopRunner`` polls the block height (in a thread,
+under a timeout), runs each loop when due, one step at a time (so rounds never overlap), catches
+and logs every error per iteration, and a watchdog logs any loop whose step has not finished in
+time. ``RoundLoop`` tests every queryable miner with bounded concurrency, persists each result as
+it arrives, then closes the round in one store transaction (EMA for tested miners, decay for the
+rest); a restart resumes an open round. Which miners a round tests, and when, follows
+``compute.validator.round.schedule`` (random start offsets, a GPU-time budget shared by all validators).
+This module holds no scoring math and no PoG protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import replace
+
+from compute.chain import Chain, MetagraphSnapshot, NeuronInfo
+from compute.scoring import GpuTable, ScoringConfig, decay_score, update_score
+from compute.store import PogResult, ScoreRecord, ScoreUpdate, ValidatorStore
+from compute.transport import MinerClient
+from compute.validator.check.miner import check_miner
+from compute.validator.fleet.oversight import Oversight
+from compute.validator.params import MinerTarget, RoundParams
+from compute.validator.rentals.truth import MinerNotes
+from compute.validator.report.progress import RoundProgress
+from compute.validator.report.table import print_round_table, round_table
+from compute.validator.report.wandb_log import WandbLogger
+from compute.validator.round.schedule import check_probability, due_uids, fresh_rng, start_offsets
+from compute.validator.round.weights import WeightsError, WeightSetter, weights_from_scores
+
+log = logging.getLogger(__name__)
+
+
+class BlockLoop(ABC):
+    """Periodic work run every ``interval_blocks`` blocks."""
+
+    name: str = "loop"
+    interval_blocks: int = 1
+    step_timeout: float = 600.0
+
+    @abstractmethod
+    async def run_step(self, block: int) -> None: ...
+
+
+class LoopRunner:
+    """Runs block loops until ``stop`` is set; one task per loop plus a watchdog."""
+
+    def __init__(
+        self,
+        block: Callable[[], Awaitable[int]],
+        loops: Iterable[BlockLoop],
+        poll_s: float = 2.0,
+        watchdog_s: float = 30.0,
+    ) -> None:
+        self._block = block
+        self.loops = list(loops)
+        self.poll_s = poll_s
+        self.watchdog_s = watchdog_s
+        self.stop = asyncio.Event()
+        self._busy_since: dict[str, float | None] = {loop.name: None for loop in self.loops}
+
+    async def run(self) -> None:
+        tasks = [asyncio.create_task(self._drive(loop), name=loop.name) for loop in self.loops]
+        tasks.append(asyncio.create_task(self._watchdog(), name="watchdog"))
+        try:
+            await self.stop.wait()
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _drive(self, loop: BlockLoop) -> None:
+        next_block: int | None = None
+        while not self.stop.is_set():
+            try:
+                block = await self._block()
+                if next_block is None or block >= next_block:
+                    next_block = block + loop.interval_blocks
+                    self._busy_since[loop.name] = time.monotonic()
+                    await asyncio.wait_for(loop.run_step(block), loop.step_timeout)
+            except asyncio.CancelledError:
+                raise
+            except asyncio.TimeoutError:
+                log.error("loop=%s step exceeded %.0fs and was cancelled", loop.name, loop.step_timeout)
+            except Exception:  # the loop boundary: log and go on with the next iteration
+                log.exception("loop=%s step failed", loop.name)
+            finally:
+                self._busy_since[loop.name] = None
+            await self._sleep(self.poll_s)
+
+    async def _sleep(self, seconds: float) -> None:
+        try:
+            await asyncio.wait_for(self.stop.wait(), seconds)
+        except asyncio.TimeoutError:
+            pass
+
+    async def _watchdog(self) -> None:
+        while not self.stop.is_set():
+            await self._sleep(self.watchdog_s)
+            now = time.monotonic()
+            for loop in self.loops:
+                since = self._busy_since.get(loop.name)
+                if since is not None and now - since > min(loop.step_timeout, self.watchdog_s * 10):
+                    log.warning("watchdog: loop=%s busy for %.0fs", loop.name, now - since)
+
+
+def chain_block_source(chain: Chain, timeout: float = 30.0) -> Callable[[], Awaitable[int]]:
+    async def block() -> int:
+        return await asyncio.wait_for(asyncio.to_thread(chain.block), timeout)
+
+    return block
+
+
+def select_targets(metagraph: MetagraphSnapshot, own_hotkey: str, allow_same_ip: bool) -> list[MinerTarget]:
+    """Queryable miners: axon set, not this validator, one uid per IP unless allowed (lowest uid wins)."""
+    targets: list[MinerTarget] = []
+    seen_ips: set[str] = set()
+    for neuron in sorted(metagraph.neurons, key=lambda n: n.uid):
+        if neuron.hotkey == own_hotkey or not neuron.axon:
+            continue
+        ip = neuron.axon.rsplit(":", 1)[0]
+        if not allow_same_ip and ip in seen_ips:
+            log.info("uid=%d skipped: another uid already tested at ip=%s", neuron.uid, ip)
+            continue
+        seen_ips.add(ip)
+        targets.append(MinerTarget(neuron.uid, neuron.hotkey, neuron.axon))
+    return targets
+
+
+def score_updates(
+    results: Iterable[PogResult],
+    scores: Mapping[int, ScoreRecord],
+    miners: Iterable[NeuronInfo],
+    config: ScoringConfig,
+    own_hotkey: str | None = None,
+) -> list[ScoreUpdate]:
+    """EMA for every tested miner, decay for every registered miner not tested this round.
+
+    A result with ``history_reset`` (its GPU UUID set changed) starts a fresh average."""
+    updates: dict[int, ScoreUpdate] = {}
+    for result in results:
+        prev = scores.get(result.uid)
+        prev_score = prev.score if prev is not None and prev.hotkey == result.hotkey else None
+        if result.history_reset:  # a changed GPU set: the machine's history starts again
+            prev_score = None
+        updates[result.uid] = ScoreUpdate(
+            result.uid, result.hotkey, update_score(prev_score, result.sample, config)
+        )
+    for neuron in miners:
+        if neuron.uid in updates or neuron.hotkey == own_hotkey:
+            continue
+        prev = scores.get(neuron.uid)
+        if prev is not None and prev.hotkey == neuron.hotkey:
+            updates[neuron.uid] = ScoreUpdate(neuron.uid, neuron.hotkey, decay_score(prev.score, config))
+    return sorted(updates.values(), key=lambda u: u.uid)
+
+
+class RoundLoop(BlockLoop):
+    name = "pog_round"
+
+    def __init__(
+        self,
+        chain: Chain,
+        store: ValidatorStore,
+        client: MinerClient,
+        own_hotkey: str,
+        params: RoundParams,
+        table: GpuTable,
+        scoring: ScoringConfig,
+        *,
+        interval_blocks: int,
+        concurrency: int,
+        allow_same_ip: bool,
+        step_timeout: float,
+        wandb: WandbLogger | None = None,
+        rounds_limit: int = 0,
+        on_limit: Callable[[], Awaitable[None]] | None = None,
+        show_table: bool = True,
+        oversight: Oversight | None = None,
+        spread_s: float = 0.0,
+        load_budget: float = 0.0,
+        check_seconds: float = 30.0,
+        interval_s: float = 0.0,
+        rng: random.Random | None = None,
+        credit_step: float = 0.0,
+    ) -> None:
+        self.chain, self.store, self.client, self.own_hotkey = chain, store, client, own_hotkey
+        self.params, self.table, self.scoring = params, table, scoring
+        self.interval_blocks, self.step_timeout = interval_blocks, step_timeout
+        self.concurrency, self.allow_same_ip = concurrency, allow_same_ip
+        self.wandb, self.rounds_limit, self.on_limit, self.show_table = (
+            wandb,
+            rounds_limit,
+            on_limit,
+            show_table,
+        )
+        self.rounds_done = 0
+        self.progress_every_s = 10.0  # one progress line this often off a terminal
+        self.oversight = oversight if oversight is not None else Oversight()
+        # schedule (compute.validator.round.schedule): random start offsets, GPU-time budget per miner
+        self.spread_s, self.load_budget, self.check_seconds = spread_s, load_budget, check_seconds
+        self.interval_s, self.rng, self.credit_step = interval_s, rng or fresh_rng(), credit_step
+
+    def _schedule(
+        self, targets: list[MinerTarget], metagraph: MetagraphSnapshot, together: frozenset[int] = frozenset()
+    ) -> tuple[list[MinerTarget], set[int], dict[int, float]]:
+        """(targets due this round in start order, uids not drawn this round, start offsets).
+
+        A miner this validator has no positive score for is always due (new or failing miners
+        are tested at once); the others are drawn with the load budget's probability. Suspected
+        duplicates (``together``) are always due and start at once, at the same moment."""
+        validators = sum(1 for n in metagraph.neurons if n.validator_permit)
+        chance = check_probability(validators, self.interval_s, self.check_seconds, self.load_budget)
+        scores = self.store.scores()
+        unscored = {
+            t.uid
+            for t in targets
+            if (rec := scores.get(t.uid)) is None or rec.hotkey != t.hotkey or rec.score <= 0
+        }
+        due = (
+            due_uids((t.uid for t in targets), chance, self.rng)
+            | unscored
+            | (together & {t.uid for t in targets})
+        )
+        offsets = start_offsets(sorted(due - together), self.spread_s, self.rng) | dict.fromkeys(
+            due & together, 0.0
+        )
+        kept = sorted((t for t in targets if t.uid in due), key=lambda t: offsets[t.uid])
+        skipped = {t.uid for t in targets} - due
+        if skipped:
+            log.info("schedule: p=%.3f, %d miners not drawn this round", chance, len(skipped))
+        return kept, skipped, offsets
+
+    async def run_step(self, block: int) -> None:
+        metagraph = await asyncio.wait_for(asyncio.to_thread(self.chain.metagraph), 60)
+        self.store.sync_miners((n.uid, n.hotkey) for n in metagraph.neurons if n.hotkey != self.own_hotkey)
+        record = self.store.begin_round(block)
+        params = replace(self.params, round_id=record.round_id, block=record.block)
+        done = self.store.tested_uids(record.round_id)
+        candidates = [
+            t for t in select_targets(metagraph, self.own_hotkey, self.allow_same_ip) if t.uid not in done
+        ]
+        plan = self.oversight.plan(t.uid for t in candidates)
+        targets, skipped, offsets = self._schedule(candidates, metagraph, plan.together)
+        log.info(
+            "round=%d block=%d testing %d miners (%d already done)",
+            record.round_id,
+            block,
+            len(targets),
+            len(done),
+        )
+        deadline = time.monotonic() + self.step_timeout * 0.9
+        gate = asyncio.Semaphore(self.concurrency)
+        params = replace(params, trusted_renters=self.oversight.trusted(metagraph))
+        notes = {t.uid: MinerNotes() for t in targets}
+        started = time.monotonic()
+
+        async def one(target: MinerTarget) -> None:
+            wait = started + offsets.get(target.uid, 0.0) - time.monotonic()
+            await asyncio.sleep(max(0.0, min(wait, deadline - time.monotonic() - params.miner_timeout)))
+            # suspected duplicates skip the gate: they are challenged at the same moment
+            async with gate if target.uid not in plan.together else contextlib.nullcontext():
+                previous = self.store.last_verified(target.uid, target.hotkey)
+                result = await check_miner(
+                    self.client,
+                    target,
+                    params,
+                    self.table,
+                    self.scoring,
+                    previous,
+                    deadline,
+                    notes=notes[target.uid],
+                    canary=target.uid in plan.canary,
+                )
+                self.store.record_result(self.oversight.after_check(result, notes[target.uid]))
+                progress.advance(result.ok)
+
+        progress = RoundProgress(record.round_id, len(targets), every_s=self.progress_every_s)
+        beat = asyncio.create_task(progress.heartbeat())
+        try:
+            await asyncio.gather(*(one(t) for t in targets))
+        finally:
+            beat.cancel()
+            progress.close()
+        recorded = self.store.results(record.round_id)
+        results = self.oversight.close(recorded, notes, {t.uid: t.endpoint for t in targets})
+        for before, after in zip(recorded, results, strict=True):
+            if after != before:
+                self.store.revise_result(after)
+        not_skipped = [n for n in metagraph.neurons if n.uid not in skipped]  # not drawn is not missed
+        updates = score_updates(results, self.store.scores(), not_skipped, self.scoring, self.own_hotkey)
+        self.store.finish_round(record.round_id, updates)
+        self._report(record.round_id, results, metagraph)
+        self.rounds_done += 1
+        if self.rounds_limit and self.rounds_done >= self.rounds_limit and self.on_limit is not None:
+            await self.on_limit()
+
+    def _report(self, round_id: int, results: list[PogResult], metagraph: MetagraphSnapshot) -> None:
+        scores = self.store.scores()
+        weights = weights_from_scores(scores, metagraph, self.own_hotkey, self.credit_step)
+        plain = {uid: rec.score for uid, rec in scores.items()}
+        if self.show_table:
+            print_round_table(round_table(round_id, results, plain, weights))
+        if self.wandb is not None:
+            self.wandb.log_round(round_id, results, plain, weights)
+
+
+class WeightsLoop(BlockLoop):
+    name = "set_weights"
+
+    def __init__(
+        self,
+        chain: Chain,
+        store: ValidatorStore,
+        setter: WeightSetter,
+        own_hotkey: str,
+        *,
+        interval_blocks: int,
+        step_timeout: float = 600.0,
+        credit_step: float = 0.0,
+    ) -> None:
+        self.chain, self.store, self.setter, self.own_hotkey = chain, store, setter, own_hotkey
+        self.credit_step = credit_step  # the consensus step (compute.scoring.consensus)
+        self.interval_blocks, self.step_timeout = interval_blocks, step_timeout
+        self._idle_logged = False
+
+    async def run_step(self, block: int) -> None:
+        if self.store.rounds_finished() == 0:
+            # said once at INFO, then at DEBUG on every later idle poll
+            log.log(
+                logging.DEBUG if self._idle_logged else logging.INFO, "no finished round yet; weights not set"
+            )
+            self._idle_logged = True
+            return
+        metagraph = await asyncio.wait_for(asyncio.to_thread(self.chain.metagraph), 60)
+        weights = weights_from_scores(self.store.scores(), metagraph, self.own_hotkey, self.credit_step)
+        try:
+            await self.setter.set(weights, block)
+        except WeightsError as exc:
+            log.error("weights not set: %s", exc)
