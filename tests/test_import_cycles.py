@@ -181,7 +181,9 @@ def test_the_room_finder_names_a_circle_between_two_rooms(tmp_path: Path) -> Non
         },
     )
     assert find_cycles(room_graph(tmp_path, ("pkg",))) == []  # a uses b, b does not use a
-    (tmp_path / "pkg" / "top" / "b" / "o.py").write_text("from pkg.top.a import m\n")  # modules: still no circle
+    (tmp_path / "pkg" / "top" / "b" / "o.py").write_text(
+        "from pkg.top.a import m\n"
+    )  # modules: still no circle
     assert find_cycles(import_graph(tmp_path, ("pkg",))) == []
     assert find_cycles(room_graph(tmp_path, ("pkg",))) == [["pkg.top.a", "pkg.top.b", "pkg.top.a"]]
 

@@ -66,7 +66,9 @@ ORDER: dict[str, list[set[str]]] = {
 
 def module_parts(root: Path, package: str) -> dict[tuple[str, ...], Path]:
     """Every module of ``package`` as its dotted parts; a package's ``__init__`` keeps ``__init__``."""
-    return {path.relative_to(root).with_suffix("").parts: path for path in sorted((root / package).rglob("*.py"))}
+    return {
+        path.relative_to(root).with_suffix("").parts: path for path in sorted((root / package).rglob("*.py"))
+    }
 
 
 def _resolve(parts: tuple[str, ...], node: ast.ImportFrom) -> str:
@@ -79,9 +81,12 @@ def _resolve(parts: tuple[str, ...], node: ast.ImportFrom) -> str:
 
 def imports_of(parts: tuple[str, ...], path: Path, known: set[tuple[str, ...]]) -> set[tuple[str, ...]]:
     """The modules of ``known`` that the module ``parts`` imports anywhere in its file."""
+
     def module(name: str) -> tuple[str, ...] | None:
         dotted = tuple(name.split("."))
-        return dotted if dotted in known else dotted + ("__init__",) if dotted + ("__init__",) in known else None
+        return (
+            dotted if dotted in known else dotted + ("__init__",) if dotted + ("__init__",) in known else None
+        )
 
     found: set[tuple[str, ...] | None] = set()
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
@@ -158,7 +163,9 @@ def _write(root: Path, files: dict[str, str]) -> None:
         ("import pkg\n", "pkg.low.m -> pkg.__init__: pkg.__init__ is not placed in ORDER['pkg']"),
     ],
 )
-def test_the_checker_names_an_upward_import_wherever_it_hides(tmp_path: Path, text: str, expected: str) -> None:
+def test_the_checker_names_an_upward_import_wherever_it_hides(
+    tmp_path: Path, text: str, expected: str
+) -> None:
     _write(
         tmp_path,
         {
