@@ -22,7 +22,8 @@ from compute.chain import ChainError, MetagraphSnapshot, connect
 from compute.logs import configure_logging
 from compute.operator.book import BookError, LeaseBook
 from compute.operator.commands import HANDLERS, Result
-from compute.operator.errors import EXIT_OK, EXIT_USAGE, OperatorError, Refused, UsageError
+from compute.operator.commands_shell import SHELL_HANDLERS, add_shell_commands
+from compute.operator.errors import EXIT_USAGE, OperatorError, Refused, UsageError
 from compute.operator.pog_records import load_verified
 from compute.operator.proven import fetch_proven
 from compute.operator.service import Operator
@@ -142,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     volume_delete.add_argument("name", help="the volume's name")
     volume_delete.add_argument("--hotkey", help="the miner holding it (default: from your book)")
     volume_delete.add_argument("--uid", type=int, help="the miner holding it, by uid")
+    add_shell_commands(sub)
     sub("interactive", "a simple menu driving the same commands")
     return parser
 
@@ -161,7 +163,11 @@ def _metagraph_source(settings: CommonSettings):
 
 
 async def _run(
-    args: argparse.Namespace, settings: CommonSettings, parser: argparse.ArgumentParser, out: Console
+    args: argparse.Namespace,
+    settings: CommonSettings,
+    parser: argparse.ArgumentParser,
+    out: Console,
+    err: Console,
 ) -> int:
     timeout = getattr(args, "register.timeout", None) or DEFAULT_TIMEOUT_S
     if not 0 < timeout <= 600:
@@ -197,8 +203,11 @@ async def _run(
             from compute.operator.interactive import run_menu
 
             return await run_menu(op, parser, out)
-        emit(out, await HANDLERS[args.command](op, args), bool(args.json))
-    return EXIT_OK
+        args.out_stream, args.err_stream = out.file, err.file  # exec streams a command's output
+        handler = HANDLERS.get(args.command) or SHELL_HANDLERS[args.command]
+        result = await handler(op, args)
+        emit(out, result, bool(args.json))
+    return result.exit_code
 
 
 def emit(out: Console, result: Result, as_json: bool) -> None:
@@ -231,7 +240,7 @@ def main(argv: list[str] | None = None, stdout: IO[str] | None = None, stderr: I
         configure_logging(settings.debug, settings.trace, settings.logging_dir, name="register")
         if not (settings.debug or settings.trace):
             logging.getLogger("compute").setLevel(logging.WARNING)
-        return asyncio.run(_run(args, settings, parser, out))
+        return asyncio.run(_run(args, settings, parser, out, err))
     except SettingsError as exc:
         emit_error(out, err, UsageError(str(exc)), as_json)
         return EXIT_USAGE

@@ -53,6 +53,7 @@ _HEX_RE = re.compile(r"^[0-9a-f]{4,32}$")
 class Result:
     payload: dict[str, Any]
     render: Callable[[Console], None] = field(default=lambda console: None)
+    exit_code: int = 0  # 0, or a remote command's status (exec, ssh)
 
 
 def parse_duration(hours: float | None, duration: str | None, default_s: int | None = 3600) -> int:

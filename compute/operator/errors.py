@@ -101,6 +101,46 @@ class VolumeQuota(Refused):
     code = "volume_quota"
 
 
+class SshError(Refused):
+    """Root of failures reaching into a lease over SSH (``register.py ssh|exec|cp``, the SDK)."""
+
+    code = "ssh_failed"
+
+
+class LeaseNotReady(SshError):
+    """The lease is not active, or the book has no pinned SSH access for it."""
+
+    code = "lease_not_ready"
+
+
+class SshUnreachable(SshError):
+    """The lease's SSH endpoint did not answer (or the connection broke)."""
+
+    code = "ssh_unreachable"
+
+
+class HostKeyMismatch(SshError):
+    """The endpoint presented another host key than the one the miner signed: never connected."""
+
+    code = "host_key_mismatch"
+
+
+class SshAuthFailed(SshError):
+    """The lease refused our key (e.g. it was exchanged since)."""
+
+    code = "ssh_auth_failed"
+
+
+class CommandTimeout(SshError):
+    code = "command_timeout"
+
+
+class TransferFailed(SshError):
+    """A copy to or from the lease failed (missing file, no space, permission)."""
+
+    code = "transfer_failed"
+
+
 _BY_MINER_CODE: dict[str, type[Refused]] = {
     ErrorCode.NOT_OWNER: NotOwner,
     ErrorCode.LEASE_EXPIRED: LeaseExpired,

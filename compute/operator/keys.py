@@ -8,7 +8,7 @@
   ``ssh -o StrictHostKeyChecking=yes`` refuses any other host.
 - ``ssh_command(...)``: the ready-to-paste command line, every part shell-quoted.
 
-Deliberately not here: opening SSH sessions (tests and users run ``ssh``) and storing anything
+Deliberately not here: opening SSH sessions (``compute.operator.shell``) and storing anything
 in SQLite (the lease book keeps only paths).
 """
 

@@ -1,0 +1,157 @@
+"""``register.py ssh|exec|cp``: reach into a lease with its pinned host key, no hand-built ssh lines.
+
+- ``ssh LEASE [-- COMMAND...]`` runs the system OpenSSH client (an interactive shell needs a real
+  terminal) with the lease's known_hosts file, ``StrictHostKeyChecking=yes`` and no ``~/.ssh/config``;
+  it exits with ssh's status. ``--json`` prints the command line instead of running it.
+- ``exec LEASE -- COMMAND...`` runs one command over asyncssh, streams its output (or captures it
+  with ``--json``) and exits with the command's status.
+- ``cp SRC... DST`` copies over SFTP; exactly one side names the lease as ``LEASE:PATH`` (a lease id
+  or unique prefix), ``-r`` for directories.
+
+Every connection verifies the host key the miner signed; a mismatch refuses before anything is
+sent. The handlers return a ``Result`` like the others; ``exit_code`` carries the remote status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from typing import IO, Any
+
+from compute.operator.commands import Result, resolve_lease_id
+from compute.operator.errors import LeaseNotFound, UsageError
+from compute.operator.service import Operator
+from compute.operator.shell import LeaseAccess, LeaseShell, RunResult, ssh_argv
+
+_REMOTE_RE = re.compile(r"^([0-9a-fA-F]{4,32}):(.*)$", re.DOTALL)
+
+
+def add_shell_commands(sub) -> None:  # noqa: ANN001 - the parser factory of compute.operator.cli
+    ssh = sub("ssh", "open a shell on a lease (system ssh, pinned host key)")
+    ssh.add_argument("lease", help="lease id (or a unique prefix of one in your book)")
+    ssh.add_argument(
+        "remote_command", nargs="*", metavar="COMMAND", help="after --: run this instead of a shell"
+    )
+    ssh.add_argument("--tty", action="store_true", help="force a terminal (ssh -t), e.g. for a remote top")
+    run = sub("exec", "run a command on a lease and exit with its status")
+    run.add_argument("lease", help="lease id (or a unique prefix of one in your book)")
+    run.add_argument("remote_command", nargs="+", metavar="COMMAND", help="the command, after --")
+    run.add_argument("--timeout", type=float, help="give up (and end the command) after this many seconds")
+    copy = sub("cp", "copy files to or from a lease (LEASE:PATH on one side)")
+    copy.add_argument("paths", nargs="+", metavar="PATH", help="SRC... DST; one side LEASE:PATH")
+    copy.add_argument("-r", "--recursive", action="store_true", help="copy directories")
+
+
+def _access(op: Operator, text: str) -> LeaseAccess:
+    lease = resolve_lease_id(op.book, op.hotkey, text)
+    entry = op.book.get(lease)
+    if entry is None or entry.owner_hotkey != op.hotkey:
+        raise LeaseNotFound(
+            f"lease {lease} is not in your book; run `status {lease} --miner-hotkey ...` first"
+        )
+    return LeaseAccess.of(entry)
+
+
+def _command_line(parts: list[str]) -> str:
+    """One part is a shell line as typed (``exec L -- 'ls | wc -l'``); several are quoted words."""
+    return parts[0] if len(parts) == 1 else " ".join(shlex.quote(p) for p in parts)
+
+
+async def cmd_ssh(op: Operator, args: argparse.Namespace) -> Result:
+    access = _access(op, args.lease)
+    argv = ssh_argv(access, args.remote_command, tty=True if args.tty else None)
+    if args.json:
+        return Result({"lease_id": access.lease_id, "argv": argv, "command": shlex.join(argv)})
+    if shutil.which("ssh") is None:
+        raise UsageError("the OpenSSH client (ssh) is not installed; use `register.py exec LEASE -- COMMAND`")
+    code = subprocess.run(argv, check=False).returncode  # noqa: S603 - argv built from the book, no shell
+    return Result({"lease_id": access.lease_id, "exit_status": code}, exit_code=code)
+
+
+class _TextSink:
+    """Bytes from the lease to a text stream (a console's file), flushed per chunk."""
+
+    def __init__(self, stream: IO[Any]) -> None:
+        self._stream = stream
+        self._binary = getattr(stream, "buffer", None)
+
+    def write(self, data: bytes) -> None:
+        if self._binary is not None:
+            self._binary.write(data)
+            self._binary.flush()
+        else:
+            self._stream.write(data.decode("utf-8", errors="replace"))
+        self._stream.flush()
+
+
+def run_json(result: RunResult, lease_id: str) -> dict[str, Any]:
+    return {
+        "lease_id": lease_id,
+        "command": result.command,
+        "exit_status": result.exit_status,
+        "stdout": result.stdout,
+        "stderr": result.stderr,
+        "truncated": result.truncated,
+        "elapsed_s": round(result.elapsed_s, 3),
+    }
+
+
+async def cmd_exec(op: Operator, args: argparse.Namespace) -> Result:
+    access = _access(op, args.lease)
+    if args.timeout is not None and args.timeout <= 0:
+        raise UsageError(f"--timeout must be positive, got {args.timeout:g}")
+    command = _command_line(args.remote_command)
+    streams: dict[str, Any] = {}
+    if not args.json:
+        streams = {
+            "stdout": _TextSink(args.out_stream or sys.stdout),
+            "stderr": _TextSink(args.err_stream or sys.stderr),
+        }
+    async with await LeaseShell.open(access) as shell:
+        result = await shell.run(command, timeout=args.timeout, **streams)
+    return Result(run_json(result, access.lease_id), exit_code=result.exit_status)
+
+
+def split_remote(path: str) -> tuple[str | None, str]:
+    """``('3f9a', 'dir/x')`` for ``3f9a:dir/x``; ``(None, path)`` for a local path."""
+    match = _REMOTE_RE.match(path)
+    if match is None:
+        return None, path
+    return match.group(1), match.group(2) or "."
+
+
+async def cmd_cp(op: Operator, args: argparse.Namespace) -> Result:
+    if len(args.paths) < 2:
+        raise UsageError("cp needs a source and a destination: cp SRC... DST (one side LEASE:PATH)")
+    *sources, target = [split_remote(p) for p in args.paths]
+    remote_sources = {lease for lease, _ in sources if lease is not None}
+    upload = target[0] is not None
+    if upload and remote_sources:
+        raise UsageError("copy between leases is not supported: one side must be local")
+    if not upload and not remote_sources:
+        raise UsageError("neither side names a lease: write LEASE:PATH (e.g. 3f9a1c:results/)")
+    if not upload and (len(remote_sources) > 1 or any(lease is None for lease, _ in sources)):
+        raise UsageError("all sources of a download must be on one lease (LEASE:PATH each)")
+    lease_text = target[0] if upload else next(iter(remote_sources))
+    assert lease_text is not None
+    access = _access(op, lease_text)
+    paths = [path for _, path in sources]
+    async with await LeaseShell.open(access) as shell:
+        if upload:
+            await shell.put(paths, target[1], recursive=args.recursive)
+        else:
+            await shell.get(paths, target[1], recursive=args.recursive)
+    direction = "upload" if upload else "download"
+    payload = {"lease_id": access.lease_id, "direction": direction, "sources": paths, "target": target[1]}
+    where = f"lease {access.lease_id[:8]}"
+    text = (
+        f"Copied {len(paths)} path(s) {'to' if upload else 'from'} {where}: {', '.join(paths)} -> {target[1]}"
+    )
+    return Result(payload, lambda console: console.print(text, markup=False, highlight=False))
+
+
+SHELL_HANDLERS = {"ssh": cmd_ssh, "exec": cmd_exec, "cp": cmd_cp}

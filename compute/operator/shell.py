@@ -1,0 +1,326 @@
+"""SSH into a lease with its pinned host key: run commands, copy files, wait until it answers.
+
+Every connection uses the lease's own known_hosts file (written from the host key the miner
+signed) and nothing else, so a machine in the middle with another host key is refused before any
+byte of a command or a file leaves this process. The client key is the lease's key file from the
+book; a renter who passed only a public key (``--ssh-key id.pub`` without the private half beside
+it) is served by the default keys and agent of asyncssh, as ``ssh`` would.
+
+- ``LeaseAccess.of(entry)``: how to reach a lease in the book (refused unless it is active).
+- ``LeaseShell``: one asyncssh connection; ``run`` (stdout/stderr captured up to a cap or streamed
+  to a sink), ``put``/``get`` over SFTP (both backends serve it: the embedded one rooted at the
+  lease's home, Docker's ``internal-sftp``).
+- ``wait_for_ssh``: retries until a login runs ``true``; connection failures are retried, a
+  host-key mismatch or a refused key is not (both are answers, not delays).
+- ``ssh_argv``: the system OpenSSH command line for an interactive shell (``register.py ssh``).
+
+Deliberately not here: choosing or renting leases (``service``), printing (``cli``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shlex
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import asyncssh
+
+from compute.operator.book import BookEntry
+from compute.operator.errors import (
+    CommandTimeout,
+    HostKeyMismatch,
+    LeaseNotReady,
+    SshAuthFailed,
+    SshUnreachable,
+    TransferFailed,
+)
+
+logger = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S = 20.0
+MAX_CAPTURE_BYTES = 64 * 1024 * 1024  # per stream; more goes to a sink, not to memory
+_READ_CHUNK = 65536
+
+
+class Sink(Protocol):
+    def write(self, data: bytes, /) -> object: ...
+
+
+@dataclass(frozen=True)
+class LeaseAccess:
+    """Everything needed to open one lease's SSH: address, user, pinned host key file, client key."""
+
+    lease_id: str
+    host: str
+    port: int
+    username: str
+    known_hosts: Path
+    private_key: Path | None  # None: the default keys and agent (the renter's own key)
+
+    @classmethod
+    def of(cls, entry: BookEntry) -> LeaseAccess:
+        if entry.state != "active":
+            raise LeaseNotReady(f"lease {entry.lease_id} is {entry.state}; only an active lease has SSH")
+        if not entry.ssh_host or not entry.ssh_port or not entry.known_hosts_path:
+            raise LeaseNotReady(
+                f"lease {entry.lease_id} has no SSH access in the book yet; run `status {entry.lease_id[:8]}`"
+            )
+        known = Path(entry.known_hosts_path)
+        if not known.is_file():
+            raise LeaseNotReady(
+                f"the pinned host key of lease {entry.lease_id} ({known}) is missing; "
+                f"run `status {entry.lease_id[:8]}` to pin it again from the miner's signed answer"
+            )
+        private = Path(entry.private_key_path) if entry.private_key_path else None
+        return cls(
+            entry.lease_id, entry.ssh_host, entry.ssh_port, entry.ssh_username or "root", known, private
+        )
+
+    def target(self) -> str:
+        return f"{self.username}@{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One command's outcome: its exit status and what it printed (captured part, bytes)."""
+
+    command: str
+    exit_status: int
+    stdout_bytes: bytes
+    stderr_bytes: bytes
+    elapsed_s: float
+    truncated: bool = False  # output beyond the capture cap was dropped
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_status == 0
+
+    @property
+    def stdout(self) -> str:
+        return self.stdout_bytes.decode("utf-8", errors="replace")
+
+    @property
+    def stderr(self) -> str:
+        return self.stderr_bytes.decode("utf-8", errors="replace")
+
+
+def _classify(access: LeaseAccess, exc: BaseException) -> Exception:
+    """The operator error for a failed connect (one sentence a renter can act on)."""
+    where = f"lease {access.lease_id} at {access.target()}"
+    if isinstance(exc, asyncssh.HostKeyNotVerifiable):
+        return HostKeyMismatch(
+            f"{where} did not present the host key the miner signed (pinned in {access.known_hosts}); "
+            "refusing to connect: someone may be in the middle, or the lease was replaced"
+        )
+    if isinstance(exc, asyncssh.PermissionDenied):
+        key = access.private_key or "your default SSH keys"
+        return SshAuthFailed(f"{where} refused the key {key}; was it exchanged (exchange-key)?")
+    if isinstance(exc, asyncio.TimeoutError):
+        return SshUnreachable(f"{where} did not answer SSH within {CONNECT_TIMEOUT_S:.0f} s")
+    return SshUnreachable(f"{where} is not reachable over SSH: {exc or type(exc).__name__}")
+
+
+class LeaseShell:
+    """One SSH connection to a lease (``async with LeaseShell.open(access) as shell``)."""
+
+    def __init__(self, access: LeaseAccess, conn: asyncssh.SSHClientConnection) -> None:
+        self.access = access
+        self._conn = conn
+
+    @classmethod
+    async def open(cls, access: LeaseAccess, timeout: float = CONNECT_TIMEOUT_S) -> LeaseShell:
+        keys: list[str] = [str(access.private_key)] if access.private_key is not None else []
+        try:
+            conn = await asyncio.wait_for(
+                asyncssh.connect(
+                    access.host,
+                    access.port,
+                    username=access.username,
+                    known_hosts=str(access.known_hosts),
+                    client_keys=keys or (),  # (): the default keys, as ssh would
+                    agent_path=None if keys else (),  # the lease's own key only, like IdentitiesOnly
+                    connect_timeout=timeout,
+                    keepalive_interval=30,
+                    config=[],  # never read ~/.ssh/config: it could redirect the pinned address
+                ),
+                timeout + 5,
+            )
+        except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
+            raise _classify(access, exc) from exc
+        return cls(access, conn)
+
+    async def __aenter__(self) -> LeaseShell:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        self._conn.close()
+        try:
+            await asyncio.wait_for(self._conn.wait_closed(), 5)
+        except (asyncio.TimeoutError, OSError, asyncssh.Error):
+            pass
+
+    async def run(
+        self,
+        command: str,
+        *,
+        input: bytes | str | None = None,
+        timeout: float | None = None,
+        stdout: Sink | None = None,
+        stderr: Sink | None = None,
+        max_capture: int = MAX_CAPTURE_BYTES,
+    ) -> RunResult:
+        """Run ``command`` (a shell line) on the lease; stream to ``stdout``/``stderr`` if given,
+        else capture up to ``max_capture`` bytes each. Raises ``CommandTimeout`` after ``timeout``
+        (the remote command is ended with the session)."""
+        started = time.monotonic()
+        try:
+            process = await self._conn.create_process(command, encoding=None)
+        except (OSError, asyncssh.Error) as exc:
+            raise SshUnreachable(f"lease {self.access.lease_id}: cannot start {command!r}: {exc}") from exc
+        captured = {"out": bytearray(), "err": bytearray()}
+        dropped = False
+
+        async def pump(reader: asyncssh.SSHReader, sink: Sink | None, name: str) -> None:
+            nonlocal dropped
+            while chunk := await reader.read(_READ_CHUNK):
+                if sink is not None:
+                    sink.write(chunk)
+                    continue
+                room = max_capture - len(captured[name])
+                captured[name] += chunk[:room]
+                dropped = dropped or len(chunk) > room
+
+        async def feed() -> None:
+            if input is not None:
+                process.stdin.write(input.encode() if isinstance(input, str) else input)
+            process.stdin.write_eof()
+
+        work = asyncio.gather(
+            feed(), pump(process.stdout, stdout, "out"), pump(process.stderr, stderr, "err")
+        )
+        try:
+            await asyncio.wait_for(work, timeout)
+            completed = await asyncio.wait_for(process.wait(), 30)
+        except asyncio.TimeoutError:
+            process.close()
+            raise CommandTimeout(
+                f"lease {self.access.lease_id}: {command!r} did not finish within {timeout:g} s; its session was closed"
+            ) from None
+        except (OSError, asyncssh.Error) as exc:
+            raise SshUnreachable(
+                f"lease {self.access.lease_id}: connection lost during {command!r}: {exc}"
+            ) from exc
+        status = completed.exit_status
+        if status is None:  # killed by a signal: report as shells do
+            status = 128 + _signal_number(completed.exit_signal)
+        return RunResult(
+            command,
+            status,
+            bytes(captured["out"]),
+            bytes(captured["err"]),
+            time.monotonic() - started,
+            dropped,
+        )
+
+    async def put(self, sources: Sequence[str | Path], target: str, recursive: bool = False) -> None:
+        """Copy local ``sources`` to ``target`` on the lease (a directory when several)."""
+        for source in sources:
+            path = Path(source).expanduser()
+            if not path.exists():
+                raise TransferFailed(f"{path}: no such local file or directory")
+            if path.is_dir() and not recursive:
+                raise TransferFailed(f"{path} is a directory; copy it with -r")
+        await self._sftp(
+            "upload",
+            lambda sftp: sftp.put([str(Path(s).expanduser()) for s in sources], target, recurse=recursive),
+        )
+
+    async def get(self, sources: Sequence[str], target: str | Path, recursive: bool = False) -> None:
+        """Copy ``sources`` from the lease to the local ``target`` (a directory when several)."""
+        await self._sftp(
+            "download",
+            lambda sftp: sftp.get(list(sources), str(Path(target).expanduser()), recurse=recursive),
+        )
+
+    async def _sftp(self, what: str, action) -> None:  # noqa: ANN001 - a coroutine factory
+        try:
+            async with self._conn.start_sftp_client() as sftp:
+                await action(sftp)
+        except asyncssh.SFTPError as exc:
+            raise TransferFailed(f"lease {self.access.lease_id}: {what} failed: {exc.reason}") from exc
+        except OSError as exc:
+            raise TransferFailed(f"lease {self.access.lease_id}: {what} failed: {exc}") from exc
+        except asyncssh.Error as exc:
+            raise SshUnreachable(f"lease {self.access.lease_id}: {what} failed: {exc}") from exc
+
+
+def _signal_number(name: str | tuple | None) -> int:
+    import signal
+
+    text = name[0] if isinstance(name, tuple) else name
+    try:
+        return int(signal.Signals[f"SIG{text}"]) if text else 0
+    except KeyError:
+        return 0
+
+
+async def wait_for_ssh(access: LeaseAccess, timeout: float = 120.0, interval: float = 1.0) -> float:
+    """Seconds until a login on the lease ran ``true``; ``SshUnreachable`` at ``timeout``.
+
+    Only connection failures are retried: a wrong host key or a refused key raise at once."""
+    started = time.monotonic()
+    deadline = started + timeout
+    last: Exception | None = None
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise SshUnreachable(
+                f"lease {access.lease_id} at {access.target()} did not accept SSH within {timeout:g} s"
+                + (f" (last: {last})" if last else "")
+            )
+        try:
+            async with await LeaseShell.open(access, timeout=min(CONNECT_TIMEOUT_S, max(1.0, left))) as shell:
+                result = await shell.run("true", timeout=max(1.0, min(30.0, left)))
+            if result.ok:
+                return time.monotonic() - started
+            last = SshUnreachable(f"`true` exited {result.exit_status}")
+        except (SshUnreachable, CommandTimeout) as exc:
+            last = exc
+        logger.debug("lease=%s not ready over SSH: %s", access.lease_id, last)
+        await asyncio.sleep(min(interval, max(0.0, deadline - time.monotonic())))
+
+
+def ssh_argv(access: LeaseAccess, command: Sequence[str] = (), tty: bool | None = None) -> list[str]:
+    """The system ``ssh`` argv for the lease: pinned known_hosts, strict checking, no config file."""
+    argv = ["ssh", "-F", "/dev/null"]
+    if access.private_key is not None:
+        argv += ["-i", str(access.private_key), "-o", "IdentitiesOnly=yes"]
+    argv += [
+        "-p",
+        str(access.port),
+        "-o",
+        f"UserKnownHostsFile={access.known_hosts}",
+        "-o",
+        "StrictHostKeyChecking=yes",
+        "-o",
+        "GlobalKnownHostsFile=/dev/null",
+    ]
+    if tty is True:
+        argv.append("-t")
+    elif tty is False:
+        argv.append("-T")
+    argv.append(f"{access.username}@{access.host}")
+    if command:
+        argv += ["--", " ".join(shlex.quote(part) for part in command) if len(command) > 1 else command[0]]
+    return argv
+
+
+__all__ = ["LeaseAccess", "LeaseShell", "RunResult", "Sink", "ssh_argv", "wait_for_ssh"]
