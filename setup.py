@@ -21,13 +21,12 @@ setup(
     include_package_data=True,
     install_requires=requirements,
     extras_require={
-        # torch is the miner's GPU path; the validator verifies with numpy alone.
+        # torch is the miner's GPU path; the validator needs no torch (numba, its compiled verifier and
+        # the miner's CPU generator, is a runtime requirement: requirements.txt).
         # triton: the fused GPU input generator (compute/pog/gpu_gen.py); torch falls back without it
-        # numba: the fused CPU input generator (compute/pog/cpu_gen.py); numpy falls back without it
         "miner": [
             "torch>=2.3",
             "triton>=3.2,<4; platform_system == 'Linux' and platform_machine == 'x86_64'",
-            "numba>=0.61,<0.69",
         ],
         "dev": [
             "pytest>=8,<10",
@@ -42,8 +41,6 @@ setup(
             "torch==2.13.0",
             # runs the fused generator kernel on CPU (TRITON_INTERPRET=1) in tests: ~290 MB wheel, ~1 min
             "triton>=3.2,<4; platform_system == 'Linux' and platform_machine == 'x86_64'",
-            # the fused CPU generator's bit-identity tests (numba + llvmlite wheels, ~45 MB)
-            "numba>=0.61,<0.69",
         ],
     },
 )

@@ -1,7 +1,8 @@
 """Proof-of-GPU engine: keyed GEMM challenges, Merkle commitments, exact spot-check verification.
 
 A round: ``new_challenge`` -> prover ``commit`` (timed by the validator) -> ``choose_openings`` ->
-prover ``open`` -> ``verify`` (numpy only, never raises); identification and credit from the measured
+prover ``open`` -> ``verify`` (never raises; exact recomputation with numba or numpy, across cores
+with ``verify_async``/``VerifyPool``); identification and credit from the measured
 throughput live in ``compute.scoring`` (``identify``, ``value``).
 In production the prover is ``worker_script()`` run on the miner's machine over SSH.
 """
@@ -35,6 +36,7 @@ from .sustained import (
     sustained_factor,
 )
 from .verifier import GpuVerdict, Verdict, tolerance, verify
+from .verify_pool import VerifyPool, close_pools, shared_pool, verify_async
 from .wire import (
     B64Array,
     Challenge,
@@ -78,10 +80,12 @@ __all__ = [
     "SustainedReport",
     "Timings",
     "Verdict",
+    "VerifyPool",
     "WireError",
     "analyse_series",
     "check_cpu",
     "check_disk",
+    "close_pools",
     "cpu_request",
     "disk_read_request",
     "choose_memory_openings",
@@ -96,10 +100,12 @@ __all__ = [
     "plan_sustained",
     "proven_bytes",
     "scaling_efficiency",
+    "shared_pool",
     "sustained_factor",
     "tolerance",
     "uuid_change",
     "verify",
+    "verify_async",
     "verify_memory",
     "worker_script",
 ]

@@ -31,7 +31,33 @@ def _depth(args: argparse.Namespace) -> int:
     return 0
 
 
+def _table(title: str, figures: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key, value in figures.items():
+        table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
+    Console().print(table)
+
+
+def _verify_suite(args: argparse.Namespace) -> int:
+    """``--suite verify``: the verifier's cost at the H100 validator shapes, every backend (no GEMM)."""
+    from .bench import verify_suite
+
+    figures = verify_suite(args.verify_tflops)
+    if args.json:
+        sys.stdout.write(json.dumps(figures) + "\n")
+    else:
+        _table("Proof-of-GPU verification (one core)", figures)
+    return 0
+
+
 def _bench(args: argparse.Namespace) -> int:
+    if args.suite == "verify":
+        return _verify_suite(args)
     if args.suite != "gemm":
         return _depth(args)
     from .bench import run_bench
@@ -100,9 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--json", action="store_true", help="one JSON object instead of a table")
     bench.add_argument(
         "--suite",
-        choices=("gemm", "memory", "sustained", "scaling", "host", "depth"),
+        choices=("gemm", "verify", "memory", "sustained", "scaling", "host", "depth"),
         default="gemm",
-        help="gemm (default), one in-depth suite, or depth = all four",
+        help="gemm (default), verify (verifier cost only), one in-depth suite, or depth = all four",
     )
     worker = sub.add_parser("worker", help="print or write the worker script, or run it here")
     worker.add_argument("--output", help="write the script to this path and print its sha256")

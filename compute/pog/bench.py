@@ -152,15 +152,41 @@ def _reference_model() -> tuple[float, float]:
     return model.tflops("fp16"), float(model.bandwidth_gbs)
 
 
+def verify_suite(
+    verify_tflops: float | None = None, precisions: tuple[Precision, ...] = ("fp16", "fp32")
+) -> dict:
+    """Verifier cost at the reference GPU's validator shape per precision, every backend available.
+
+    ``verify_h100_<precision>_s`` is what ``verify`` costs here (``verify_h100_<precision>_backend``),
+    ``verify_h100_<precision>_s_numba`` / ``_s_numpy`` each backend on the same opening; with
+    ``verify_tflops`` the fp16 shape is sized from that throughput instead of the table.
+    """
+    from compute.scoring.identify import load_gpu_table  # lazy: scoring imports pog
+
+    model = load_gpu_table().models[REFERENCE_GPU]
+    figures: dict = {}
+    for precision in precisions:
+        tflops = model.tflops(precision)
+        if verify_tflops is not None:
+            tflops = (
+                verify_tflops
+                if precision == "fp16"
+                else verify_tflops * model.tflops("fp32") / model.tflops("fp16")
+            )
+        prefix = f"verify_h100_{precision}_"
+        for key, value in verify_figures(tflops, precision).items():
+            name = key.replace("verify_", prefix, 1).replace("_cpu_s", "_s")
+            figures[name] = value
+        figures["verify_scaling_4x" if precision == "fp16" else f"{prefix}scaling_4x"] = figures.pop(
+            f"{prefix}scaling_4x"
+        )
+    return figures
+
+
 def issue_figures(device: str, threads: int, verify_tflops: float | None) -> dict:
     """Verifier cost at the reference GPU's shape, CPU generator/Merkle speed, GPU generator or roofline."""
     tflops, bandwidth = _reference_model()
-    shape_tflops = tflops if verify_tflops is None else verify_tflops
-    figures = {
-        f"{k.replace('verify_', 'verify_h100_fp16_')}": v for k, v in verify_figures(shape_tflops).items()
-    }
-    figures["verify_h100_fp16_s"] = figures.pop("verify_h100_fp16_cpu_s")
-    figures["verify_scaling_4x"] = figures.pop("verify_h100_fp16_scaling_4x")
+    figures = verify_suite(verify_tflops, precisions=("fp16",))
     figures["generator_ns_per_elem_cpu"] = generator_ns_per_elem_cpu(threads)
     figures["generator_backend_cpu"] = cpu_generator_backend(4096 * 4096 // max(1, threads))
     figures["merkle_vs_sha256"] = merkle_vs_sha256(threads)

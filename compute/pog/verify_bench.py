@@ -5,7 +5,8 @@ checked entries are computed (exactly), the rest of each opened row is zeros, an
 is built over placeholder leaves. ``measure_verify`` then times ``verify`` (best of 3) on the CPU
 clock of this process (all threads), untraced, and records in one more run the peak of Python/numpy
 allocations (tracemalloc) above what was allocated before, so the figure is the verifier's own working
-memory. Nothing here is trusted.
+memory. ``backend`` times one recomputation backend ("numba", "numpy"; "auto": what ``verify``
+picks); ``verify_figures`` reports both. Nothing here is trusted.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ import numpy as np
 
 from .challenge import VERIFY_BUDGET, choose_openings, new_challenge
 from .merkle import MerkleTree, leaf_hash
-from .verifier import expected_entries, verify
+from .recompute import expected_entries, expected_for
+from .verifier import verify
+from .verify_kernel import kernel_available
 from .wire import B64Array, Commitment, GpuOpening, Opening, Precision, RowProof
 
 # the validator's default shape (compute.validator.settings): m = p = 8192, n sized so the
@@ -78,7 +81,7 @@ def synthetic_round(
     return challenge, commitment, request, opening
 
 
-def _timed_verify(parts, trace: bool = False) -> tuple[float, float, float]:
+def _timed_verify(parts, trace: bool = False, backend: str = "auto") -> tuple[float, float, float]:
     """(CPU s, wall s, peak traced bytes) of one ``verify`` of ``parts``; the peak only with ``trace``.
 
     tracemalloc hooks every allocation (~25% slower here), and the validator never runs under it:
@@ -88,7 +91,9 @@ def _timed_verify(parts, trace: bool = False) -> tuple[float, float, float]:
         tracemalloc.start()
     try:
         cpu, wall = time.process_time(), time.perf_counter()
-        verdict = verify(*parts)
+        expected = None if backend == "auto" else expected_for(parts[0], parts[2], backend)
+        challenge, commitment, request, opening = parts
+        verdict = verify(challenge, commitment, request, opening, expected=expected)
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
         peak = tracemalloc.get_traced_memory()[1] if trace else 0
     finally:
@@ -106,6 +111,7 @@ def measure_verify(
     cols: int = 4,
     budget: int | None = VERIFY_BUDGET,
     repeats: int = 3,
+    backend: str = "auto",
 ) -> VerifyCost:
     """Best-of-``repeats`` CPU and wall seconds, and peak allocated MB, of verifying one honest opening.
 
@@ -113,7 +119,9 @@ def measure_verify(
     cost); the peak comes from one more, traced run.
     """
     parts = synthetic_round(precision, n, rows=rows, cols=cols, budget=budget)
-    runs = [_timed_verify(parts) for _ in range(max(1, repeats))] + [_timed_verify(parts, trace=True)]
+    _timed_verify(parts, backend=backend)  # first use: the compiled kernel loads, buffers fault in
+    runs = [_timed_verify(parts, backend=backend) for _ in range(max(1, repeats))]
+    runs.append(_timed_verify(parts, trace=True, backend=backend))
     cols_per_row = len(parts[2].cols[0][0])  # after the verify budget (challenge.columns_within_budget)
     return VerifyCost(
         n=n,
@@ -124,17 +132,30 @@ def measure_verify(
     )
 
 
+def backends() -> list[str]:
+    """The recomputation backends this process can time: numpy, and numba when it is installed."""
+    return ["numba", "numpy"] if kernel_available() else ["numpy"]
+
+
 def verify_figures(expected_tflops: float, precision: Precision = "fp16", cols: int = 4) -> dict:
-    """``verify_<...>`` figures at the validator's shape for a GPU of ``expected_tflops``."""
+    """``verify_<...>`` figures at the validator's shape for a GPU of ``expected_tflops``.
+
+    ``verify_cpu_s`` is the backend ``verify`` uses here (``verify_backend``); ``verify_cpu_s_<backend>``
+    times each available backend on the same opening.
+    """
     n = validator_n(expected_tflops)
     quarter = max(VALIDATOR_CHUNK, n // 4)
     full = measure_verify(precision, n, cols=cols)  # the opening the validator draws at this n
     small = measure_verify(precision, quarter, cols=full.cols_per_row, budget=None)  # same opening shape
-    return {
+    figures = {
         "verify_n": n,
         "verify_cols_per_row": full.cols_per_row,
         "verify_cpu_s": full.cpu_s,
         "verify_wall_s": full.wall_s,
         "verify_peak_mb": full.peak_mb,
         "verify_scaling_4x": full.cpu_s / small.cpu_s * (quarter * 4 / n),
+        "verify_backend": backends()[0],
     }
+    for backend in backends():
+        figures[f"verify_cpu_s_{backend}"] = measure_verify(precision, n, cols=cols, backend=backend).cpu_s
+    return figures

@@ -85,3 +85,18 @@ def test_worker_command_writes_the_script(tmp_path, capsys) -> None:
     target = tmp_path / "worker.py"
     assert main(["worker", "--output", str(target)]) == 0
     assert "sha256=" in capsys.readouterr().out and "def serve(" in target.read_text()
+
+
+def test_verify_suite_times_every_backend(capsys) -> None:
+    """``--suite verify``: the verifier's cost per precision, for numba and numpy on the same opening."""
+    import importlib.util
+
+    assert main(["bench", "--suite", "verify", "--verify-tflops", "0.1", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    backends = ["numba", "numpy"] if importlib.util.find_spec("numba") else ["numpy"]
+    for precision in ("fp16", "fp32"):
+        assert result[f"verify_h100_{precision}_n"] == 4096
+        assert result[f"verify_h100_{precision}_backend"] == backends[0]
+        for backend in backends:
+            assert result[f"verify_h100_{precision}_s_{backend}"] > 0
+    assert result["verify_h100_fp16_s"] > 0 and result["verify_scaling_4x"] > 0
