@@ -6,6 +6,7 @@ per-miner steps never read settings themselves.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -69,6 +70,7 @@ class RoundParams:
     force_depth: bool = False  # run sustained and host probes this round whatever the cadence
     trusted_renters: frozenset[str] = frozenset()  # renters whose signed leases count as rented
     rental_probe_timeout: float = 15.0
+    verify_workers: int = 0  # processes of the verification pool (compute.pog.verify_pool); 0: a thread
 
 
 def round_params(s: ValidatorSettings, holistic: HolisticConfig | None = None) -> RoundParams:
@@ -101,6 +103,7 @@ def round_params(s: ValidatorSettings, holistic: HolisticConfig | None = None) -
         trusted_renters=frozenset(s.trusted_renters),
         depth=depth,
         holistic=holistic or HolisticConfig(),
+        verify_workers=s.verify_workers if s.verify_workers >= 0 else os.cpu_count() or 1,
     )
 
 

@@ -66,6 +66,7 @@ class ValidatorSettings(BaseModel):
     wandb_project: str = Field("compute-subnet", min_length=1, max_length=128)
     dashboard_port: int = Field(0, ge=0, le=65535)  # 0 = no dashboard
     dashboard_host: str = Field("127.0.0.1", min_length=1, max_length=255)
+    verify_workers: int = Field(-1, ge=-1, le=256)  # processes recomputing big proofs; -1: one per core
 
     @field_validator("trusted_renters", mode="before")
     @classmethod
@@ -91,6 +92,11 @@ class ValidatorSettings(BaseModel):
 _FLAGS: dict[str, tuple[str, type, str]] = {
     "validator.round_blocks": ("round_blocks", int, "blocks between PoG rounds (default 360)"),
     "validator.concurrency": ("concurrency", int, "miners tested at once (default 16)"),
+    "validator.verify_workers": (
+        "verify_workers",
+        int,
+        "processes recomputing big GEMM proofs (nice +10); 0 = a thread; -1 = one per core (default)",
+    ),
     "validator.miner_timeout": ("miner_timeout", float, "seconds allowed per miner test (default 300)"),
     "validator.retries": ("retries", int, "retries of an unreachable miner within a round (default 1)"),
     "validator.pog_m": ("pog_m", int, "rows of the PoG product per GPU (default 8192)"),

@@ -44,7 +44,7 @@ from compute.pog import (
     plan_sustained,
     proven_bytes,
     scaling_efficiency,
-    verify,
+    verify_async,
     verify_memory,
 )
 from compute.pog.sustained import SustainedError
@@ -153,6 +153,7 @@ async def prove_sustained(
     timeout: float,
     reference_tflops: float | None = None,
     cpu_m: int = 256,
+    verify_workers: int = 0,
 ) -> SustainedReport:
     """Segments back to back, stamped on arrival; a few opened and verified (always the last).
 
@@ -174,7 +175,8 @@ async def prove_sustained(
         challenge = plan.segment(index)
         request = choose_openings(challenge, 4, 4)
         opening = await session.sustained_open(index, request, challenge.p, timeout)
-        verdict = await asyncio.to_thread(verify, challenge, series.commitments[index], request, opening)
+        commitment = series.commitments[index]
+        verdict = await verify_async(challenge, commitment, request, opening, verify_workers)
         if not verdict.ok:
             raise DepthRejected(f"sustained segment {index} rejected: " + "; ".join(verdict.reasons[:2]))
     try:
@@ -186,7 +188,12 @@ async def prove_sustained(
 
 
 async def prove_scaling(
-    session: PogSession, together: Challenge, together_s: float, gpu_count: int, timeout: float
+    session: PogSession,
+    together: Challenge,
+    together_s: float,
+    gpu_count: int,
+    timeout: float,
+    verify_workers: int = 0,
 ) -> ScalingOutcome:
     """Each GPU alone on a one-GPU challenge of the N-GPU challenge's shape.
 
@@ -208,7 +215,7 @@ async def prove_scaling(
             continue
         request = choose_openings(challenge, 4, 4)
         opening = await session.open_rows(request, challenge.p, timeout)
-        verdict = await asyncio.to_thread(verify, challenge, timed.commitment, request, opening)
+        verdict = await verify_async(challenge, timed.commitment, request, opening, verify_workers)
         if not verdict.ok:
             raise DepthRejected(f"GPU {device} alone: proof rejected: " + "; ".join(verdict.reasons[:2]))
         alone.append(per_gpu_flops / max(timed.elapsed_s, 1e-6) / 1e12)

@@ -48,7 +48,9 @@ async def prove_depth(
     measured.timings["memory_s"] = time.monotonic() - started
     if measured.gpu_count >= 2:
         started = time.monotonic()
-        measured.scaling = await prove_scaling(session, together[0], together[1], measured.gpu_count, timeout)
+        measured.scaling = await prove_scaling(
+            session, together[0], together[1], measured.gpu_count, timeout, params.verify_workers
+        )
         measured.timings["scaling_s"] = time.monotonic() - started
     last = None if previous is None or measured.history_reset else previous.depth_round
     if not (params.force_depth or sustained_due(params.round_id, last, depth.sustained_every)):
@@ -62,7 +64,15 @@ async def prove_depth(
     reference = gemm * count * params.holistic.sustained.reference_fraction
     width = min(together[0].m, together[0].p, 1024)  # CPU segments as wide as the GEMM round
     measured.sustained = await prove_sustained(
-        session, expected, count, cpu, depth, timeout, reference, cpu_m=width
+        session,
+        expected,
+        count,
+        cpu,
+        depth,
+        timeout,
+        reference,
+        cpu_m=width,
+        verify_workers=params.verify_workers,
     )
     measured.timings["sustained_s"] = time.monotonic() - started
     started = time.monotonic()

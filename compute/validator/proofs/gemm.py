@@ -6,9 +6,7 @@ are chosen after the commitment, so a worker cannot know which rows will be chec
 
 from __future__ import annotations
 
-import asyncio
-
-from compute.pog import Challenge, Precision, choose_openings, new_challenge, verify
+from compute.pog import Challenge, Precision, choose_openings, new_challenge, verify_async
 from compute.protocol import MachineSpecs
 from compute.scoring import GpuTable
 from compute.validator.failures import MinerFailed
@@ -51,7 +49,7 @@ async def one_precision(session: PogSession, challenge: Challenge, params: Round
     timed = await session.commit(challenge, params.miner_timeout)
     request = choose_openings(challenge, params.rows_per_gpu, params.cols_per_row)  # after the commitment
     opening = await session.open_rows(request, challenge.p, params.miner_timeout)
-    verdict = await asyncio.to_thread(verify, challenge, timed.commitment, request, opening)
+    verdict = await verify_async(challenge, timed.commitment, request, opening, params.verify_workers)
     if not verdict.ok:
         raise MinerFailed(f"{challenge.precision} proof rejected: " + "; ".join(verdict.reasons[:3]))
     return max(timed.elapsed_s, 1e-6)
