@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from compute.pog import HostPolicy
@@ -69,6 +70,8 @@ class RoundParams:
     holistic: HolisticConfig = HolisticConfig()
     force_depth: bool = False  # run sustained and host probes this round whatever the cadence
     trusted_renters: frozenset[str] = frozenset()  # renters whose signed leases count as rented
+    renter_coldkeys: Mapping[str, str] = field(default_factory=dict)  # hotkey -> coldkey (metagraph)
+    own_canaries: frozenset[str] = frozenset()  # SSH public keys of this validator's canaries in term
     rental_probe_timeout: float = 15.0
     verify_workers: int = 0  # processes of the verification pool (compute.pog.verify_pool); 0: a thread
 

@@ -21,7 +21,7 @@ from compute.scoring import ScoringConfig, load_gpu_table
 from compute.store import PogResult
 from compute.transport import KeyWallet, MinerClient
 from compute.validator import MinerTarget, check_miner
-from compute.validator.rentals.receipts import ReceiptRejected, verify_receipt
+from compute.validator.rentals.receipts import ReceiptRejected, Renters, verify_receipt
 from compute.validator.rentals.truth import MinerNotes
 
 TABLE = load_gpu_table()
@@ -112,7 +112,7 @@ async def test_tampered_or_misdirected_receipts_are_rejected(
 ) -> None:
     miner, other = start_miner("a", gpus=(FAKE_GPU,)), start_miner("b", gpus=(FAKE_GPU,))
     renter = make_wallet("renter")
-    trusted = frozenset({renter.hotkey.ss58_address})
+    trusted = Renters(frozenset({renter.hotkey.ss58_address}))
     await rent(renter, miner)
     (receipt,) = await receipts(validator_client, miner)
     now = receipt.created_at + 1

@@ -17,7 +17,7 @@ from compute.validator.check.context import MinerCheck
 from compute.validator.check.lease import check_liveness, leased
 from compute.validator.failures import MinerFailed
 from compute.validator.params import RoundParams
-from compute.validator.rentals.receipts import check_rentals
+from compute.validator.rentals.receipts import Renters, check_rentals
 
 
 async def check_rented(check: MinerCheck) -> PogResult:
@@ -27,7 +27,7 @@ async def check_rented(check: MinerCheck) -> PogResult:
         check.client,
         target.endpoint,
         target.hotkey,
-        params.trusted_renters,
+        Renters(params.trusted_renters, params.renter_coldkeys, params.own_canaries),
         time.time(),
         params.rental_probe_timeout,
     )

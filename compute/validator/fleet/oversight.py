@@ -47,6 +47,11 @@ class Oversight:
         """Known renters this round: validator-permitted hotkeys plus the configured operators."""
         return self.trusted_renters | {n.hotkey for n in metagraph.neurons if n.validator_permit}
 
+    @staticmethod
+    def coldkeys(metagraph: MetagraphSnapshot) -> dict[str, str]:
+        """Every registered hotkey's coldkey: a renter on the miner's own coldkey is no renter."""
+        return {n.hotkey: n.coldkey for n in metagraph.neurons}
+
     def plan(self, uids: Iterable[int]) -> Plan:
         uids = list(uids)
         canary = frozenset(uid for uid in uids if self.rng.random() < self.canary_rate)

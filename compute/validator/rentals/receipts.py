@@ -3,21 +3,24 @@
 A miner that refuses a validation lease for lack of capacity must show, for each rental it holds,
 the renter's own btauth/1-signed allocate request (a receipt). The validator re-verifies that
 signature (not its freshness: the request is old), requires the renter to be a known party (a
-validator-permitted hotkey or an operator key the validator trusts), that the signed term has not
-ended, and that the lease's SSH endpoint answers with the lease's pinned host key. Only the GPUs of
-leases that pass all of this count as rented, and only for the round in which the validator saw
-them alive.
+validator-permitted hotkey or an operator key the validator trusts) on another coldkey than the
+miner's (``Renters``: a hotkey under the miner's own coldkey renting its GPU is the miner renting to
+itself, whatever permit it holds), that the request is not one of this validator's own canaries,
+that the signed term has not ended, and that the lease's SSH endpoint answers with the lease's
+pinned host key. Only the GPUs of leases that pass all of this count as rented, and only for the
+round in which the validator saw them alive.
 
 What it deliberately does not do: score (the round turns the verified fraction into a sample), or
-learn whether a renter still uses a lease it has released early (see docs/threat-model.md).
+learn whether a renter still uses a lease it has released early, or tell a colluding renter on
+another coldkey from a real one (see docs/threat-model.md).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 from bittensor import http_auth
 from pydantic import ValidationError
@@ -31,13 +34,35 @@ log = logging.getLogger(__name__)
 ALLOCATE_PATH = ROUTES[AllocateRequest][0]
 START_SLACK_S = 300.0  # a lease starts after its request is signed; tolerated clock difference
 PROBE_CONCURRENCY = 8
-# Shorter signed terms never count: canary rentals (60 s, signed by validators) must not become a
-# receipt a miner keeps alive to excuse refusing the validation lease that follows.
+# Shorter signed terms never count: a lease that short is no rental worth a bonus (and a kept
+# short lease must not excuse refusing the validation lease that follows).
 MIN_CREDITED_LEASE_S = 900
 
 
 class ReceiptRejected(Exception):
     """A receipt that does not prove a rental; the message says why."""
+
+
+@dataclass(frozen=True)
+class Renters:
+    """Who counts as a renter this round and what the validator knows of them.
+
+    ``trusted``: validator-permitted hotkeys plus the operators of ``--validator.trusted_renters``;
+    ``coldkeys``: every registered hotkey's coldkey (the metagraph), so a renter on the miner's own
+    coldkey is seen for what it is; ``own_canaries``: the SSH public keys of this validator's own
+    canary rentals still in their signed term (a canary the miner kept is never a rental).
+    """
+
+    trusted: frozenset[str] = frozenset()
+    coldkeys: Mapping[str, str] = field(default_factory=dict)
+    own_canaries: frozenset[str] = frozenset()
+
+    def same_owner(self, renter: str, miner_hotkey: str) -> bool:
+        """Is ``renter`` the miner itself: its hotkey, or a hotkey under the miner's coldkey?"""
+        if renter == miner_hotkey:
+            return True
+        miner_coldkey = self.coldkeys.get(miner_hotkey)
+        return miner_coldkey is not None and self.coldkeys.get(renter) == miner_coldkey
 
 
 @dataclass(frozen=True)
@@ -81,9 +106,7 @@ class _AnyNonce:
         return True
 
 
-def verify_receipt(
-    receipt: RentalReceipt, miner_hotkey: str, trusted: frozenset[str], now: float
-) -> VerifiedLease:
+def verify_receipt(receipt: RentalReceipt, miner_hotkey: str, renters: Renters, now: float) -> VerifiedLease:
     """The lease a receipt proves (before the liveness probe); raises :class:`ReceiptRejected`."""
     signed = receipt.request
     if signed.path != ALLOCATE_PATH:
@@ -107,12 +130,20 @@ def verify_receipt(
     renter = caller.hotkey_ss58
     if renter == miner_hotkey:
         raise ReceiptRejected(f"lease={receipt.lease_id}: the miner rented to itself")
-    if renter not in trusted:
+    if renters.same_owner(renter, miner_hotkey):
+        raise ReceiptRejected(
+            f"lease={receipt.lease_id}: renter {renter} is on the miner's own coldkey (a self-rental)"
+        )
+    if renter not in renters.trusted:
         raise ReceiptRejected(f"lease={receipt.lease_id}: renter {renter} is not a known party")
     try:
         request = AllocateRequest.model_validate_json(signed.body)
     except ValidationError:
         raise ReceiptRejected(f"lease={receipt.lease_id}: signed body is not an allocate request") from None
+    if " ".join(request.ssh_public_key.split()[:2]) in renters.own_canaries:
+        raise ReceiptRejected(
+            f"lease={receipt.lease_id}: this validator's own canary, released, never a rental"
+        )
     if request.purpose != "rental" or request.requirements.gpu_count < 1:
         raise ReceiptRejected(f"lease={receipt.lease_id}: not a GPU rental")
     if request.duration_s < MIN_CREDITED_LEASE_S:
@@ -140,14 +171,14 @@ def verify_receipt(
 
 
 def _screen(
-    receipts: Iterable[RentalReceipt], miner_hotkey: str, trusted: frozenset[str], now: float
+    receipts: Iterable[RentalReceipt], miner_hotkey: str, renters: Renters, now: float
 ) -> tuple[list[VerifiedLease], list[str]]:
     signed: list[VerifiedLease] = []
     rejected: list[str] = []
     seen: set[str] = set()
     for receipt in receipts:
         try:
-            lease = verify_receipt(receipt, miner_hotkey, trusted, now)
+            lease = verify_receipt(receipt, miner_hotkey, renters, now)
         except ReceiptRejected as exc:
             rejected.append(str(exc))
             continue
@@ -163,7 +194,7 @@ async def check_rentals(
     client: MinerClient,
     endpoint: str,
     miner_hotkey: str,
-    trusted: frozenset[str],
+    renters: Renters,
     now: float,
     timeout: float = 15.0,
 ) -> RentalCheck:
@@ -172,7 +203,7 @@ async def check_rentals(
         response = await client.call(endpoint, miner_hotkey, RentalReceiptsRequest(), timeout=timeout)
     except TransportError as exc:
         return RentalCheck(rejected=(f"receipts: {exc}",))
-    signed, rejected = _screen(response.receipts, miner_hotkey, trusted, now)
+    signed, rejected = _screen(response.receipts, miner_hotkey, renters, now)
     gate = asyncio.Semaphore(PROBE_CONCURRENCY)
 
     async def probe(lease: VerifiedLease) -> str | None:
@@ -191,6 +222,7 @@ __all__ = [
     "ALLOCATE_PATH",
     "ReceiptRejected",
     "RentalCheck",
+    "Renters",
     "VerifiedLease",
     "check_rentals",
     "verify_receipt",

@@ -259,7 +259,11 @@ class RoundLoop(BlockLoop):
         )
         deadline = time.monotonic() + self.step_timeout * 0.9
         gate = asyncio.Semaphore(self.concurrency)
-        params = replace(params, trusted_renters=self.oversight.trusted(metagraph))
+        params = replace(
+            params,
+            trusted_renters=self.oversight.trusted(metagraph),
+            renter_coldkeys=self.oversight.coldkeys(metagraph),
+        )
         notes = {t.uid: MinerNotes() for t in targets}
         started = time.monotonic()
 
