@@ -9,6 +9,12 @@ requirements = [
     if line.strip() and not line.startswith("#")
 ]
 
+COLLATERAL = [
+    "web3>=7.12,<8",
+    "eth-tester[py-evm]>=0.13.0b1,<0.14",
+    "eth-account>=0.13,<0.14",
+]
+
 setup(
     name="compute-subnet",
     version="0.1.0",
@@ -17,10 +23,13 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
     packages=find_packages(include=["compute", "compute.*", "neurons"]),
-    package_data={"compute": ["py.typed"]},
+    package_data={"compute": ["py.typed", "collateral/artifacts/*.json"]},
     include_package_data=True,
     install_requires=requirements,
     extras_require={
+        # the collateral contract's client (web3) and the local EVM of tests and the demo
+        # (eth-tester on py-evm); eth-account stays inside bittensor 11.3's pin (<0.14)
+        "collateral": COLLATERAL,
         # torch is the miner's GPU path; the validator needs no torch (numba, its compiled verifier and
         # the miner's CPU generator, is a runtime requirement: requirements.txt).
         # triton: the fused GPU input generator (compute/pog/gpu_gen.py); torch falls back without it
@@ -29,6 +38,7 @@ setup(
             "triton>=3.2,<4; platform_system == 'Linux' and platform_machine == 'x86_64'",
         ],
         "dev": [
+            *COLLATERAL,
             "pytest>=8,<10",
             "pytest-asyncio>=0.23,<2",
             "pytest-timeout>=2.3,<3",

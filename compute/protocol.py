@@ -33,6 +33,7 @@ _TEMPLATE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,47}$")
 _IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$")
 _VOLUME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 _HOST_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
+_EVM_RE = re.compile(r"^0x[0-9a-fA-F]{40}$")
 
 
 def _check(pattern: re.Pattern[str], what: str):
@@ -51,6 +52,7 @@ SshPublicKey = Annotated[
 ]
 Hotkey = Annotated[str, Field(max_length=48), _check(_SS58_RE, "SS58 address")]
 LeaseId = Annotated[str, Field(max_length=32), _check(_LEASE_ID_RE, "lease id (32 hex chars)")]
+EvmAddress = Annotated[str, Field(max_length=42), _check(_EVM_RE, "EVM (H160) address")]
 ModelName = Annotated[str, Field(max_length=64), _check(_NAME_RE, "GPU model name")]
 IdempotencyKey = Annotated[
     str, Field(max_length=64), _check(_IDEMPOTENCY_RE, "idempotency key (8-64 of A-Za-z0-9_-)")
@@ -292,6 +294,9 @@ class AllocateRequest(Message):
     # A retry that carries the same key (per caller hotkey) gets the lease the first attempt made.
     # Left off the wire when unset, so miners that predate the field still parse the request.
     idempotency_key: IdempotencyKey | None = Field(None, exclude_if=lambda v: v is None)
+    # The renter's EVM address: where collateral slashed for this lease's failure is owed
+    # (docs/collateral.md). Signed with the request, so the receipt binds it; left off when unset.
+    renter_evm: EvmAddress | None = Field(None, exclude_if=lambda v: v is None)
 
 
 class TemplatesRequest(Message):

@@ -1,0 +1,302 @@
+"""web3.py client of the deployed Collateral contract: typed reads, signed writes, decoded events.
+
+Every write is signed locally with the caller's EVM key (``eth_account``) and sent raw, so the
+same code talks to subtensor's EVM RPC, to a local node, and to the in-process test chain. A
+revert comes back as :class:`ContractReverted` naming the contract's custom error; results are
+:class:`TxResult` with the gas used and the contract's decoded events.
+
+Sync by design (web3's HTTP provider is sync); async callers use ``asyncio.to_thread``.
+What it deliberately does not do: decide whether to slash (``compute.collateral.evidence`` and
+the validator do), or hold keys (``compute.collateral.keys``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from eth_account.signers.local import LocalAccount
+from eth_utils import keccak
+from web3 import Web3
+from eth_tester.exceptions import TransactionFailed
+from web3.exceptions import ContractCustomError, ContractLogicError, TimeExhausted, Web3RPCError
+
+from compute.collateral.artifact import compiled
+from compute.collateral.errors import ChainUnavailable, CollateralError, ContractReverted
+from compute.collateral.identity import checked_h160, hotkey_bytes32
+
+logger = logging.getLogger(__name__)
+KIND_FAILED_RENTAL = 0
+KIND_CHEAT = 1
+ZERO_ADDRESS = "0x" + "00" * 20
+
+
+@dataclass(frozen=True)
+class Event:
+    name: str
+    args: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TxResult:
+    tx_hash: str
+    gas_used: int
+    events: tuple[Event, ...] = ()
+
+    def event(self, name: str) -> Event | None:
+        return next((e for e in self.events if e.name == name), None)
+
+
+@dataclass(frozen=True)
+class CollateralConfig:
+    """The contract's constructor arguments (immutable once deployed)."""
+
+    rate_per_gpu_day: int  # wei
+    min_deposit: int  # wei
+    reclaim_delay_s: int
+    proposal_ttl_s: int
+    kappa_bps: int = 5000
+    renter_share_bps: int = 10_000
+    remainder_to: str = ZERO_ADDRESS  # zero: burned (locked in the contract forever)
+
+
+@dataclass(frozen=True)
+class DepositState:
+    owner: str
+    amount: int
+    pending_reclaim: int
+    reclaim_at: int
+    open_proposals: int
+    slashes: int
+
+    @property
+    def exists(self) -> bool:
+        return self.owner != ZERO_ADDRESS
+
+    @property
+    def standing(self) -> int:
+        """What stays at stake for sure: the amount less a pending reclaim."""
+        return self.amount - self.pending_reclaim
+
+
+@dataclass(frozen=True)
+class SlashProposal:
+    """What validators attest: the same six fields make the same proposal id on chain."""
+
+    hotkey: str  # miner hotkey, ss58
+    machine: bytes  # 32 bytes, identity.machine_id
+    kind: int  # KIND_FAILED_RENTAL or KIND_CHEAT
+    evidence_hash: bytes  # 32 bytes, evidence.evidence_hash
+    gpus: int  # the machine's proven GPU count (sizes the slash)
+    renter: str = ZERO_ADDRESS  # the failed lease's renter (its EVM address); zero for a cheat
+
+    def args(self) -> tuple[Any, ...]:
+        return (
+            hotkey_bytes32(self.hotkey),
+            self.machine,
+            self.kind,
+            self.evidence_hash,
+            Web3.to_checksum_address(checked_h160(self.renter)),
+            self.gpus,
+        )
+
+    def proposal_id(self) -> bytes:
+        from eth_abi import encode
+
+        return keccak(encode(["bytes32", "bytes32", "uint8", "bytes32", "address", "uint16"], list(self.args())))
+
+
+@dataclass(frozen=True)
+class ProposalState:
+    deposit_key: bytes
+    renter: str
+    expires_at: int
+    gpus: int
+    kind: int
+    state: str  # none | open | executed | expired
+    attesters: int
+
+
+_STATES = ("none", "open", "executed", "expired")
+
+
+def _error_table(abi: list[dict[str, Any]]) -> dict[bytes, tuple[str, list[str]]]:
+    table = {}
+    for item in abi:
+        if item.get("type") == "error":
+            types = [i["type"] for i in item.get("inputs", [])]
+            table[keccak(f"{item['name']}({','.join(types)})".encode())[:4]] = (item["name"], types)
+    return table
+
+
+@dataclass
+class CollateralClient:
+    """One deployed contract at ``address``; ``account`` signs writes (None: read-only)."""
+
+    w3: Web3
+    address: str
+    account: LocalAccount | None = None
+    gas_margin: float = 1.25
+    timeout_s: float = 120.0
+    _errors: dict[bytes, tuple[str, list[str]]] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        unit = compiled("Collateral")
+        self.address = Web3.to_checksum_address(checked_h160(self.address))
+        self.contract = self.w3.eth.contract(address=self.address, abi=unit.abi)
+        self._errors = _error_table(unit.abi)
+
+    # ---------------------------------------------------------------- reads
+
+    def _call(self, name: str, *args: Any) -> Any:
+        try:
+            sender = self.account.address if self.account else Web3.to_checksum_address(ZERO_ADDRESS)
+            return getattr(self.contract.functions, name)(*args).call({"from": sender})
+        except (ContractCustomError, ContractLogicError, TransactionFailed) as error:
+            raise self._reverted(error) from None
+        except (OSError, Web3RPCError) as error:
+            raise ChainUnavailable(f"EVM RPC did not answer {name}: {error}") from error
+
+    def config(self) -> CollateralConfig:
+        return CollateralConfig(
+            rate_per_gpu_day=self._call("ratePerGpuDay"),
+            min_deposit=self._call("minDeposit"),
+            reclaim_delay_s=self._call("reclaimDelay"),
+            proposal_ttl_s=self._call("proposalTtl"),
+            kappa_bps=self._call("kappaBps"),
+            renter_share_bps=self._call("renterShareBps"),
+            remainder_to=self._call("remainderTo").lower(),
+        )
+
+    def required(self, gpus: int) -> int:
+        return int(self._call("required", gpus))
+
+    def deposit_of(self, hotkey: str, machine: bytes) -> DepositState:
+        owner, reclaim_at, open_proposals, slashes, amount, pending = self._call(
+            "depositOf", hotkey_bytes32(hotkey), machine
+        )
+        return DepositState(owner.lower(), amount, pending, reclaim_at, open_proposals, slashes)
+
+    def next_slash_amount(self, hotkey: str, machine: bytes, gpus: int) -> int:
+        return int(self._call("nextSlashAmount", hotkey_bytes32(hotkey), machine, gpus))
+
+    def owed(self, address: str) -> int:
+        return int(self._call("owed", Web3.to_checksum_address(checked_h160(address))))
+
+    def burned(self) -> int:
+        return int(self._call("burned"))
+
+    def evidence_used(self, evidence_hash: bytes) -> bool:
+        return bool(self._call("evidenceUsed", evidence_hash))
+
+    def proposal(self, proposal: SlashProposal) -> ProposalState:
+        key, renter, expires_at, gpus, kind, state, attesters = self._call("proposalOf", proposal.proposal_id())
+        return ProposalState(key, renter.lower(), expires_at, gpus, kind, _STATES[state], attesters)
+
+    def tally(self, proposal: SlashProposal) -> tuple[int, int]:
+        attested, total = self._call("tally", proposal.proposal_id())
+        return int(attested), int(total)
+
+    # ---------------------------------------------------------------- writes
+
+    def deposit(self, machine: bytes, wei: int) -> TxResult:
+        """Deposit, or top up, the collateral of ``machine`` (the sender's associated hotkey)."""
+        return self._send("deposit", machine, value=wei)
+
+    def request_reclaim(self, hotkey: str, machine: bytes, wei: int) -> TxResult:
+        return self._send("requestReclaim", hotkey_bytes32(hotkey), machine, wei)
+
+    def cancel_reclaim(self, hotkey: str, machine: bytes) -> TxResult:
+        return self._send("cancelReclaim", hotkey_bytes32(hotkey), machine)
+
+    def finalize_reclaim(self, hotkey: str, machine: bytes) -> TxResult:
+        return self._send("finalizeReclaim", hotkey_bytes32(hotkey), machine)
+
+    def attest(self, proposal: SlashProposal) -> TxResult:
+        return self._send("attest", *proposal.args())
+
+    def execute(self, proposal: SlashProposal) -> TxResult:
+        return self._send("execute", *proposal.args())
+
+    def expire(self, proposal: SlashProposal) -> TxResult:
+        return self._send("expire", proposal.proposal_id())
+
+    def claim(self) -> TxResult:
+        """Pay the sender's own compensation (or remainder) to the sender."""
+        return self._send("claim")
+
+    def _send(self, name: str, *args: Any, value: int = 0) -> TxResult:
+        if self.account is None:
+            raise CollateralError(f"{name} needs an EVM key (this client is read-only)")
+        function = getattr(self.contract.functions, name)(*args)
+        sender = self.account.address
+        try:
+            gas = function.estimate_gas({"from": sender, "value": value})
+            tx = function.build_transaction(
+                {
+                    "from": sender,
+                    "value": value,
+                    "gas": int(gas * self.gas_margin) + 10_000,
+                    "nonce": self.w3.eth.get_transaction_count(sender, "pending"),
+                    "chainId": self.w3.eth.chain_id,
+                }
+            )
+            signed = self.account.sign_transaction(tx)
+            tx_hash = self.w3.eth.send_raw_transaction(signed.raw_transaction)
+            receipt = self.w3.eth.wait_for_transaction_receipt(tx_hash, timeout=self.timeout_s)
+        except (ContractCustomError, ContractLogicError, TransactionFailed) as error:
+            raise self._reverted(error) from None
+        except TimeExhausted as error:
+            raise ChainUnavailable(f"{name}: no receipt within {self.timeout_s:.0f} s") from error
+        except (OSError, Web3RPCError) as error:
+            raise ChainUnavailable(f"EVM RPC refused {name}: {error}") from error
+        if receipt["status"] != 1:
+            raise ContractReverted("reverted", detail=f"{name} tx {tx_hash.hex()} failed on chain")
+        result = TxResult("0x" + bytes(tx_hash).hex().removeprefix("0x"), int(receipt["gasUsed"]), self._events(receipt))
+        logger.info("collateral %s tx=%s gas=%d events=%s", name, result.tx_hash, result.gas_used,
+                    [e.name for e in result.events])
+        return result
+
+    def _events(self, receipt: Any) -> tuple[Event, ...]:
+        out = []
+        for log in receipt["logs"]:
+            if Web3.to_checksum_address(log["address"]) != self.address:
+                continue
+            for event in self.contract.events:
+                try:
+                    decoded = event().process_log(log)
+                except Exception:  # noqa: BLE001 - a log of another event type
+                    continue
+                out.append(Event(decoded["event"], dict(decoded["args"])))
+                break
+        return tuple(out)
+
+    def _reverted(self, error: Exception) -> ContractReverted:
+        payload = revert_bytes(error)
+        known = self._errors.get(payload[:4]) if payload else None
+        if payload is not None and known is not None:
+            from eth_abi import decode
+
+            name, types = known
+            values = tuple(decode(types, payload[4:])) if types else ()
+            return ContractReverted(name, values)
+        return ContractReverted("reverted", detail=str(error))
+
+
+def revert_bytes(error: BaseException) -> bytes | None:
+    """The revert data carried by a web3 or eth-tester error (or an error it was raised from)."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        data = getattr(current, "data", None)
+        if isinstance(data, dict):
+            data = data.get("data")
+        if isinstance(data, str) and data.startswith("0x") and len(data) >= 10:
+            return bytes.fromhex(data[2:])
+        for arg in getattr(current, "args", ()):
+            if isinstance(arg, (bytes, bytearray)) and len(arg) >= 4:
+                return bytes(arg)
+        current = current.__cause__ or current.__context__
+    return None

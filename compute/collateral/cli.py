@@ -1,0 +1,190 @@
+"""``python -m compute collateral ...``: the miner's deposit, top-up, reclaim and status; a renter's
+claim; the contract build, the gas benchmark and a local dev chain.
+
+    deposit  --collateral.machine HEX | --collateral.gpu_uuids U1,U2  --collateral.amount TAO
+    topup    (the same; refuses when there is no deposit yet)
+    reclaim  --collateral.amount TAO   (ask)  |  --collateral.finalize  |  --collateral.cancel
+    status   [--collateral.gpus N]     (deposit, required amount, next slash, open proposals)
+    claim    (a renter: pay what the contract owes the key's address to it)
+    build    [--check]  (compile contracts/ with solcjs into the committed artifact, or compare)
+    bench    [--json]   (gas per deposit, attest, slash, claim and reclaim)
+
+The hotkey whose deposit is meant is the wallet's (``--wallet.name/--wallet.hotkey/--wallet.path``,
+only its public part is read); the EVM key signs (``compute.collateral.keys``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+from compute.collateral.errors import CollateralError
+from compute.settings import SettingsError, add_common_args, common_from_args, environment
+
+logger = logging.getLogger(__name__)
+WEI_PER_TAO = 10**18
+WEI_PER_RAO = 10**9
+
+
+def tao_to_wei(text: str) -> int:
+    try:
+        value = Decimal(text)
+    except InvalidOperation:
+        raise SettingsError(f"--collateral.amount: not a number: {text!r}") from None
+    wei = value * WEI_PER_TAO
+    if value <= 0 or wei != wei.to_integral_value() or int(wei) % WEI_PER_RAO:
+        raise SettingsError(f"--collateral.amount: {text} TAO is not a positive whole number of rao")
+    return int(wei)
+
+
+def _chain_args(parser: argparse.ArgumentParser) -> None:
+    add_common_args(parser)
+    group = parser.add_argument_group("collateral")
+    group.add_argument("--collateral.rpc", dest="rpc", help="EVM JSON-RPC URL (env COMPUTE_COLLATERAL_RPC)")
+    group.add_argument("--collateral.address", dest="address", help="Collateral contract address (env COMPUTE_COLLATERAL_ADDRESS)")
+    group.add_argument("--collateral.evm_key", dest="evm_key", default=None,
+                       help="keystore name under <wallet>/evmkeys (default 'default'); COLLATERAL_EVM_KEY wins")
+    group.add_argument("--collateral.machine", dest="machine", help="machine id, 0x + 64 hex (as validators prove it)")
+    group.add_argument("--collateral.gpu_uuids", dest="gpu_uuids", help="comma-separated GPU UUIDs: the machine id is derived")
+    group.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m compute collateral", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, text in (("deposit", "deposit collateral for a machine"), ("topup", "add to an existing deposit")):
+        p = sub.add_parser(name, help=text)
+        _chain_args(p)
+        p.add_argument("--collateral.amount", dest="amount", required=True, help="TAO to deposit")
+    p = sub.add_parser("reclaim", help="ask a reclaim, finalize it after the delay, or cancel it")
+    _chain_args(p)
+    p.add_argument("--collateral.amount", dest="amount", help="TAO to ask back (with no --collateral.finalize/cancel)")
+    p.add_argument("--collateral.finalize", dest="finalize", action="store_true", help="receive the pending reclaim")
+    p.add_argument("--collateral.cancel", dest="cancel", action="store_true", help="cancel the pending reclaim")
+    p = sub.add_parser("status", help="a machine's deposit, the required amount and the next slash")
+    _chain_args(p)
+    p.add_argument("--collateral.gpus", dest="gpus", type=int, default=1, help="proven GPUs (sizes required/next slash)")
+    p = sub.add_parser("claim", help="a renter: receive the compensation owed to the EVM key's address")
+    _chain_args(p)
+    p = sub.add_parser("build", help="compile contracts/ into the committed artifact (solcjs)")
+    p.add_argument("--check", action="store_true", help="only compare the artifact with a fresh compile")
+    p.add_argument("--solc.dir", dest="solc_dir", help="folder holding node_modules/solc (env COMPUTE_SOLC_DIR)")
+    from compute.collateral.bench import add_args as bench_args
+
+    bench_args(sub.add_parser("bench", help="gas per operation on the in-process EVM"))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        if args.command == "build":
+            return _build(args)
+        if args.command == "bench":
+            from compute.collateral.bench import report
+
+            return report(args)
+        return _chain_command(args)
+    except (CollateralError, SettingsError) as error:
+        sys.stderr.write(f"error: {error}\n")
+        return 1
+
+
+def _build(args: argparse.Namespace) -> int:
+    from compute.collateral import build
+
+    compiler = build.find_compiler(args.solc_dir)
+    if compiler is None:
+        sys.stderr.write(f"error: node and solc {build.SOLC_VERSION} not found: "
+                         f"npm install --prefix ~/.cache/compute-solc solc@{build.SOLC_VERSION}\n")
+        return 1
+    if args.check:
+        diffs = build.differences(compiler)
+        for line in diffs:
+            sys.stderr.write(f"artifact: {line}\n")
+        return 1 if diffs else 0
+    sys.stdout.write(f"wrote {build.build(compiler)}\n")
+    return 0
+
+
+def _machine(args: argparse.Namespace) -> bytes:
+    from compute.collateral.identity import machine_id
+
+    if args.machine:
+        text = args.machine.lower().removeprefix("0x")
+        if len(text) != 64 or any(c not in "0123456789abcdef" for c in text):
+            raise SettingsError("--collateral.machine: expected 0x + 64 hex characters")
+        return bytes.fromhex(text)
+    if args.gpu_uuids:
+        return machine_id(u for u in args.gpu_uuids.split(","))
+    raise SettingsError("name the machine: --collateral.machine HEX or --collateral.gpu_uuids U1,U2")
+
+
+def _chain_command(args: argparse.Namespace) -> int:
+    from web3 import Web3
+
+    from compute.collateral.chain import CollateralClient
+    from compute.collateral.keys import load_account
+
+    env = environment(args)
+    common = common_from_args(args, env)
+    rpc = args.rpc or env.get("COMPUTE_COLLATERAL_RPC")
+    address = args.address or env.get("COMPUTE_COLLATERAL_ADDRESS")
+    if not rpc or not address:
+        raise SettingsError("--collateral.rpc and --collateral.address are required")
+    hotkey = _hotkey_ss58(common.wallet_name, common.wallet_hotkey, common.wallet_path)
+    needs_key = args.command != "status"
+    account = load_account(env, common.wallet_name, common.wallet_path, args.evm_key or "default") if needs_key else None
+    client = CollateralClient(Web3(Web3.HTTPProvider(rpc, request_kwargs={"timeout": 30})), address, account)
+    out: dict[str, Any] = {"command": args.command, "hotkey": hotkey}
+    if args.command == "claim":
+        out["tx"] = client.claim().__dict__ | {"events": None}
+        return _print(out, args.json)
+    machine = _machine(args)
+    out["machine"] = "0x" + machine.hex()
+    if args.command in ("deposit", "topup"):
+        if args.command == "topup" and not client.deposit_of(hotkey, machine).exists:
+            raise SettingsError("no deposit for this machine yet: use deposit")
+        result = client.deposit(machine, tao_to_wei(args.amount))
+        out["tx"], out["gas"] = result.tx_hash, result.gas_used
+    elif args.command == "reclaim":
+        if args.finalize + args.cancel + bool(args.amount) != 1:
+            raise SettingsError("reclaim takes one of --collateral.amount, --collateral.finalize, --collateral.cancel")
+        if args.finalize:
+            result = client.finalize_reclaim(hotkey, machine)
+        elif args.cancel:
+            result = client.cancel_reclaim(hotkey, machine)
+        else:
+            result = client.request_reclaim(hotkey, machine, tao_to_wei(args.amount))
+        out["tx"], out["gas"] = result.tx_hash, result.gas_used
+    state = client.deposit_of(hotkey, machine)
+    out["deposit"] = state.__dict__
+    if args.command == "status":
+        out["required_wei"] = client.required(args.gpus)
+        out["next_slash_wei"] = client.next_slash_amount(hotkey, machine, args.gpus)
+    return _print(out, args.json)
+
+
+def _hotkey_ss58(wallet_name: str, hotkey: str, path: Path) -> str:
+    from compute.transport import WalletError, load_wallet
+
+    try:
+        return load_wallet(wallet_name, hotkey, str(path)).hotkey.ss58_address
+    except WalletError as error:
+        raise SettingsError(str(error)) from None
+
+
+def _print(out: dict[str, Any], as_json: bool) -> int:
+    if as_json:
+        sys.stdout.write(json.dumps(out, default=str) + "\n")
+    else:
+        for key, value in out.items():
+            sys.stdout.write(f"{key}: {value}\n")
+    return 0
