@@ -14,7 +14,10 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "chain": ("compute.chain.cli:main", "simulated chain: create, register, show, weights"),
     "localnet": ("compute.localnet:main", "run the local demo (simulated chain, miner, validator)"),
-    "collateral": ("compute.collateral.cli:main", "collateral contract: deposit, topup, reclaim, status, claim, build, bench"),
+    "collateral": (
+        "compute.collateral.cli:main",
+        "collateral contract: deposit, topup, reclaim, status, claim, build, bench",
+    ),
     "bench-transport": ("compute.transport.bench:main", "benchmark the signed HTTP transport"),
     "bench-allocation": ("compute.miner.bench:main", "benchmark lease allocation"),
     "bench-validator": ("compute.validator.tools.bench:main", "benchmark a validator round"),

@@ -27,7 +27,9 @@ def run(validators: int = 5) -> dict[str, Any]:
     from bittensor.sp_core import Keypair
 
     chain = local_chain()
-    config = CollateralConfig(rate_per_gpu_day=TAO, min_deposit=TAO // 10, reclaim_delay_s=3600, proposal_ttl_s=1800)
+    config = CollateralConfig(
+        rate_per_gpu_day=TAO, min_deposit=TAO // 10, reclaim_delay_s=3600, proposal_ttl_s=1800
+    )
     stack = deploy_stack(chain.w3, chain.accounts[0], config, 27, doubles=True)
     assert stack.mirror is not None
     miner = Keypair.create_from_uri("//bench-miner")
@@ -47,7 +49,9 @@ def run(validators: int = 5) -> dict[str, Any]:
     gas: dict[str, Any] = {"deploy": stack.gas}
     gas["deposit_first"] = client.deposit(machine, 10 * TAO).gas_used
     gas["deposit_topup"] = client.deposit(machine, 2 * TAO).gas_used
-    proposal = SlashProposal(miner.ss58_address, machine, KIND_FAILED_RENTAL, b"\x42" * 32, 8, renter.address.lower())
+    proposal = SlashProposal(
+        miner.ss58_address, machine, KIND_FAILED_RENTAL, b"\x42" * 32, 8, renter.address.lower()
+    )
     attests = []
     for voter in voters:
         attests.append(voter.attest(proposal))
@@ -67,8 +71,13 @@ def run(validators: int = 5) -> dict[str, Any]:
 
 def add_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--bench.validators", dest="validators", type=int, default=5,
-                        help="validators of equal stake attesting (default 5)")
+    parser.add_argument(
+        "--bench.validators",
+        dest="validators",
+        type=int,
+        default=5,
+        help="validators of equal stake attesting (default 5)",
+    )
 
 
 def report(args: argparse.Namespace) -> int:

@@ -133,7 +133,9 @@ def differences(compiler: Compiler, path: Path = ARTIFACT) -> list[str]:
     except (OSError, ValueError) as error:
         return [f"cannot read {path}: {error}"]
     out = [
-        f"{key} differs" for key in ("compiler", "settings", "sources") if committed.get(key) != fresh.get(key)
+        f"{key} differs"
+        for key in ("compiler", "settings", "sources")
+        if committed.get(key) != fresh.get(key)
     ]
     mine, theirs = committed.get("contracts", {}), fresh["contracts"]
     assert isinstance(theirs, dict)

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eth_account.signers.local import LocalAccount
+from eth_tester.exceptions import TransactionFailed
 from eth_utils import keccak
 from web3 import Web3
-from eth_tester.exceptions import TransactionFailed
 from web3.exceptions import ContractCustomError, ContractLogicError, TimeExhausted, Web3RPCError
 
 from compute.collateral.artifact import compiled
@@ -43,6 +43,7 @@ class TxResult:
     tx_hash: str
     gas_used: int
     events: tuple[Event, ...] = ()
+    fee_wei: int = 0  # gas used x effective gas price: what the sender paid
 
     def event(self, name: str) -> Event | None:
         return next((e for e in self.events if e.name == name), None)
@@ -104,7 +105,9 @@ class SlashProposal:
     def proposal_id(self) -> bytes:
         from eth_abi import encode
 
-        return keccak(encode(["bytes32", "bytes32", "uint8", "bytes32", "address", "uint16"], list(self.args())))
+        return keccak(
+            encode(["bytes32", "bytes32", "uint8", "bytes32", "address", "uint16"], list(self.args()))
+        )
 
 
 @dataclass(frozen=True)
@@ -191,7 +194,9 @@ class CollateralClient:
         return bool(self._call("evidenceUsed", evidence_hash))
 
     def proposal(self, proposal: SlashProposal) -> ProposalState:
-        key, renter, expires_at, gpus, kind, state, attesters = self._call("proposalOf", proposal.proposal_id())
+        key, renter, expires_at, gpus, kind, state, attesters = self._call(
+            "proposalOf", proposal.proposal_id()
+        )
         return ProposalState(key, renter.lower(), expires_at, gpus, kind, _STATES[state], attesters)
 
     def tally(self, proposal: SlashProposal) -> tuple[int, int]:
@@ -253,9 +258,15 @@ class CollateralClient:
             raise ChainUnavailable(f"EVM RPC refused {name}: {error}") from error
         if receipt["status"] != 1:
             raise ContractReverted("reverted", detail=f"{name} tx {tx_hash.hex()} failed on chain")
-        result = TxResult("0x" + bytes(tx_hash).hex().removeprefix("0x"), int(receipt["gasUsed"]), self._events(receipt))
-        logger.info("collateral %s tx=%s gas=%d events=%s", name, result.tx_hash, result.gas_used,
-                    [e.name for e in result.events])
+        fee = int(receipt["gasUsed"]) * int(receipt.get("effectiveGasPrice") or tx.get("gasPrice") or 0)
+        result = TxResult("0x" + bytes(tx_hash).hex(), int(receipt["gasUsed"]), self._events(receipt), fee)
+        logger.info(
+            "collateral %s tx=%s gas=%d events=%s",
+            name,
+            result.tx_hash,
+            result.gas_used,
+            [e.name for e in result.events],
+        )
         return result
 
     def _events(self, receipt: Any) -> tuple[Event, ...]:
@@ -263,7 +274,8 @@ class CollateralClient:
         for log in receipt["logs"]:
             if Web3.to_checksum_address(log["address"]) != self.address:
                 continue
-            for event in self.contract.events:
+            events: Any = self.contract.events
+            for event in events:
                 try:
                     decoded = event().process_log(log)
                 except Exception:  # noqa: BLE001 - a log of another event type

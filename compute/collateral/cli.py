@@ -46,35 +46,65 @@ def _chain_args(parser: argparse.ArgumentParser) -> None:
     add_common_args(parser)
     group = parser.add_argument_group("collateral")
     group.add_argument("--collateral.rpc", dest="rpc", help="EVM JSON-RPC URL (env COMPUTE_COLLATERAL_RPC)")
-    group.add_argument("--collateral.address", dest="address", help="Collateral contract address (env COMPUTE_COLLATERAL_ADDRESS)")
-    group.add_argument("--collateral.evm_key", dest="evm_key", default=None,
-                       help="keystore name under <wallet>/evmkeys (default 'default'); COLLATERAL_EVM_KEY wins")
-    group.add_argument("--collateral.machine", dest="machine", help="machine id, 0x + 64 hex (as validators prove it)")
-    group.add_argument("--collateral.gpu_uuids", dest="gpu_uuids", help="comma-separated GPU UUIDs: the machine id is derived")
+    group.add_argument(
+        "--collateral.address",
+        dest="address",
+        help="Collateral contract address (env COMPUTE_COLLATERAL_ADDRESS)",
+    )
+    group.add_argument(
+        "--collateral.evm_key",
+        dest="evm_key",
+        default=None,
+        help="keystore name under <wallet>/evmkeys (default 'default'); COLLATERAL_EVM_KEY wins",
+    )
+    group.add_argument(
+        "--collateral.machine", dest="machine", help="machine id, 0x + 64 hex (as validators prove it)"
+    )
+    group.add_argument(
+        "--collateral.gpu_uuids",
+        dest="gpu_uuids",
+        help="comma-separated GPU UUIDs: the machine id is derived",
+    )
     group.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m compute collateral", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m compute collateral",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, text in (("deposit", "deposit collateral for a machine"), ("topup", "add to an existing deposit")):
+    for name, text in (
+        ("deposit", "deposit collateral for a machine"),
+        ("topup", "add to an existing deposit"),
+    ):
         p = sub.add_parser(name, help=text)
         _chain_args(p)
         p.add_argument("--collateral.amount", dest="amount", required=True, help="TAO to deposit")
     p = sub.add_parser("reclaim", help="ask a reclaim, finalize it after the delay, or cancel it")
     _chain_args(p)
-    p.add_argument("--collateral.amount", dest="amount", help="TAO to ask back (with no --collateral.finalize/cancel)")
-    p.add_argument("--collateral.finalize", dest="finalize", action="store_true", help="receive the pending reclaim")
-    p.add_argument("--collateral.cancel", dest="cancel", action="store_true", help="cancel the pending reclaim")
+    p.add_argument(
+        "--collateral.amount", dest="amount", help="TAO to ask back (with no --collateral.finalize/cancel)"
+    )
+    p.add_argument(
+        "--collateral.finalize", dest="finalize", action="store_true", help="receive the pending reclaim"
+    )
+    p.add_argument(
+        "--collateral.cancel", dest="cancel", action="store_true", help="cancel the pending reclaim"
+    )
     p = sub.add_parser("status", help="a machine's deposit, the required amount and the next slash")
     _chain_args(p)
-    p.add_argument("--collateral.gpus", dest="gpus", type=int, default=1, help="proven GPUs (sizes required/next slash)")
+    p.add_argument(
+        "--collateral.gpus", dest="gpus", type=int, default=1, help="proven GPUs (sizes required/next slash)"
+    )
     p = sub.add_parser("claim", help="a renter: receive the compensation owed to the EVM key's address")
     _chain_args(p)
     p = sub.add_parser("build", help="compile contracts/ into the committed artifact (solcjs)")
     p.add_argument("--check", action="store_true", help="only compare the artifact with a fresh compile")
-    p.add_argument("--solc.dir", dest="solc_dir", help="folder holding node_modules/solc (env COMPUTE_SOLC_DIR)")
+    p.add_argument(
+        "--solc.dir", dest="solc_dir", help="folder holding node_modules/solc (env COMPUTE_SOLC_DIR)"
+    )
     from compute.collateral.bench import add_args as bench_args
 
     bench_args(sub.add_parser("bench", help="gas per operation on the in-process EVM"))
@@ -102,8 +132,10 @@ def _build(args: argparse.Namespace) -> int:
 
     compiler = build.find_compiler(args.solc_dir)
     if compiler is None:
-        sys.stderr.write(f"error: node and solc {build.SOLC_VERSION} not found: "
-                         f"npm install --prefix ~/.cache/compute-solc solc@{build.SOLC_VERSION}\n")
+        sys.stderr.write(
+            f"error: node and solc {build.SOLC_VERSION} not found: "
+            f"npm install --prefix ~/.cache/compute-solc solc@{build.SOLC_VERSION}\n"
+        )
         return 1
     if args.check:
         diffs = build.differences(compiler)
@@ -141,7 +173,11 @@ def _chain_command(args: argparse.Namespace) -> int:
         raise SettingsError("--collateral.rpc and --collateral.address are required")
     hotkey = _hotkey_ss58(common.wallet_name, common.wallet_hotkey, common.wallet_path)
     needs_key = args.command != "status"
-    account = load_account(env, common.wallet_name, common.wallet_path, args.evm_key or "default") if needs_key else None
+    account = (
+        load_account(env, common.wallet_name, common.wallet_path, args.evm_key or "default")
+        if needs_key
+        else None
+    )
     client = CollateralClient(Web3(Web3.HTTPProvider(rpc, request_kwargs={"timeout": 30})), address, account)
     out: dict[str, Any] = {"command": args.command, "hotkey": hotkey}
     if args.command == "claim":
@@ -156,7 +192,9 @@ def _chain_command(args: argparse.Namespace) -> int:
         out["tx"], out["gas"] = result.tx_hash, result.gas_used
     elif args.command == "reclaim":
         if args.finalize + args.cancel + bool(args.amount) != 1:
-            raise SettingsError("reclaim takes one of --collateral.amount, --collateral.finalize, --collateral.cancel")
+            raise SettingsError(
+                "reclaim takes one of --collateral.amount, --collateral.finalize, --collateral.cancel"
+            )
         if args.finalize:
             result = client.finalize_reclaim(hotkey, machine)
         elif args.cancel:

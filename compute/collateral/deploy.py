@@ -24,9 +24,9 @@ METAGRAPH_PRECOMPILE = "0x0000000000000000000000000000000000000802"
 UID_LOOKUP_PRECOMPILE = "0x0000000000000000000000000000000000000806"
 
 
-def send(w3: Web3, account: LocalAccount, tx: dict[str, Any]) -> Any:
-    """Sign and send ``tx`` from ``account``; the receipt (raises when it failed)."""
-    tx = dict(tx)
+def send(w3: Web3, account: LocalAccount, params: dict[str, Any]) -> Any:
+    """Sign and send ``params`` from ``account``; the receipt (raises when it failed)."""
+    tx: Any = dict(params)
     tx.setdefault("from", account.address)
     tx.setdefault("nonce", w3.eth.get_transaction_count(account.address, "pending"))
     tx.setdefault("chainId", w3.eth.chain_id)
@@ -50,6 +50,10 @@ def deploy(w3: Web3, account: LocalAccount, name: str, *args: Any) -> tuple[str,
     return receipt["contractAddress"], int(receipt["gasUsed"])
 
 
+def _address(text: str) -> Any:
+    return Web3.to_checksum_address(checked_h160(text))
+
+
 @dataclass
 class Mirror:
     """The doubles of the metagraph and UID-lookup precompiles, kept by their deployer."""
@@ -60,17 +64,21 @@ class Mirror:
     uid_lookup: str
 
     def set_neuron(self, uid: int, hotkey: str, stake: int, validator: bool) -> None:
-        contract = self.w3.eth.contract(address=self.metagraph, abi=compiled("MetagraphDouble").abi)
+        contract = self.w3.eth.contract(address=_address(self.metagraph), abi=compiled("MetagraphDouble").abi)
         self._transact(contract.functions.setNeuron(uid, hotkey_bytes32(hotkey), stake, validator))
 
     def associate(self, evm_address: str, uid: int) -> None:
         """What ``associate_evm_key`` records on subtensor: this EVM key speaks for ``uid``."""
-        contract = self.w3.eth.contract(address=self.uid_lookup, abi=compiled("UidLookupDouble").abi)
+        contract = self.w3.eth.contract(
+            address=_address(self.uid_lookup), abi=compiled("UidLookupDouble").abi
+        )
         address = Web3.to_checksum_address(checked_h160(evm_address))
         self._transact(contract.functions.associate(address, uid))
 
     def dissociate(self, evm_address: str) -> None:
-        contract = self.w3.eth.contract(address=self.uid_lookup, abi=compiled("UidLookupDouble").abi)
+        contract = self.w3.eth.contract(
+            address=_address(self.uid_lookup), abi=compiled("UidLookupDouble").abi
+        )
         self._transact(contract.functions.dissociate(Web3.to_checksum_address(checked_h160(evm_address))))
 
     def _transact(self, call: Any) -> None:
@@ -101,7 +109,9 @@ def deploy_stack(
         mirror = Mirror(w3, account, metagraph, uid_lookup)
     else:
         metagraph, uid_lookup = METAGRAPH_PRECOMPILE, UID_LOOKUP_PRECOMPILE
-    source, gas["SubtensorStakeSource"] = deploy(w3, account, "SubtensorStakeSource", netuid, metagraph, uid_lookup)
+    source, gas["SubtensorStakeSource"] = deploy(
+        w3, account, "SubtensorStakeSource", netuid, metagraph, uid_lookup
+    )
     collateral, gas["Collateral"] = deploy(
         w3,
         account,

@@ -21,6 +21,7 @@ from typing import Any
 
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
+from fastapi import FastAPI, Request, Response
 from web3 import EthereumTesterProvider, Web3
 
 from compute.collateral.chain import revert_bytes
@@ -28,7 +29,16 @@ from compute.collateral.chain import revert_bytes
 logger = logging.getLogger(__name__)
 _CAMEL = re.compile(r"_([a-z0-9])")
 _SHORT_HEX = re.compile(r"^0x[0-9a-fA-F]{1,16}$")
-_NUMERIC_KEYS = {"value", "gas", "gasPrice", "nonce", "maxFeePerGas", "maxPriorityFeePerGas", "chainId", "type"}
+_NUMERIC_KEYS = {
+    "value",
+    "gas",
+    "gasPrice",
+    "nonce",
+    "maxFeePerGas",
+    "maxPriorityFeePerGas",
+    "chainId",
+    "type",
+}
 
 
 @dataclass
@@ -42,7 +52,7 @@ class LocalChain:
     def fund(self, address: str, wei: int) -> None:
         """Send ``wei`` from the first dev account (gas money and deposits for new keys)."""
         faucet = self.accounts[-1]
-        tx = {
+        tx: Any = {
             "from": faucet.address,
             "to": Web3.to_checksum_address(address),
             "value": wei,
@@ -61,18 +71,20 @@ class LocalChain:
 
     def advance(self, seconds: int) -> None:
         """Move the chain's clock forward (the next block is stamped that much later)."""
-        tester = self.provider.ethereum_tester
+        tester: Any = self.provider.ethereum_tester
         now = tester.get_block_by_number("pending")["timestamp"]
         tester.time_travel(int(now) + int(seconds))
 
     def now(self) -> int:
-        return int(self.provider.ethereum_tester.get_block_by_number("pending")["timestamp"])
+        tester: Any = self.provider.ethereum_tester
+        return int(tester.get_block_by_number("pending")["timestamp"])
 
 
 def local_chain() -> LocalChain:
     provider = EthereumTesterProvider()
     w3 = Web3(provider)
-    keys = provider.ethereum_tester.backend.account_keys
+    tester: Any = provider.ethereum_tester
+    keys = tester.backend.account_keys
     accounts = [Account.from_key(key.to_bytes()) for key in keys]
     return LocalChain(w3, provider, accounts)
 
@@ -106,7 +118,9 @@ class RpcHandler:
         try:
             request = json.loads(body)
         except ValueError:
-            return json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "parse error"}}).encode()
+            return json.dumps(
+                {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "parse error"}}
+            ).encode()
         if isinstance(request, list):
             return json.dumps([self._one(r) for r in request]).encode()
         return json.dumps(self._one(request)).encode()
@@ -118,6 +132,13 @@ class RpcHandler:
         with self._lock:
             try:
                 params = [_python(p) for p in request.get("params") or []]
+                if (
+                    request["method"] in ("eth_call", "eth_estimateGas")
+                    and params
+                    and isinstance(params[0], dict)
+                ):
+                    if int(str(params[0].get("from") or "0x0"), 16) == 0:  # a read-only caller: a funded one
+                        params[0] = {**params[0], "from": self.chain.accounts[0].address}
                 reply = self.chain.provider.make_request(request["method"], params)
             except Exception as error:  # noqa: BLE001 - every failure is a JSON-RPC error for the caller
                 data = revert_bytes(error)
@@ -126,10 +147,10 @@ class RpcHandler:
                     return {"jsonrpc": "2.0", "id": rid, "error": reverted}
                 return {"jsonrpc": "2.0", "id": rid, "error": {"code": -32000, "message": str(error)}}
         if "error" in reply:
-            error = reply["error"]
-            if not isinstance(error, dict):
-                error = {"code": -32000, "message": str(error)}
-            return {"jsonrpc": "2.0", "id": rid, "error": _wire_error(error)}
+            failure: Any = reply["error"]
+            if not isinstance(failure, dict):
+                failure = {"code": -32000, "message": str(failure)}
+            return {"jsonrpc": "2.0", "id": rid, "error": _wire_error(failure)}
         return {"jsonrpc": "2.0", "id": rid, "result": _wire(reply.get("result"))}
 
 
@@ -148,3 +169,16 @@ def _wire_error(error: dict[str, Any]) -> dict[str, Any]:
         data = error["data"]
         out["data"] = data if isinstance(data, str) else _wire(data)
     return out
+
+
+def rpc_app(chain: LocalChain) -> Any:
+    """A FastAPI app answering JSON-RPC on ``POST /`` from ``chain`` (serve it on 127.0.0.1 only)."""
+    handler = RpcHandler(chain)
+    app = FastAPI(title="compute local EVM", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.post("/")
+    async def rpc(request: Request) -> Response:
+        body = await request.body()
+        return Response(content=handler.handle(body), media_type="application/json")
+
+    return app

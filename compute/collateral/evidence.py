@@ -107,7 +107,11 @@ def _sign(keypair: Keypair, message: bytes) -> str:
 
 def sign_probe(keypair: Keypair, lease_id: str, at: float, endpoint: str, reason: str) -> LeaseProbe:
     unsigned = LeaseProbe(
-        validator=keypair.ss58_address, lease_id=lease_id, at=at, endpoint=endpoint, reason=reason,
+        validator=keypair.ss58_address,
+        lease_id=lease_id,
+        at=at,
+        endpoint=endpoint,
+        reason=reason,
         signature="0x" + "00" * 64,
     )
     return unsigned.model_copy(update={"signature": _sign(keypair, unsigned.message())})
@@ -120,7 +124,7 @@ def sign_evidence(keypair: Keypair, evidence: FailedRentalEvidence | CheatEviden
 
 def _verifies(signer: str, message: bytes, signature: str) -> bool:
     try:
-        return bool(verify(bytes.fromhex(signature[2:]), message, signer))
+        return bool(verify(message, bytes.fromhex(signature[2:]), signer))
     except Exception:  # noqa: BLE001 - a malformed key or signature is simply not valid
         return False
 
@@ -150,8 +154,13 @@ def renter_of(receipt: SignedRequest, miner_hotkey: str) -> tuple[str, AllocateR
     try:
         nonce = int(headers.get(http_auth.HEADER_NONCE.lower(), ""))
         caller = http_auth.verify(
-            receipt.headers, receipt.body.encode(), method="POST", path=receipt.path,
-            self_hotkey_ss58=miner_hotkey, nonce_store=_AnyNonce(), now_ns=nonce,
+            receipt.headers,
+            receipt.body.encode(),
+            method="POST",
+            path=receipt.path,
+            self_hotkey_ss58=miner_hotkey,
+            nonce_store=_AnyNonce(),
+            now_ns=nonce,
         )
         request = AllocateRequest.model_validate_json(receipt.body)
     except ValueError:
