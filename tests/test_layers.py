@@ -27,7 +27,7 @@ ORDER: dict[str, list[set[str]]] = {
         {"settings"},
         {"chain", "scoring", "store", "specs"},
         {"pog", "transport"},
-        {"allocation"},
+        {"allocation", "collateral"},
         {"miner"},
         {"dashboard"},
         {"operator"},
