@@ -4,6 +4,10 @@
 modules only ever call ``logging.getLogger(__name__)``. ``debug`` lowers this project's loggers
 to DEBUG; ``trace`` also lowers the libraries' (bittensor, asyncssh, httpx, uvicorn).
 
+Every line it writes is printable (:class:`PrintableFormatter`): a peer's text that reached a
+message (a miner's refusal, a worker's error) shows its control characters as escapes and can
+neither repaint a terminal nor forge a line; tracebacks keep their line breaks.
+
 What it deliberately does not do: redact messages (callers never log keys or secrets), or ship
 logs anywhere.
 """
@@ -14,9 +18,25 @@ import logging
 import logging.handlers
 from pathlib import Path
 
+from compute.peertext import printable
+
 FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 _PROJECT_LOGGERS = ("compute", "neurons", "__main__")
 _NOISY_LOGGERS = ("asyncssh", "httpx", "httpcore", "uvicorn.access", "bittensor", "docker", "urllib3")
+
+
+class PrintableFormatter(logging.Formatter):
+    """``logging.Formatter`` whose output holds printable characters only (newlines of tracebacks
+    and stack dumps kept; a message's own newlines escaped, so one event stays one line)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
+        return printable(super().formatMessage(record))
+
+    def formatException(self, ei) -> str:  # noqa: ANN001, N802 - logging's signature
+        return "\n".join(printable(line) for line in super().formatException(ei).split("\n"))
+
+    def formatStack(self, stack_info: str) -> str:  # noqa: N802
+        return "\n".join(printable(line) for line in super().formatStack(stack_info).split("\n"))
 
 
 def configure_logging(
@@ -26,7 +46,7 @@ def configure_logging(
     root = logging.getLogger()
     for handler in [h for h in root.handlers if getattr(h, "_compute_handler", False)]:
         root.removeHandler(handler)
-    formatter = logging.Formatter(FORMAT)
+    formatter = PrintableFormatter(FORMAT)
     handlers: list[logging.Handler] = [logging.StreamHandler()]
     if logging_dir is not None:
         directory = Path(logging_dir).expanduser()
@@ -47,4 +67,4 @@ def configure_logging(
         logging.getLogger(noisy).setLevel(logging.DEBUG if trace else logging.WARNING)
 
 
-__all__ = ["FORMAT", "configure_logging"]
+__all__ = ["FORMAT", "PrintableFormatter", "configure_logging"]

@@ -16,6 +16,8 @@ from typing import Annotated, Final, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from compute.peertext import PeerText
+
 PROTOCOL_VERSION: Final = 1
 
 MAX_LEASE_SECONDS = 90 * 24 * 3600
@@ -34,6 +36,9 @@ _IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$")
 _VOLUME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 _HOST_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
 _EVM_RE = re.compile(r"^0x[0-9a-fA-F]{40}$")
+# where a renter's ssh command connects, and as whom: never a leading "-" (an ssh option), no spaces
+_SSH_HOST_RE = re.compile(r"^(?!-)[A-Za-z0-9.:_-]{1,255}$")
+_SSH_USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
 
 
 def _check(pattern: re.Pattern[str], what: str):
@@ -61,6 +66,8 @@ Seconds = Annotated[int, Field(ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS)]
 TemplateName = Annotated[
     str, Field(max_length=48), _check(_TEMPLATE_RE, "template name (a-z0-9._-, at most 48)")
 ]
+SshHost = Annotated[str, Field(max_length=255), _check(_SSH_HOST_RE, "SSH host (a name or an address)")]
+SshUser = Annotated[str, Field(max_length=64), _check(_SSH_USER_RE, "SSH user name")]
 HostName = Annotated[str, Field(max_length=32), _check(_HOST_RE, "host name")]
 ImageRef = Annotated[str, Field(max_length=255), _check(_IMAGE_RE, "container image reference")]
 VolumeName = Annotated[
@@ -97,8 +104,8 @@ class ErrorResponse(Message):
     """Body of every refusal: a machine-readable code and a sentence a person can act on."""
 
     kind: Literal["error"] = "error"
-    code: str = Field(max_length=64)
-    reason: str = Field(max_length=2000)
+    code: Annotated[str, PeerText(64)]
+    reason: Annotated[str, PeerText(2000)]
 
 
 # ---------------------------------------------------------------- shared values
@@ -140,17 +147,17 @@ class TemplateInfo(Value):
 
     name: TemplateName
     image: ImageRef
-    version: str = Field("", max_length=64)
+    version: Annotated[str, PeerText(64)] = ""
     kind: Literal["cuda-pytorch", "cuda", "cpu"]
-    description: str = Field("", max_length=200)
+    description: Annotated[str, PeerText(200)] = ""
     default: bool = False
 
 
 class GpuSpec(Value):
     index: int = Field(ge=0, le=63)
-    name: str = Field(max_length=128)
+    name: Annotated[str, PeerText(128)]
     memory_bytes: int = Field(ge=0, le=2**50)
-    uuid: str | None = Field(None, max_length=128)
+    uuid: Annotated[str, PeerText(128)] | None = None
 
 
 class HostSpec(Value):
@@ -158,8 +165,8 @@ class HostSpec(Value):
 
     name: HostName
     up: bool
-    reason: str = Field("", max_length=300)
-    ssh_host: str = Field(max_length=255)
+    reason: Annotated[str, PeerText(300)] = ""
+    ssh_host: Annotated[str, PeerText(255)]
     gpus: list[int] = Field(default_factory=list, max_length=64)  # indices into MachineSpecs.gpus
     cpu_cores: int = Field(0, ge=0, le=65536)
     ram_bytes: int = Field(0, ge=0, le=2**60)
@@ -168,7 +175,7 @@ class HostSpec(Value):
 class MachineSpecs(Value):
     """What the miner reports about its host. Advisory: validators prove GPUs with PoG."""
 
-    cpu_model: str = Field(max_length=256)
+    cpu_model: Annotated[str, PeerText(256)]
     cpu_cores: int = Field(ge=0, le=65536)
     cpu_freq_mhz: float = Field(ge=0, le=1e6)
     ram_bytes: int = Field(ge=0, le=2**60)
@@ -177,12 +184,12 @@ class MachineSpecs(Value):
     disk_write_mbps: float | None = Field(None, ge=0, le=1e7)
     disk_read_mbps: float | None = Field(None, ge=0, le=1e7)
     gpus: list[GpuSpec] = Field(default_factory=list, max_length=64)
-    driver_version: str | None = Field(None, max_length=64)
-    cuda_version: str | None = Field(None, max_length=64)
+    driver_version: Annotated[str, PeerText(64)] | None = None
+    cuda_version: Annotated[str, PeerText(64)] | None = None
     docker_available: bool = False
     nvidia_runtime: bool = False
-    backend: str = Field(max_length=32)
-    miner_version: str = Field(max_length=32)
+    backend: Annotated[str, PeerText(32)]
+    miner_version: Annotated[str, PeerText(32)]
     # A multi-host miner's hosts (--miner.hosts_file); empty (and off the wire) for a single host.
     hosts: list[HostSpec] = Field(default_factory=list, max_length=64, exclude_if=lambda v: not v)
 
@@ -190,10 +197,10 @@ class MachineSpecs(Value):
 class SshAccess(Value):
     """How to reach a lease: key-only SSH with a pinned host key."""
 
-    host: str = Field(max_length=255)
+    host: SshHost
     port: int = Field(ge=1, le=65535)
-    username: str = Field(max_length=64)
-    host_key: str = Field(max_length=8400, description="OpenSSH public host key line to pin")
+    username: SshUser
+    host_key: SshPublicKey = Field(description="OpenSSH public host key line to pin")
     ports: dict[int, int] = Field(default_factory=dict, description="lease port -> public port")
 
 
@@ -208,7 +215,7 @@ class LeaseHealth(Value):
     checked_at: float = Field(ge=0)
     down_since: float | None = Field(None, ge=0)
     restarts: int = Field(0, ge=0, le=1_000_000)
-    reason: str = Field("", max_length=500)
+    reason: Annotated[str, PeerText(500)] = ""
 
 
 class VolumeInfo(Value):
@@ -255,9 +262,9 @@ class HealthRequest(Message):
 
 class HealthResponse(Message):
     kind: Literal["health"] = "health"
-    version: str = Field(max_length=32)
+    version: Annotated[str, PeerText(32)]
     hotkey: Hotkey
-    backend: str = Field(max_length=32)
+    backend: Annotated[str, PeerText(32)]
     uptime_s: float = Field(ge=0)
     active_leases: int = Field(ge=0)
     free_gpus: int = Field(ge=0)
@@ -280,7 +287,7 @@ class CheckAvailabilityRequest(Message):
 class AvailabilityResponse(Message):
     kind: Literal["availability"] = "availability"
     available: bool
-    reason: str = Field("", max_length=2000)
+    reason: Annotated[str, PeerText(2000)] = ""
     free_gpus: int = Field(ge=0)
     max_duration_s: int = Field(ge=0)
 

@@ -22,6 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 ORDER: dict[str, list[set[str]]] = {
     "compute": [
+        {"peertext"},
         {"__init__", "logs", "sqlitedb"},
         {"protocol"},
         {"settings"},

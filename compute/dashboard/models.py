@@ -11,6 +11,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from compute.peertext import PeerText
 from compute.store import PogResult
 
 
@@ -19,9 +20,9 @@ class ProvenMachine(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
-    hotkey: str = Field(min_length=1, max_length=128)
+    hotkey: Annotated[str, PeerText(128)] = Field(min_length=1)
     uid: int = Field(ge=0)
-    gpu_model: str = Field(max_length=128)
+    gpu_model: Annotated[str, PeerText(128)]
     gpu_count: int = Field(ge=0, le=1024)
     tflops_fp16: float | None = Field(None, ge=0)
     tflops_fp32: float | None = Field(None, ge=0)
@@ -30,7 +31,7 @@ class ProvenMachine(BaseModel):
     verified_at: float = Field(ge=0)
     round_id: int = Field(ge=0)
     # a multi-host miner: host name -> the sample it was credited (0: unproven, or a duplicate device)
-    hosts: dict[Annotated[str, Field(max_length=64)], float] = Field(default_factory=dict, max_length=64)
+    hosts: dict[Annotated[str, PeerText(64)], float] = Field(default_factory=dict, max_length=64)
 
 
 class ProvenMachines(BaseModel):

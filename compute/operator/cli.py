@@ -27,6 +27,7 @@ from compute.operator.errors import EXIT_USAGE, OperatorError, Refused, UsageErr
 from compute.operator.pog_records import load_verified
 from compute.operator.proven import fetch_proven
 from compute.operator.service import Operator
+from compute.peertext import for_rich
 from compute.settings import CommonSettings, SettingsError, add_common_args, common_from_args
 from compute.transport import MinerClient, WalletError, load_wallet
 
@@ -222,7 +223,7 @@ def emit_error(out: Console, err: Console, error: OperatorError, as_json: bool) 
         body: dict[str, Any] = {"ok": False, "error": {"code": error.code, "message": error.message}}
         out.file.write(json.dumps(body, indent=2, sort_keys=True) + "\n")
     else:
-        err.print(f"[bold red]error[/] ({error.code}): {error.message}", highlight=False)
+        err.print(f"[bold red]error[/] ({for_rich(error.code)}): {for_rich(error.message)}", highlight=False)
 
 
 def main(argv: list[str] | None = None, stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> int:

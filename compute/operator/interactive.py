@@ -13,12 +13,12 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from rich.console import Console
-from rich.markup import escape
 from rich.prompt import Confirm, Prompt
 
 from compute.operator.commands import HANDLERS
 from compute.operator.errors import EXIT_OK, OperatorError
 from compute.operator.service import Operator
+from compute.peertext import for_rich
 
 Ask = Callable[[str], Awaitable[str]]
 Confirmer = Callable[[str], Awaitable[bool]]
@@ -101,7 +101,7 @@ async def run_menu(
             return EXIT_OK
         command = by_key.get(choice)
         if command is None:
-            out.print(f"Unknown choice {escape(choice)!r}.")
+            out.print(f"Unknown choice {for_rich(choice)!r}.")
             continue
         try:
             args = parser.parse_args(await _questions(command, prompt, confirm))
@@ -112,4 +112,4 @@ async def run_menu(
         try:
             (await HANDLERS[command](op, args)).render(out)
         except OperatorError as exc:
-            out.print(f"[bold red]error[/] ({exc.code}): {escape(exc.message)}")
+            out.print(f"[bold red]error[/] ({exc.code}): {for_rich(exc.message)}")

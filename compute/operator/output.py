@@ -11,11 +11,11 @@ import time
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from compute.operator.book import BookEntry
 from compute.operator.discovery import Machine, VerifiedGpus
+from compute.peertext import for_rich
 from compute.protocol import VOLUME_MOUNT_PATH, LeaseHealth
 
 
@@ -104,7 +104,7 @@ def lease_json(entry: BookEntry, ssh_command: str | None, now: float) -> dict[st
 def _gpu_cell(machine: Machine) -> str:
     if not machine.gpu_count:
         return "-" if machine.online else "?"
-    text = escape(f"{machine.gpu_count} x {machine.gpu_model}")
+    text = for_rich(f"{machine.gpu_count} x {machine.gpu_model}")
     return text if machine.verified else f"{text} [yellow](unverified)[/]"
 
 
@@ -167,7 +167,7 @@ def show_machines(console: Console, machines: list[Machine]) -> None:
     refusals = [m for m in machines if m.refused_us]
     if refusals:
         console.print(
-            f"[red]{len(refusals)} miner(s) refused this hotkey[/], e.g.: {escape(refusals[0].error or '')}"
+            f"[red]{len(refusals)} miner(s) refused this hotkey[/], e.g.: {for_rich(refusals[0].error or '')}"
         )
 
 
@@ -215,9 +215,9 @@ def show_leases(
     if volumes:
         table.add_column(f"Volume ({VOLUME_MOUNT_PATH})")
     for e in entries:
-        ssh = escape(f"{e.ssh_username}@{e.ssh_host}:{e.ssh_port}") if e.ssh_host else "-"
+        ssh = for_rich(f"{e.ssh_username}@{e.ssh_host}:{e.ssh_port}") if e.ssh_host else "-"
         state = e.state if e.lease_id not in problems else f"{e.state} [red](unreachable)[/]"
-        gpus = escape(e.gpu_summary) + ("" if e.verified else " (unverified)")
+        gpus = for_rich(e.gpu_summary) + ("" if e.verified else " (unverified)")
         cells = [
             e.lease_id,
             f"uid {e.miner_uid}",
@@ -228,17 +228,17 @@ def show_leases(
             duration_text(e.time_left(now)),
         ]
         if volumes:
-            cells.append(escape(_volume_text(e) or "-"))
+            cells.append(for_rich(_volume_text(e) or "-"))
         table.add_row(*cells)
     console.print(table)
     for lease_id, status in health.items():
         if status.status == "lost":
             console.print(
                 f"[bold red]{lease_id}[/]: down since {duration_text(now - (status.down_since or now))}"
-                f" ago and reported lost by its miner: {escape(status.reason)}"
+                f" ago and reported lost by its miner: {for_rich(status.reason)}"
             )
     for lease_id, problem in problems.items():
-        console.print(f"[red]{lease_id}[/]: {escape(problem)}")
+        console.print(f"[red]{lease_id}[/]: {for_rich(problem)}")
 
 
 def show_lease(console: Console, entry: BookEntry, ssh_command: str | None, now: float, title: str) -> None:
@@ -259,7 +259,7 @@ def show_lease(console: Console, entry: BookEntry, ssh_command: str | None, now:
     if entry.ports:
         rows.append(("Ports", ", ".join(f"{k} -> {v}" for k, v in sorted(entry.ports.items()))))
     for field, value in rows:
-        table.add_row(field, escape(value))
+        table.add_row(field, for_rich(value))
     console.print(table)
     if ssh_command:
         console.print("Connect with:")

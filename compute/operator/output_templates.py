@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from compute.operator.templates import MinerTemplates
+from compute.peertext import for_rich
 
 
 def templates_json(found: MinerTemplates) -> dict[str, Any]:
@@ -26,18 +26,18 @@ def show_templates(console: Console, found: list[MinerTemplates]) -> None:
         table.add_column(column)
     for miner in found:
         if miner.error is not None or not miner.templates:
-            note = f"[red]{escape(miner.error)}[/]" if miner.error else "[dim]none[/]"
+            note = f"[red]{for_rich(miner.error)}[/]" if miner.error else "[dim]none[/]"
             table.add_row(str(miner.uid), miner.hotkey[:12] + "…", note, "", "", "", "")
             continue
         for t in miner.templates:
-            name = f"{escape(t.name)} [green](default)[/]" if t.default else escape(t.name)
+            name = f"{for_rich(t.name)} [green](default)[/]" if t.default else for_rich(t.name)
             table.add_row(
                 str(miner.uid),
                 miner.hotkey[:12] + "…",
                 name,
                 t.kind,
-                escape(t.version),
-                escape(t.image),
-                escape(t.description),
+                for_rich(t.version),
+                for_rich(t.image),
+                for_rich(t.description),
             )
     console.print(table)

@@ -6,11 +6,11 @@ import time
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from compute.operator.output import duration_text
 from compute.operator.volumes import MinerVolumes
+from compute.peertext import for_rich
 
 
 def volumes_json(found: MinerVolumes) -> dict[str, Any]:
@@ -29,7 +29,7 @@ def show_volumes(console: Console, found: list[MinerVolumes], now: float | None 
         table.add_column(column)
     for miner in found:
         if miner.error is not None or not miner.volumes:
-            note = f"[red]{escape(miner.error)}[/]" if miner.error else "[dim]none[/]"
+            note = f"[red]{for_rich(miner.error)}[/]" if miner.error else "[dim]none[/]"
             table.add_row(str(miner.uid), miner.hotkey[:12] + "…", note, "", "", "", "", "")
             continue
         for v in miner.volumes:
@@ -40,7 +40,7 @@ def show_volumes(console: Console, found: list[MinerVolumes], now: float | None 
             table.add_row(
                 str(miner.uid),
                 miner.hotkey[:12] + "…",
-                escape(v.name),
+                for_rich(v.name),
                 f"{v.size_gb:g}",
                 used,
                 v.quota,

@@ -20,6 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from compute.chain import MetagraphSnapshot
 from compute.operator.book import BookEntry, LeaseBook
 from compute.operator.discovery import Machine, VerifiedGpus, Wanted, discover, matches, probe, rank
@@ -356,15 +358,18 @@ class Operator:
         return self.book.entries(self.hotkey, include_ended), problems
 
     def ssh_command(self, entry: BookEntry) -> str | None:
-        if entry.state != "active" or not entry.ssh_host or not entry.known_hosts_path:
+        if entry.state != "active" or not entry.ssh_host or not entry.known_hosts_path or not entry.host_key:
             return None
-        access = SshAccess(
-            host=entry.ssh_host,
-            port=entry.ssh_port or 22,
-            username=entry.ssh_username or "root",
-            host_key=entry.host_key or "",
-            ports=entry.ports,
-        )
+        try:
+            access = SshAccess(
+                host=entry.ssh_host,
+                port=entry.ssh_port or 22,
+                username=entry.ssh_username or "root",
+                host_key=entry.host_key,
+                ports=entry.ports,
+            )
+        except ValidationError:  # a book written before the checks: no command rather than a bad one
+            return None
         private = Path(entry.private_key_path) if entry.private_key_path else None
         return ssh_command(access, Path(entry.known_hosts_path), private)
 

@@ -2,13 +2,18 @@
 
 They describe what the validator learnt (one PoG result per miner per round), what it concluded
 (scores) and what it told the chain (weights). Validation of miner-supplied data happens before a
-record is built (``compute.pog`` verdicts, ``compute.protocol`` messages); these are trusted values.
+record is built (``compute.pog`` verdicts, ``compute.protocol`` messages); these are trusted values,
+except the text a result quotes from a miner, which ``PogResult`` keeps printable.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from compute.peertext import printable
+
+MAX_TEXT = 1000  # a reason, model name or UUID kept in a result (characters)
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,16 @@ class PogResult:
     # Multi-host miners (docs/validator.md): each host proven alone; host name -> the sample it was
     # credited (0: unproven, or the same device as another host). Empty for a single-host miner.
     hosts: Mapping[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # reasons and names quote miners (refusals, worker errors, reported names): kept printable,
+        # so the round table, the log, the dashboard and wandb show them and nothing else
+        for name in ("reasons", "models", "gpu_uuids"):
+            value = getattr(self, name)
+            if not all(isinstance(v, str) and v.isprintable() and len(v) <= MAX_TEXT for v in value):
+                object.__setattr__(self, name, tuple(printable(v, MAX_TEXT) for v in value))
+        if not all(isinstance(k, str) and k.isprintable() and len(k) <= 64 for k in self.hosts):
+            object.__setattr__(self, "hosts", {printable(k, 64): v for k, v in self.hosts.items()})
 
 
 @dataclass(frozen=True)

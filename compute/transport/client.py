@@ -23,6 +23,7 @@ import httpx
 from bittensor import http_auth
 from pydantic import BaseModel, ValidationError
 
+from compute.peertext import printable
 from compute.protocol import ErrorResponse, route_for
 
 from .auth import HEADER_RESPONSE_HOTKEY, HEADER_RESPONSE_SIGNATURE, KeyWallet, verify_response
@@ -60,6 +61,7 @@ class Rejected(TransportError):
     """The miner refused the request (signed 4xx/5xx with an ErrorResponse body)."""
 
     def __init__(self, status: int, code: str, reason: str, retry_after: float | None = None) -> None:
+        code, reason = printable(code, 64), printable(reason, 2000)  # a peer's words, shown to people
         super().__init__(f"{status} {code}: {reason}")
         self.status = status
         self.code = code
@@ -180,9 +182,9 @@ class MinerClient:
             except (asyncio.TimeoutError, httpx.TimeoutException):
                 raise RequestTimeout(f"{where}: no answer within {limit:g}s") from None
             except (httpx.TransportError, OSError) as exc:
-                raise PeerUnreachable(f"{where}: {type(exc).__name__}: {exc}") from None
+                raise PeerUnreachable(f"{where}: {type(exc).__name__}: {printable(exc, 300)}") from None
             except httpx.InvalidURL as exc:
-                raise PeerUnreachable(f"{where}: invalid endpoint: {exc}") from None
+                raise PeerUnreachable(f"{where}: invalid endpoint: {printable(exc, 300)}") from None
         if not self.insecure_no_auth:
             self._check_signature(
                 where, hotkey, int(headers[http_auth.HEADER_NONCE]), status, resp_headers, content
@@ -193,7 +195,7 @@ class MinerClient:
             except ValidationError as exc:
                 raise InvalidResponse(
                     f"{where}: response is not a valid {response_model.__name__}: "
-                    f"{exc.error_count()} error(s), first: {exc.errors()[0]['msg']}"
+                    f"{exc.error_count()} error(s), first: {printable(exc.errors()[0]['msg'], 300)}"
                 ) from None
         try:
             error = ErrorResponse.model_validate_json(content)

@@ -1,7 +1,9 @@
 """A rich console table of one round: uid, hotkey, GPUs, TFLOPS, memory GB/s, sustained ratio
 (throttling shown in yellow), scaling efficiency, verdict, score, weight, and a legend.
 
-People-facing output only; it reads values and prints, nothing else. Under pm2 or any pipe rich
+People-facing output only; it reads values and prints, nothing else. Every text a miner supplied
+(reasons, model and host names) is placed through ``compute.peertext.for_rich``: printable, and
+never read as rich markup. Under pm2 or any pipe rich
 would assume 80 columns and cut the table: off a terminal it prints at :data:`LOG_WIDTH` (or
 ``COLUMNS`` when wider) so every column stays readable in log files.
 """
@@ -17,28 +19,30 @@ from typing import TextIO
 from rich.console import Console
 from rich.table import Table
 
+from compute.peertext import for_rich
 from compute.store import PogResult
 
 
 def _gpus(result: PogResult) -> str:
-    gpus = ", ".join(f"{n}x {model}" for model, n in Counter(result.models).items()) or "-"
+    gpus = ", ".join(f"{n}x {for_rich(model)}" for model, n in Counter(result.models).items()) or "-"
     if not result.hosts:
         return gpus
     hosts = ", ".join(
-        name if value > 0 else f"[yellow]{name}: 0[/yellow]" for name, value in result.hosts.items()
+        for_rich(name) if value > 0 else f"[yellow]{for_rich(name)}: 0[/yellow]"
+        for name, value in result.hosts.items()
     )
     return f"{gpus} on hosts {hosts}"
 
 
 def _verdict(result: PogResult) -> str:
     if result.reasons and result.reasons[0].startswith("shared device"):
-        return f"[yellow]{result.reasons[0].split(' (')[0]}[/yellow]"
+        return f"[yellow]{for_rich(result.reasons[0].split(' (')[0])}[/yellow]"
     if result.rented:
         return "[cyan]rented[/cyan]"
     if result.ok:
         return "[green]verified[/green]"
     reason = result.reasons[0] if result.reasons else "failed"
-    return f"[red]{reason[:60]}[/red]"
+    return f"[red]{for_rich(reason, 60)}[/red]"
 
 
 def _tflops(value: float | None) -> str:
@@ -94,7 +98,7 @@ def round_table(
     for result in sorted(results, key=lambda r: r.uid):
         table.add_row(
             str(result.uid),
-            result.hotkey[:10],
+            for_rich(result.hotkey, 10),
             _gpus(result),
             _tflops(result.tflops_fp16),
             _tflops(result.tflops_fp32),

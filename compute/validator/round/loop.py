@@ -308,13 +308,18 @@ class RoundLoop(BlockLoop):
             await self.on_limit()
 
     def _report(self, round_id: int, results: list[PogResult], metagraph: MetagraphSnapshot) -> None:
-        scores = self.store.scores()
-        weights = weights_from_scores(scores, metagraph, self.own_hotkey, self.credit_step)
-        plain = {uid: rec.score for uid, rec in scores.items()}
-        if self.show_table:
-            print_round_table(round_table(round_id, results, plain, weights))
-        if self.wandb is not None:
-            self.wandb.log_round(round_id, results, plain, weights)
+        """Table and wandb: what people read. The round is already closed; nothing here may undo
+        it or keep ``rounds_done`` from counting it (a report that raises is logged, never fatal)."""
+        try:
+            scores = self.store.scores()
+            weights = weights_from_scores(scores, metagraph, self.own_hotkey, self.credit_step)
+            plain = {uid: rec.score for uid, rec in scores.items()}
+            if self.show_table:
+                print_round_table(round_table(round_id, results, plain, weights))
+            if self.wandb is not None:
+                self.wandb.log_round(round_id, results, plain, weights)
+        except Exception:  # noqa: BLE001 - a report boundary: the round stands
+            log.exception("round=%d report failed (the round is recorded)", round_id)
 
 
 class WeightsLoop(BlockLoop):

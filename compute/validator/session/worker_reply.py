@@ -19,6 +19,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from compute.peertext import printable
+
 M = TypeVar("M", bound=BaseModel)
 
 # everything a parser or a conversion can raise on hostile data (MemoryError included: a reply
@@ -57,11 +59,9 @@ class DeviceInfo:
 
 
 def short(value: object, limit: int = 300) -> str:
-    """``str(value)`` cut to ``limit``; never raises (a hostile structure prints as its type)."""
-    try:
-        return str(value)[:limit]
-    except Exception:  # noqa: BLE001 - repr of hostile data (deep nesting, huge ints) must not escape
-        return f"<unprintable {type(value).__name__}>"
+    """``str(value)`` printable and cut to ``limit``; never raises (a hostile structure prints as its
+    type). The worker's words reach the round table, the store and the log only through here."""
+    return printable(value, limit)
 
 
 def parse_json(raw: bytes, op: str) -> dict:

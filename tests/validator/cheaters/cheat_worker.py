@@ -15,6 +15,8 @@ deepnest  answers info with JSON nested 20000 deep (RecursionError in json.loads
 hugeint   answers info with memory_bytes 1e999 (Infinity: OverflowError in int())
 wrongtype answers info with a device list of strings
 silent    answers info, then never answers again
+hostiletext answers every request {"ok": false} with an error full of terminal control codes and
+          rich markup (the worker's words must reach the validator's table and log printable)
 """
 
 from __future__ import annotations
@@ -118,6 +120,7 @@ MALFORMED_INFO = {
     "deepnest": '{"ok":true,"op":"info","devices":' + "[" * 20_000 + "]" * 20_000 + "}\n",
     "hugeint": '{"ok":true,"op":"info","devices":[{"index":0,"name":"x","memory_bytes":1e999}]}\n',
     "wrongtype": '{"ok":true,"op":"info","devices":["gpu0","gpu1"]}\n',
+    "hostiletext": '{"ok":false,"error":"[/] \\u001b[2J\\u001b]0;pwned\\u0007\\r[bold]ok\\u202e\\u2028x"}\n',
 }
 
 
