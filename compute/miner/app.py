@@ -12,9 +12,11 @@ or run periodic work (``neurons/miner.py`` runs the loops).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 from bittensor.http_auth import Caller
 from fastapi import FastAPI
@@ -54,6 +56,7 @@ from compute.protocol import (
     TemplatesResponse,
     route_for,
 )
+from compute.sqlitedb import DbBusy
 from compute.transport import AccessPolicy, ServerLimits, SignedServer
 
 logger = logging.getLogger(__name__)
@@ -89,7 +92,22 @@ def build_miner_app(
 
     def route(request_type: type[Message]) -> Callable:
         path, response_type = route_for(request_type.model_construct())
-        return server.route(path, request_type, response_type)
+        register = server.route(path, request_type, response_type)
+
+        def decorate(handler: Callable) -> Callable:
+            @functools.wraps(handler)
+            async def guarded(req: Any, caller: Caller) -> Any:
+                try:
+                    return await handler(req, caller)
+                except DbBusy as exc:  # another process holds leases.db: a clean, retryable refusal
+                    logger.warning("%s: lease store busy hotkey=%s: %s", path, caller.hotkey_ss58, exc)
+                    raise RequestFailed(
+                        ErrorCode.BUSY, "the lease store is busy; retry shortly", 503
+                    ) from None
+
+            return register(guarded)
+
+        return decorate
 
     @route(HealthRequest)
     async def health(req: HealthRequest, caller: Caller) -> HealthResponse:

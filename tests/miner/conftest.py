@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from minerkit import H100, Miner, port_block, snapshot
+from minerkit import H100, NETUID, Miner, port_block, snapshot
 
 from compute.allocation import AllocationManager, EmbeddedBackend, LeaseStore, ManagerLimits
+from compute.chain import SimChainState
 from compute.miner import build_miner_app
 from compute.miner.specs import fixed_specs
 from compute.transport import AccessPolicy, KeyWallet, MinerClient, ServerLimits, serve_in_thread
@@ -46,3 +47,13 @@ async def clients(wallets):
     yield opened
     for client in opened.values():
         await client.aclose()
+
+
+@pytest.fixture
+def sim_network(tmp_path: Path, wallets) -> str:
+    """A simulated chain with the miner (no permit) and a validator registered; its network flag."""
+    state = SimChainState.create(tmp_path / "chain.db", netuid=NETUID, block_time=1.0)
+    for name, permit in (("miner", False), ("validator", True)):
+        wallet = wallets[name]
+        state.register(wallet.hotkey.ss58_address, wallet.coldkeypub.ss58_address, 5000.0, permit)
+    return f"sim:{tmp_path / 'chain.db'}"

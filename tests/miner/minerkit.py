@@ -21,6 +21,7 @@ from compute.transport import MinerClient, PeerUnreachable, Rejected
 
 H100 = GpuSpec(index=0, name="NVIDIA H100 80GB HBM3", memory_bytes=80 * 10**9, uuid="GPU-0")
 _PORT_BLOCKS = itertools.count()
+NETUID = 5  # the simulated chain of the miner-process tests
 
 
 @dataclass(frozen=True)

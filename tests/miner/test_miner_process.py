@@ -8,23 +8,21 @@ import sys
 from pathlib import Path
 
 import pytest
-from minerkit import free_port, miner_args, new_renter_key, port_block, ssh_run, start_miner, wait_healthy
+from minerkit import (
+    NETUID,
+    free_port,
+    miner_args,
+    new_renter_key,
+    port_block,
+    ssh_run,
+    start_miner,
+    wait_healthy,
+)
 
-from compute.chain import SimChainState
 from compute.protocol import AllocateRequest, LeaseStatusRequest, Requirements
 from compute.transport import MinerClient
 
 ROOT = Path(__file__).resolve().parents[2]
-NETUID = 5
-
-
-@pytest.fixture
-def sim_network(tmp_path: Path, wallets) -> str:
-    state = SimChainState.create(tmp_path / "chain.db", netuid=NETUID, block_time=1.0)
-    for name, permit in (("miner", False), ("validator", True)):
-        wallet = wallets[name]
-        state.register(wallet.hotkey.ss58_address, wallet.coldkeypub.ss58_address, 5000.0, permit)
-    return f"sim:{tmp_path / 'chain.db'}"
 
 
 @pytest.mark.slow

@@ -95,7 +95,8 @@ class StoredLease:
 
 
 class LeaseStore(LockedDb):
-    """Thread-safe: one connection guarded by a lock (calls are single-row and short)."""
+    """Thread-safe: writes on one connection under a lock (single-row and short), reads on each
+    thread's own read connection (never behind a writer)."""
 
     def __init__(self, path: str | Path) -> None:
         super().__init__(path)
@@ -166,10 +167,11 @@ class LeaseStore(LockedDb):
             )
 
     def receipt(self, lease_id: str) -> Receipt | None:
-        with self._lock:
-            row = self._conn.execute(
-                "SELECT path, body, headers FROM lease_receipts WHERE lease_id=?", (lease_id,)
-            ).fetchone()
+        row = (
+            self._read()
+            .execute("SELECT path, body, headers FROM lease_receipts WHERE lease_id=?", (lease_id,))
+            .fetchone()
+        )
         return None if row is None else Receipt(row[0], row[1], json.loads(row[2]))
 
     def _update(self, lease_id: str, assignment: str, value: object) -> None:
@@ -181,8 +183,7 @@ class LeaseStore(LockedDb):
     # ---------------------------------------------------------------- reads
 
     def get(self, lease_id: str) -> StoredLease | None:
-        with self._lock:
-            row = self._conn.execute("SELECT * FROM leases WHERE lease_id=?", (lease_id,)).fetchone()
+        row = self._read().execute("SELECT * FROM leases WHERE lease_id=?", (lease_id,)).fetchone()
         return None if row is None else _from_row(row)
 
     def active(self) -> list[StoredLease]:
@@ -210,12 +211,10 @@ class LeaseStore(LockedDb):
         return self._select("WHERE state='active' AND expires_at<=? ORDER BY expires_at", (now,))
 
     def held_gpus(self) -> set[int]:
-        with self._lock:
-            return _held_gpus(self._conn)
+        return _held_gpus(self._read())
 
     def _select(self, where: str, params: tuple) -> list[StoredLease]:
-        with self._lock:
-            rows = self._conn.execute(f"SELECT * FROM leases {where}", params).fetchall()
+        rows = self._read().execute(f"SELECT * FROM leases {where}", params).fetchall()
         return [_from_row(row) for row in rows]
 
 

@@ -93,8 +93,7 @@ class VolumeStore(LockedDb):
         return self._select("ORDER BY created_at", ())
 
     def _select(self, where: str, params: tuple) -> list[VolumeRow]:
-        with self._lock:
-            rows = self._conn.execute(f"SELECT * FROM volumes {where}", params).fetchall()
+        rows = self._read().execute(f"SELECT * FROM volumes {where}", params).fetchall()
         return [VolumeRow(*row) for row in rows]
 
 
