@@ -365,6 +365,17 @@ class ValidatorStore:
             ).fetchone()
         return _result(row) if row else None
 
+    def last_whole_verification(self, uid: int, hotkey: str) -> PogResult | None:
+        """The latest result that verified every GPU of the machine (not only the free GPUs of a
+        partly rented one): what its rented GPUs are credited from."""
+        with self._lock:
+            row = self._db.execute(
+                f"{_SELECT_RESULT} WHERE uid=? AND hotkey=? AND ok=1 AND rented=0"
+                " AND (rented_fraction IS NULL OR rented_fraction = 0) ORDER BY round_id DESC LIMIT 1",
+                (uid, hotkey),
+            ).fetchone()
+        return _result(row) if row else None
+
     def gpu_uuids(self, uid: int, hotkey: str) -> tuple[str, ...] | None:
         """The GPU UUID set of the miner's latest verified machine (None: never verified or none reported)."""
         previous = self.last_verified(uid, hotkey)

@@ -21,10 +21,16 @@ from compute.transport import KeyWallet, ServerLimits, serve_in_thread
 def start_miner(tmp_path: Path, make_wallet):
     running = []
 
-    def start(name: str, cheat: str | None = None, gpus: tuple[GpuSpec, ...] = (), policy=None) -> Miner:
+    def start(
+        name: str,
+        cheat: str | None = None,
+        gpus: tuple[GpuSpec, ...] = (),
+        policy=None,
+        path_prefix: tuple[Path, ...] = (),
+    ) -> Miner:
         wallet = make_wallet(name)
         data = tmp_path / name
-        path_prefix = [cheat_bin(tmp_path, cheat)] if cheat else []
+        path_prefix = [cheat_bin(tmp_path, cheat)] if cheat else list(path_prefix)
         backend = EmbeddedBackend(
             data, bind_host="127.0.0.1", port_range=port_block(), path_prefix=path_prefix
         )

@@ -33,6 +33,7 @@ class MinerCheck:
     previous: PogResult | None = None
     notes: MinerNotes = field(default_factory=MinerNotes)
     started: float = field(default_factory=time.monotonic)  # monotonic, when this attempt began
+    basis: PogResult | None = None  # the last verification of the WHOLE machine (see ``whole``)
 
     @property
     def uid(self) -> int:
@@ -41,6 +42,15 @@ class MinerCheck:
     async def call(self, request: BaseModel, timeout: float | None = None) -> Any:
         """``request`` to the miner under test (signed; its answer signed by the miner's hotkey)."""
         return await self.client.call(self.target.endpoint, self.target.hotkey, request, timeout=timeout)
+
+    @property
+    def whole(self) -> PogResult | None:
+        """The miner's last verification of its whole machine: ``basis`` when given, else
+        ``previous`` unless that one proved only the free GPUs of a partly rented machine."""
+        if self.basis is not None:
+            return self.basis
+        previous = self.previous
+        return previous if previous is not None and not previous.rented_fraction else None
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started

@@ -32,7 +32,7 @@ from compute.transport import PeerUnreachable, Rejected, RequestTimeout, Transpo
 from compute.validator.check.context import MinerCheck
 from compute.validator.failures import MinerFailed, MinerRented, MinerUnreachable
 from compute.validator.params import RoundParams
-from compute.validator.session.pog_session import PogSession, PogSessionError
+from compute.validator.session.pog_session import ChannelBroken, PogSession, PogSessionError, SshFailed
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,11 @@ log = logging.getLogger(__name__)
 # the GPUs held by the validator's own orphan (which read as "rented") and never makes a second lease.
 ALLOCATE_TRIES = 3
 ALLOCATE_RETRY_S = (1.0, 2.0)
+# Opening the SSH session (connect, start, upload the worker) is asked again on transport trouble:
+# a broken pipe under the upload is a race of the channel, not an answer, and never the miner's zero.
+# Only a session that cannot be opened on any try fails the test (nothing timed has started yet).
+SESSION_TRIES = 3
+SESSION_RETRY_S = (0.5, 1.5)
 
 
 @dataclass(frozen=True)
@@ -150,22 +155,32 @@ async def release_stale(check: MinerCheck) -> None:
             await deallocate(check, lease.lease_id)
 
 
-async def open_session(lease: Lease, params: RoundParams) -> PogSession:
+async def open_session(lease: Lease, params: RoundParams, uid: int | None = None) -> PogSession:
+    """The worker running in ``lease``; a broken channel or failed connect is tried again (a fresh
+    SSH connection, ``SESSION_TRIES`` in all) before it fails the test with every try's reason."""
     ssh = lease.info.ssh
     if ssh is None:  # allocate already refused such a lease
         raise MinerFailed("lease has no SSH access")
-    try:
-        return await PogSession.open(
-            ssh.host,
-            ssh.port,
-            ssh.username,
-            lease.key,
-            ssh.host_key,
-            timeout=min(60.0, params.miner_timeout),
-            device=params.device,
-        )
-    except PogSessionError as exc:
-        raise MinerFailed(str(exc)) from None
+    errors: list[str] = []
+    for attempt in range(SESSION_TRIES):
+        try:
+            return await PogSession.open(
+                ssh.host,
+                ssh.port,
+                ssh.username,
+                lease.key,
+                ssh.host_key,
+                timeout=min(60.0, params.miner_timeout),
+                device=params.device,
+            )
+        except (ChannelBroken, SshFailed) as exc:
+            errors.append(str(exc))
+            if attempt + 1 < SESSION_TRIES:
+                log.info("uid=%s session not opened (%s): trying again", uid, exc)
+                await asyncio.sleep(SESSION_RETRY_S[attempt])
+        except PogSessionError as exc:
+            raise MinerFailed(str(exc)) from None
+    raise MinerFailed(f"session not opened in {SESSION_TRIES} tries: " + "; ".join(dict.fromkeys(errors)))
 
 
 async def check_liveness(lease: Lease, params: RoundParams) -> None:

@@ -1,10 +1,13 @@
 """Test one miner: validation lease -> SSH -> PoG (fp16, fp32) -> verify -> identify -> score.
 
-``check_miner`` never raises: every failure (unreachable miner, refused lease, SSH trouble, worker
-garbage or silence, failed verification, per-miner timeout) becomes a ``PogResult`` with
-``ok=False``, ``sample=0`` and the reasons. The lease is always released, also on error and
-cancellation (``lease.leased``). Retries (with backoff, bounded by the caller's deadline) cover only
-a miner that could not be reached before a lease existed; a failed proof is final.
+``check_miner`` never raises: every failure of the miner (unreachable miner, refused lease, SSH
+trouble on every try, worker garbage or silence, failed verification, per-miner timeout) becomes a
+``PogResult`` with ``ok=False``, ``sample=0`` and the reasons. A failure of the validator itself (an
+exception of its own code) is never the miner's zero: the test returns None (not tested this round,
+logged with the reason) and the round neither scores nor decays the miner. The lease is always
+released, also on error and cancellation (``lease.leased``). Retries (with backoff, bounded by the
+caller's deadline) cover a miner that could not be reached before a lease existed and a session
+whose channel broke before anything was timed (``lease.open_session``); a failed proof is final.
 
 Each attempt is one ``MinerCheck`` (``context``) that every step takes: the lease (``lease``), the
 proof inside it (``prove``: GEMM then in-depth proofs), the rented path (``rented``) and, for a
@@ -50,8 +53,12 @@ async def check_miner(
     deadline: float | None = None,
     notes: MinerNotes | None = None,
     canary: bool = False,
-) -> PogResult:
-    """Test ``target`` within ``params.miner_timeout`` (and before ``deadline``, monotonic)."""
+    basis: PogResult | None = None,
+) -> PogResult | None:
+    """Test ``target`` within ``params.miner_timeout`` (and before ``deadline``, monotonic); None when
+    the validator itself failed (not the miner's zero). ``basis``: the miner's last verification of
+    the whole machine (what rented GPUs of a partly rented machine are credited from; defaults to
+    ``previous`` when that one covered the whole machine)."""
     notes = notes if notes is not None else MinerNotes()
     attempt = 0
     while True:
@@ -60,7 +67,7 @@ async def check_miner(
             budget = min(budget, deadline - time.monotonic())
         if budget <= 1:
             return _failure(target, params, ("round deadline reached before the test",), {})
-        check = MinerCheck(client, target, params, table, scoring, previous, notes)
+        check = MinerCheck(client, target, params, table, scoring, previous, notes, basis=basis)
         try:
             return await asyncio.wait_for(_attempt(check, canary), budget)
         except asyncio.TimeoutError:
@@ -76,8 +83,14 @@ async def check_miner(
         except MinerFailed as exc:
             return _failure(target, params, (str(exc),), {"total_s": check.elapsed()})
         except Exception as exc:  # the per-miner boundary: one miner never breaks the round
-            log.exception("uid=%d test crashed", target.uid)
-            return _failure(target, params, (f"validator error: {type(exc).__name__}: {exc}",), {})
+            log.exception(
+                "uid=%d hotkey=%s not tested this round: validator error %s: %s (not the miner's zero)",
+                target.uid,
+                target.hotkey[:8],
+                type(exc).__name__,
+                exc,
+            )
+            return None
 
 
 async def _attempt(check: MinerCheck, canary: bool) -> PogResult:
@@ -98,7 +111,7 @@ async def _attempt(check: MinerCheck, canary: bool) -> PogResult:
         async with leased(check, len(claimed)) as lease:
             measured = await prove_in_lease(check, lease, claimed, specs)
     except (MinerRented, AllHostsRented):
-        return await check_rented(check)
+        return await check_rented(check, claimed, specs)
     measured.timings["total_s"] = check.elapsed()
     return check.scored(measured)
 

@@ -21,7 +21,7 @@ async def prove_in_lease(
 ) -> Measured:
     """What ``claimed`` proved in ``lease`` (``MinerFailed`` on a rejected or broken proof)."""
     params = check.params
-    session = await open_session(lease, params)
+    session = await open_session(lease, params, check.uid)
     async with session:
         try:
             measured, together = await prove_gemm(session, params, check.table, claimed, specs)

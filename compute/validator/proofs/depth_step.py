@@ -42,7 +42,10 @@ async def prove_depth(
     count = max(1, measured.gpu_count)
     measured.uuids = tuple(d.uuid for d in measured.devices[:count] if d.uuid) if claimed else ()
     stored = previous.gpu_uuids if previous is not None and previous.gpu_uuids else None
-    measured.history_reset = uuid_change(stored, measured.uuids).changed
+    change = uuid_change(stored, measured.uuids)
+    # a lease of some of the machine's GPUs (the rest rented): only a GPU never seen is a new machine
+    partial = 0 < len(claimed) < len(specs.gpus)
+    measured.history_reset = change.changed and (bool(change.added) or not partial)
     started = time.monotonic()
     measured.memory = await prove_memory(session, table, names, count, depth, timeout)
     measured.timings["memory_s"] = time.monotonic() - started

@@ -265,6 +265,7 @@ class RoundLoop(BlockLoop):
             renter_coldkeys=self.oversight.coldkeys(metagraph),
         )
         notes = {t.uid: MinerNotes() for t in targets}
+        untested: set[int] = set()  # tests the validator itself failed (never the miner's zero)
         started = time.monotonic()
 
         async def one(target: MinerTarget) -> None:
@@ -283,7 +284,12 @@ class RoundLoop(BlockLoop):
                     deadline,
                     notes=notes[target.uid],
                     canary=target.uid in plan.canary,
+                    basis=self.store.last_whole_verification(target.uid, target.hotkey),
                 )
+                if result is None:  # the validator's own error: not tested, neither scored nor decayed
+                    untested.add(target.uid)
+                    progress.advance(False)
+                    return
                 self.store.record_result(self.oversight.after_check(result, notes[target.uid]))
                 progress.advance(result.ok)
 
@@ -299,7 +305,7 @@ class RoundLoop(BlockLoop):
         for before, after in zip(recorded, results, strict=True):
             if after != before:
                 self.store.revise_result(after)
-        not_skipped = [n for n in metagraph.neurons if n.uid not in skipped]  # not drawn is not missed
+        not_skipped = [n for n in metagraph.neurons if n.uid not in skipped | untested]  # not missed
         updates = score_updates(results, self.store.scores(), not_skipped, self.scoring, self.own_hotkey)
         self.store.finish_round(record.round_id, updates)
         self._report(record.round_id, results, metagraph)

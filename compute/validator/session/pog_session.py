@@ -74,6 +74,12 @@ class WorkerTimeout(PogSessionError):
     """The worker stayed silent past the deadline."""
 
 
+class ChannelBroken(PogSessionError):
+    """The SSH channel broke while the worker was being started or uploaded (a broken pipe, the
+    command gone before its source arrived): transport trouble, not an answer. Opening a session
+    again is worth it (``compute.validator.check.lease.open_session`` retries)."""
+
+
 @dataclass(frozen=True)
 class TimedCommitment:
     commitment: Commitment
@@ -172,8 +178,13 @@ class PogSession:
     async def _upload(self, timeout: float) -> None:
         source, digest = worker_script()
         payload = source.encode("utf-8")
-        self._process.stdin.write(b"%d\n" % len(payload) + payload)
-        echoed = (await self._read_line(SMALL_LINE, timeout)).strip().decode("ascii", "replace")
+        try:
+            self._process.stdin.write(b"%d\n" % len(payload) + payload)
+            echoed = (await self._read_line(SMALL_LINE, timeout)).strip().decode("ascii", "replace")
+        except (OSError, asyncssh.Error) as exc:  # BrokenPipeError: the channel closed under the upload
+            raise ChannelBroken(f"worker upload: channel broke ({type(exc).__name__}: {exc})") from None
+        except WorkerProtocolError as exc:  # the command ended before it echoed the digest
+            raise ChannelBroken(f"worker upload: {exc}") from None
         if echoed != digest:
             raise WorkerProtocolError(f"worker upload digest mismatch: got {echoed[:80]!r}")
 
@@ -411,6 +422,7 @@ class PogSession:
 
 __all__ = [
     "BOOTSTRAP",
+    "ChannelBroken",
     "DeviceInfo",
     "PogSession",
     "PogSessionError",
