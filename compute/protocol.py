@@ -22,6 +22,7 @@ PROTOCOL_VERSION: Final = 1
 
 MAX_LEASE_SECONDS = 90 * 24 * 3600
 MIN_LEASE_SECONDS = 60
+MIN_IDLE_SECONDS = 600  # the shortest idle stop: ten one-minute samples of the miner's idle watch
 
 _SSH_KEY_RE = re.compile(
     r"^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp256|ecdsa-sha2-nistp384|ecdsa-sha2-nistp521)"
@@ -140,6 +141,12 @@ class Requirements(Value):
     # The miner host to run on (a name from MachineSpecs.hosts; validators prove each host alone);
     # None: the miner picks. Left off the wire when unset, like ``template``.
     host: HostName | None = Field(None, exclude_if=lambda v: v is None)
+    # End the lease after this many seconds in which the miner measured no activity (no SSH
+    # session, CPU, GPU or network use; docs/miner.md "Idle stop"); None: only the term ends it.
+    # Off the wire when unset; a miner that predates the field refuses it rather than ignore it.
+    idle_stop_s: int | None = Field(
+        None, ge=MIN_IDLE_SECONDS, le=MAX_LEASE_SECONDS, exclude_if=lambda v: v is None
+    )
 
 
 class TemplateInfo(Value):
@@ -218,6 +225,20 @@ class LeaseHealth(Value):
     reason: Annotated[str, PeerText(500)] = ""
 
 
+class LeaseIdle(Value):
+    """The miner's idle watch over a lease that asked for an idle stop (miner -> caller).
+
+    ``idle_since``: since when every check found the lease idle (None: active at the last check);
+    ``seen``: what the last check measured (e.g. ``ssh session``, ``cpu 0.41 cores``, ``idle``);
+    ``stopped``: the lease was ended by its idle stop (its state is then ``expired``)."""
+
+    stop_after_s: int = Field(ge=0, le=MAX_LEASE_SECONDS)
+    idle_since: float | None = Field(None, ge=0)
+    checked_at: float | None = Field(None, ge=0)
+    seen: Annotated[str, PeerText(200)] = ""
+    stopped: bool = False
+
+
 class VolumeInfo(Value):
     """One of the caller's persistent volumes on a miner (miner -> caller).
 
@@ -250,6 +271,8 @@ class LeaseInfo(Value):
     health: LeaseHealth | None = Field(None, exclude_if=lambda v: v is None)
     # The miner host it runs on (multi-host miners only); off the wire when None.
     host: HostName | None = Field(None, exclude_if=lambda v: v is None)
+    # The idle watch, for leases that asked for an idle stop; off the wire otherwise.
+    idle: LeaseIdle | None = Field(None, exclude_if=lambda v: v is None)
 
 
 # ---------------------------------------------------------------- requests and responses
@@ -492,6 +515,7 @@ class ErrorCode:
 __all__ = [
     "PROTOCOL_VERSION",
     "MAX_LEASE_SECONDS",
+    "MIN_IDLE_SECONDS",
     "MIN_LEASE_SECONDS",
     "ROUTES",
     "AllocateRequest",
@@ -510,6 +534,7 @@ __all__ = [
     "HealthResponse",
     "ImageRef",
     "LeaseHealth",
+    "LeaseIdle",
     "LeaseInfo",
     "LeaseResponse",
     "LeaseStatusRequest",

@@ -14,9 +14,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from compute.allocation import AllocationManager, Backend, HealthMonitor, LeaseStore, ManagerLimits  # noqa: E402
+from compute.allocation import (  # noqa: E402
+    AllocationManager,
+    Backend,
+    HealthMonitor,
+    IdleWatch,
+    LeaseStore,
+    ManagerLimits,
+)
 from compute.allocation.hosts.backend import MultiHostBackend  # noqa: E402
 from compute.allocation.lifecycle.hostwatch import check_and_recover  # noqa: E402
+from compute.allocation.lifecycle.idle import IDLE_INTERVAL_S  # noqa: E402
 from compute.chain import ChainError, connect  # noqa: E402
 from compute.logs import configure_logging  # noqa: E402
 from compute.miner import build_miner_app, gpu_specs, specs_provider  # noqa: E402
@@ -135,6 +143,7 @@ async def run(settings: MinerSettings) -> int:
     loops = [
         PeriodicLoop("expiry", EXPIRY_INTERVAL_S, manager.sweep),
         PeriodicLoop("republish", REPUBLISH_INTERVAL_S, publish),
+        PeriodicLoop("idle", IDLE_INTERVAL_S, IdleWatch(manager).check_once, timeout_s=600.0),
     ]
     if multi is not None:
         hosts_backend = multi

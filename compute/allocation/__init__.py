@@ -21,6 +21,7 @@ from compute.allocation.lease.backend import BACKEND_API_VERSION, Backend, Backe
 from compute.allocation.lease.records import Endpoint, LeaseRecord, Receipt
 from compute.allocation.lease.store import GpuConflict, LeaseStore, StoredLease, StoreError
 from compute.allocation.lifecycle.health import HealthMonitor
+from compute.allocation.lifecycle.idle import IdleWatch
 from compute.allocation.lifecycle.manager import AllocationManager, Availability, ManagerLimits
 
 
@@ -59,6 +60,7 @@ __all__ = [
     "StoreError",
     "StoredLease",
     "HealthMonitor",
+    "IdleWatch",
     "TemplateCatalog",
     "TemplateError",
     "UnknownTemplate",

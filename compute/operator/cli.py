@@ -118,6 +118,15 @@ def build_parser() -> argparse.ArgumentParser:
     allocate.add_argument("--ports", type=int, default=0, help="extra ports to publish (0-16)")
     allocate.add_argument("--hours", type=float, help="lease length in hours (default 1)")
     allocate.add_argument("--duration", help="lease length: 90m, 2h, 3d, or seconds")
+    allocate.add_argument(
+        "--ttl", help="the same as --duration: the lease ends itself after it (the miner's clock)"
+    )
+    allocate.add_argument(
+        "--until", help="the lease ends at this time: 2026-12-01T18:00[Z|+02:00], 18:30, or Unix seconds"
+    )
+    allocate.add_argument(
+        "--idle-after", help="also end the lease after this long idle, as the miner measures it (>= 10m)"
+    )
     allocate.add_argument("--hotkey", help="rent this miner (by hotkey) instead of choosing")
     allocate.add_argument("--uid", type=int, help="rent this miner (by uid) instead of choosing")
     allocate.add_argument("--ssh-key", help="your OpenSSH public key file (default: create a key pair)")
@@ -134,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_lease_target(extend)
     extend.add_argument("--hours", type=float, help="hours to add")
     extend.add_argument("--duration", help="time to add: 90m, 2h, 3d, or seconds")
+    extend.add_argument("--until", help="extend up to this time (as allocate --until)")
     exchange = sub("exchange-key", "replace a lease's SSH key (the old key stops working)")
     _add_lease_target(exchange)
     exchange.add_argument("--ssh-key", help="new OpenSSH public key file (default: create a key pair)")

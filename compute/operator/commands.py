@@ -8,10 +8,12 @@ Parsing helpers for durations and lease ids live here because every handler shar
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
@@ -42,7 +44,7 @@ from compute.operator.volumes import (
     parse_volume,
     volume_name,
 )
-from compute.protocol import MAX_LEASE_SECONDS, MIN_LEASE_SECONDS, Requirements
+from compute.protocol import MAX_LEASE_SECONDS, MIN_IDLE_SECONDS, MIN_LEASE_SECONDS, Requirements
 
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -56,19 +58,72 @@ class Result:
     exit_code: int = 0  # 0, or a remote command's status (exec, ssh)
 
 
-def parse_duration(hours: float | None, duration: str | None, default_s: int | None = 3600) -> int:
-    """Seconds from ``--hours H`` or ``--duration 90m|2h|3d|3600``; bounded like the protocol."""
-    if hours is not None and duration is not None:
-        raise UsageError("give --hours or --duration, not both")
+def duration_seconds(text: str, flag: str = "--duration") -> float:
+    """``90m``, ``2h``, ``3d``, ``1w`` or plain seconds."""
+    match = _DURATION_RE.match(text)
+    if match is None:
+        raise UsageError(f"{flag} {text!r}: expected a number with s, m, h, d or w (e.g. 90m, 2h)")
+    return float(match.group(1)) * _UNITS[match.group(2).lower()]
+
+
+def parse_until(text: str, now: float) -> float:
+    """The moment ``--until`` names, as a Unix time: ``2026-12-01T18:00`` (ISO 8601, local time
+    unless it carries ``Z`` or an offset), ``18:30`` (the next such local time) or Unix seconds."""
+    value = text.strip()
+    if re.fullmatch(r"\d{9,11}(\.\d+)?", value):
+        moment = float(value)
+    elif match := re.fullmatch(r"(\d{1,2}):(\d{2})", value):
+        local = datetime.fromtimestamp(now).astimezone()
+        try:
+            target = local.replace(
+                hour=int(match.group(1)), minute=int(match.group(2)), second=0, microsecond=0
+            )
+        except ValueError:
+            raise UsageError(f"--until {text!r}: not a time of day (HH:MM)") from None
+        if target.timestamp() <= now:
+            target += timedelta(days=1)
+        moment = target.timestamp()
+    else:
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise UsageError(
+                f"--until {text!r}: expected an ISO time (2026-12-01T18:00, +02:00 or Z), HH:MM, or Unix seconds"
+            ) from None
+        moment = (parsed if parsed.tzinfo else parsed.astimezone()).timestamp()
+    if moment <= now:
+        raise UsageError(f"--until {text!r} is in the past")
+    return moment
+
+
+def parse_duration(
+    hours: float | None,
+    duration: str | None,
+    default_s: int | None = 3600,
+    *,
+    ttl: str | None = None,
+    until: str | None = None,
+    now: float | None = None,
+    base: float | None = None,
+) -> int:
+    """Seconds from ``--hours H``, ``--duration``/``--ttl 90m|2h|3d|3600`` or ``--until TIME``
+    (counted from ``base``, default now); bounded like the protocol."""
+    given = [
+        name
+        for name, v in (("--hours", hours), ("--duration", duration), ("--ttl", ttl), ("--until", until))
+        if v is not None
+    ]
+    if len(given) > 1:
+        raise UsageError(f"give {' or '.join(given)}, not {'both' if len(given) == 2 else 'several'}")
     if hours is not None:
         seconds = hours * 3600
-    elif duration is not None:
-        match = _DURATION_RE.match(duration)
-        if match is None:
-            raise UsageError(
-                f"--duration {duration!r}: expected a number with s, m, h, d or w (e.g. 90m, 2h)"
-            )
-        seconds = float(match.group(1)) * _UNITS[match.group(2).lower()]
+    elif duration is not None or ttl is not None:
+        seconds = duration_seconds(duration or ttl or "", "--duration" if duration is not None else "--ttl")
+    elif until is not None:
+        clock = time.time() if now is None else now
+        seconds = math.ceil(parse_until(until, clock) - (clock if base is None else base))
+        if seconds <= 0:
+            raise UsageError(f"--until {until!r} is not after the lease's current end")
     elif default_s is not None:
         seconds = default_s
     else:
@@ -107,7 +162,20 @@ def wanted_from(args: argparse.Namespace, available_only: bool = False) -> Wante
         available_only=available_only or bool(getattr(args, "available_only", False)),
         template=_template_name(getattr(args, "template", None)),
         volume=parse_volume(args.volume) if getattr(args, "volume", None) else None,
+        idle_stop_s=idle_after(getattr(args, "idle_after", None)),
     )
+
+
+def idle_after(text: str | None) -> int | None:
+    """``--idle-after 2h``: seconds, at least the protocol's minimum (10 minutes)."""
+    if text is None:
+        return None
+    seconds = int(duration_seconds(text, "--idle-after"))
+    if not MIN_IDLE_SECONDS <= seconds <= MAX_LEASE_SECONDS:
+        raise UsageError(
+            f"--idle-after must be between {MIN_IDLE_SECONDS // 60} minutes and {MAX_LEASE_SECONDS // 86400} days"
+        )
+    return seconds
 
 
 def _template_name(name: str | None) -> str | None:
@@ -131,9 +199,10 @@ async def _miner_override(op: Operator, args: argparse.Namespace) -> MinerRef | 
 def _lease_result(op: Operator, entry: BookEntry, title: str) -> Result:
     now = time.time()
     command = op.ssh_command(entry)
+    idle = op.lease_idle.get(entry.lease_id)
     return Result(
-        {"lease": lease_json(entry, command, now), "ssh_command": command},
-        lambda console: show_lease(console, entry, command, now, title),
+        {"lease": lease_json(entry, command, now, idle), "ssh_command": command},
+        lambda console: show_lease(console, entry, command, now, title, idle),
     )
 
 
@@ -153,7 +222,7 @@ async def cmd_templates(op: Operator, args: argparse.Namespace) -> Result:
 
 
 async def cmd_allocate(op: Operator, args: argparse.Namespace) -> Result:
-    duration = parse_duration(args.hours, args.duration)
+    duration = parse_duration(args.hours, args.duration, ttl=args.ttl, until=args.until)
     key = load_public_key(args.ssh_key) if args.ssh_key else None
     wanted = wanted_from(args)
     target = None
@@ -173,7 +242,10 @@ async def cmd_list(op: Operator, args: argparse.Namespace) -> Result:
     now = time.time()
     payload = {
         "leases": [
-            {**lease_json(e, op.ssh_command(e), now), "health": health_json(op.lease_health.get(e.lease_id))}
+            {
+                **lease_json(e, op.ssh_command(e), now, op.lease_idle.get(e.lease_id)),
+                "health": health_json(op.lease_health.get(e.lease_id)),
+            }
             for e in entries
         ],
         "problems": problems,
@@ -187,8 +259,10 @@ async def cmd_status(op: Operator, args: argparse.Namespace) -> Result:
 
 
 async def cmd_extend(op: Operator, args: argparse.Namespace) -> Result:
-    duration = parse_duration(args.hours, args.duration, default_s=None)
     lease = resolve_lease_id(op.book, op.hotkey, args.lease)
+    entry = op.book.get(lease)
+    base = entry.expires_at if entry is not None else None  # --until: up to that moment
+    duration = parse_duration(args.hours, args.duration, default_s=None, until=args.until, base=base)
     entry = await op.extend(lease, duration, await _miner_override(op, args))
     return _lease_result(op, entry, "Lease extended")
 

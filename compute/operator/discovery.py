@@ -67,6 +67,7 @@ class Wanted:
     available_only: bool = False
     template: str | None = None  # a base image the miner offers (``register.py templates``)
     volume: VolumeRequest | None = None  # a persistent volume to attach (``--volume NAME[:GB]``)
+    idle_stop_s: int | None = None  # end the lease after this long idle, as the miner measures it
 
     def requirements(self) -> Requirements:
         """The wire requirements sent to a miner (its own defaults where we want "any")."""
@@ -80,6 +81,7 @@ class Wanted:
             extra_ports=self.extra_ports,
             template=self.template,
             volume=self.volume,
+            idle_stop_s=self.idle_stop_s,
         )
 
 

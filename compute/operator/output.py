@@ -16,7 +16,7 @@ from rich.table import Table
 from compute.operator.book import BookEntry
 from compute.operator.discovery import Machine, VerifiedGpus
 from compute.peertext import for_rich
-from compute.protocol import VOLUME_MOUNT_PATH, LeaseHealth
+from compute.protocol import VOLUME_MOUNT_PATH, LeaseHealth, LeaseIdle
 
 
 def duration_text(seconds: float) -> str:
@@ -72,7 +72,22 @@ def proof_json(proof: VerifiedGpus | None) -> dict[str, Any] | None:
     }
 
 
-def lease_json(entry: BookEntry, ssh_command: str | None, now: float) -> dict[str, Any]:
+def idle_json(idle: LeaseIdle | None) -> dict[str, Any] | None:
+    """The miner's idle watch of a lease with an idle stop (None: no idle stop, or not heard yet)."""
+    return None if idle is None else idle.model_dump()
+
+
+def idle_text(idle: LeaseIdle, now: float) -> str:
+    if idle.stopped:
+        return f"ended by its idle stop ({duration_text(idle.stop_after_s)} idle)"
+    since = f"idle for {duration_text(now - idle.idle_since)}" if idle.idle_since is not None else "active"
+    seen = f"; last check: {idle.seen}" if idle.seen else ""
+    return f"stops after {duration_text(idle.stop_after_s)} idle; {since}{seen}"
+
+
+def lease_json(
+    entry: BookEntry, ssh_command: str | None, now: float, idle: LeaseIdle | None = None
+) -> dict[str, Any]:
     return {
         "lease_id": entry.lease_id,
         "state": entry.state,
@@ -98,6 +113,7 @@ def lease_json(entry: BookEntry, ssh_command: str | None, now: float) -> dict[st
         "created_at": entry.created_at,
         "expires_at": entry.expires_at,
         "time_left_s": round(entry.time_left(now), 1),
+        "idle": idle_json(idle),
     }
 
 
@@ -241,7 +257,14 @@ def show_leases(
         console.print(f"[red]{lease_id}[/]: {for_rich(problem)}")
 
 
-def show_lease(console: Console, entry: BookEntry, ssh_command: str | None, now: float, title: str) -> None:
+def show_lease(
+    console: Console,
+    entry: BookEntry,
+    ssh_command: str | None,
+    now: float,
+    title: str,
+    idle: LeaseIdle | None = None,
+) -> None:
     table = Table(title=title, show_header=False)
     table.add_column("field", style="bold")
     table.add_column("value")
@@ -258,6 +281,8 @@ def show_lease(console: Console, entry: BookEntry, ssh_command: str | None, now:
         rows.append(("Volume", f"{_volume_text(entry)} at {VOLUME_MOUNT_PATH}"))
     if entry.ports:
         rows.append(("Ports", ", ".join(f"{k} -> {v}" for k, v in sorted(entry.ports.items()))))
+    if idle is not None:
+        rows.append(("Idle stop", idle_text(idle, now)))
     for field, value in rows:
         table.add_row(field, for_rich(value))
     console.print(table)

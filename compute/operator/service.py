@@ -49,6 +49,7 @@ from compute.protocol import (
     ExchangeKeyRequest,
     ExtendLeaseRequest,
     LeaseHealth,
+    LeaseIdle,
     LeaseInfo,
     LeaseStatusRequest,
     Message,
@@ -105,6 +106,7 @@ class Operator:
         self.concurrency = concurrency
         self.deadline_s = deadline_s
         self.lease_health: dict[str, LeaseHealth] = {}  # as the miners last reported it
+        self.lease_idle: dict[str, LeaseIdle] = {}  # the miners' idle watch, for leases with an idle stop
         self.clock = clock
 
     # ------------------------------------------------------------ miners
@@ -218,6 +220,8 @@ class Operator:
         previous: BookEntry | None,
     ) -> BookEntry:
         """Save what the miner said about a lease into the book (and its pinned host key)."""
+        if info.idle is not None:
+            self.lease_idle[info.lease_id] = info.idle
         access = _public_access(info.ssh, miner.endpoint)
         known_hosts = None
         if access is not None and info.state == "active" and info.owner_hotkey == self.hotkey:

@@ -16,7 +16,7 @@ from compute.specs.collect import (
     collect_specs,
     disk_speed,
 )
-from compute.specs.gpus import GpuInfo, GpuInventory, collect_gpus
+from compute.specs.gpus import GpuInfo, GpuInventory, collect_gpus, gpu_busy_percent
 
 __all__ = [
     "CpuSpec",
@@ -34,4 +34,5 @@ __all__ = [
     "collect_memory",
     "collect_specs",
     "disk_speed",
+    "gpu_busy_percent",
 ]

@@ -100,6 +100,29 @@ def gpus_via_torch(torch: ModuleType) -> GpuInventory:
     return GpuInventory(tuple(gpus), None, torch.version.cuda, "torch")
 
 
+def gpu_busy_percent(indices: tuple[int, ...], nvml: ModuleType | None = None) -> float | None:
+    """The highest NVML utilisation (%) of the GPUs at ``indices`` now; None when NVML cannot say
+    (no module, no driver, an index it does not know). Used by the idle watch: None means busy."""
+    nvml = nvml if nvml is not None else _import("pynvml")
+    if nvml is None or not indices:
+        return None
+    try:
+        nvml.nvmlInit()
+    except Exception:  # NVMLError subclasses, or a broken binding
+        return None
+    try:
+        return float(
+            max(nvml.nvmlDeviceGetUtilizationRates(nvml.nvmlDeviceGetHandleByIndex(i)).gpu for i in indices)
+        )
+    except Exception:
+        return None
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except Exception:  # pragma: no cover - shutdown after a failed query
+            pass
+
+
 def collect_gpus(nvml: ModuleType | None = None, torch: ModuleType | None = None) -> GpuInventory:
     """GPU inventory via NVML, else torch, else empty; never raises (the reason goes in ``note``).
 

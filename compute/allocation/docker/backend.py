@@ -29,7 +29,7 @@ from typing import Any
 import docker
 from docker.errors import APIError, DockerException, NotFound
 
-from compute.allocation.docker import spec
+from compute.allocation.docker import activity, spec
 from compute.allocation.docker.container_files import (
     SSH_DIR,
     USERNAME,
@@ -41,6 +41,7 @@ from compute.allocation.docker.container_files import (
 from compute.allocation.docker.netpolicy import LeaseNetwork
 from compute.allocation.docker.spec import EXTRA_PORT_BASE
 from compute.allocation.docker.templates import TemplateCatalog
+from compute.allocation.lease.activity import Activity
 from compute.allocation.lease.backend import BackendError
 from compute.allocation.lease.ports import pick_free_ports, ssh_banner
 from compute.allocation.lease.records import Endpoint, LeaseRecord
@@ -229,6 +230,14 @@ class DockerBackend:
 
     async def running(self) -> set[str]:
         return await asyncio.to_thread(self._running)
+
+    async def activity(self, lease: LeaseRecord) -> Activity:
+        """A sample for the idle watch (:mod:`compute.allocation.docker.activity`)."""
+        container = await asyncio.to_thread(self._get, lease.lease_id)
+        try:
+            return await asyncio.to_thread(activity.sample, container, len(lease.gpus))
+        except DockerException as exc:
+            raise BackendError(f"lease {lease.lease_id}: activity not readable: {exc}") from exc
 
     # -- extras -------------------------------------------------------------------------
 

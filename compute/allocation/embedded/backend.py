@@ -42,12 +42,14 @@ from pathlib import Path
 
 import asyncssh
 
+from compute.allocation.embedded.activity import sample_lease
 from compute.allocation.embedded.lease_env import (
     DEFAULT_PATH,
     RESERVED_ENV,
     check_extra_env,
     check_path_prefix,
 )
+from compute.allocation.lease.activity import Activity
 from compute.allocation.lease.atomic import remove_stale_temps, write_atomic
 from compute.allocation.lease.backend import BackendError
 from compute.allocation.lease.records import Endpoint, LeaseRecord
@@ -177,6 +179,15 @@ class EmbeddedBackend:
         for conn, key in list(state.connections.items()):
             if key is None or key.public_data != state.authorized.public_data:
                 conn.close()
+
+    async def activity(self, lease: LeaseRecord) -> Activity:
+        """A sample for the idle watch: logged-in sessions (this server authenticates them), CPU
+        of the lease's processes, NVML utilisation of its GPUs (:mod:`.activity`)."""
+        state = self._leases.get(lease.lease_id)
+        if state is None or state.acceptor is None:
+            raise BackendError(f"lease {lease.lease_id} is not running on this backend")
+        sessions = sum(1 for key in state.connections.values() if key is not None)
+        return await asyncio.to_thread(sample_lease, lease.lease_id, lease.gpus, sessions)
 
     async def running(self) -> set[str]:
         return {lease_id for lease_id, state in self._leases.items() if state.acceptor is not None}

@@ -28,6 +28,7 @@ from compute.allocation.docker.backend import DockerBackend, DockerUnavailable
 from compute.allocation.docker.templates import TemplateCatalog
 from compute.allocation.hosts.check import HostCheck, check_host, docker_client
 from compute.allocation.hosts.config import HostConfig
+from compute.allocation.lease.activity import Activity
 from compute.allocation.lease.backend import BackendError
 from compute.allocation.lease.records import Endpoint, LeaseRecord
 from compute.protocol import GpuSpec, HostSpec
@@ -237,6 +238,11 @@ class MultiHostBackend:
     async def set_authorized_key(self, lease_id: str, public_key: str) -> None:
         state = self._state(await asyncio.to_thread(self._lease_host, lease_id))
         await self._guard(state, state.backend.set_authorized_key(lease_id, public_key))
+
+    async def activity(self, lease: LeaseRecord) -> Activity:
+        """A sample for the idle watch, from the lease's own host."""
+        state = self._state(lease.host)
+        return await self._guard(state, state.backend.activity(self._local(state, lease)))
 
     async def running(self) -> set[str]:
         """Lease ids live on the hosts that answer; a host that does not is marked down."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+from compute.allocation.lease.activity import Activity
 from compute.allocation.lease.records import Endpoint, LeaseRecord
 from compute.protocol import GpuSpec
 
@@ -31,6 +32,14 @@ class Backend(Protocol):
     async def set_authorized_key(self, lease_id: str, public_key: str) -> None: ...
 
     async def running(self) -> set[str]: ...  # lease ids with live resources
+
+
+@runtime_checkable
+class MeasuresActivity(Protocol):
+    """A backend that can sample a lease for the idle watch (optional: without it, a miner
+    refuses leases that ask for an idle stop)."""
+
+    async def activity(self, lease: LeaseRecord) -> Activity: ...
 
 
 class Placement(Protocol):

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import json
 import logging
 import math
 import time
@@ -37,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from compute.allocation.lease.backend import Backend, BackendError, Placement
+from compute.allocation.lease.backend import Backend, BackendError, MeasuresActivity, Placement
 from compute.allocation.lease.failures import BACKEND_TIMEOUT_S, EXPECTED, failure
 from compute.allocation.lease.records import LeaseRecord, Receipt
 from compute.allocation.lease.sshkeys import InvalidPublicKey, validate_public_key
@@ -49,6 +50,7 @@ from compute.protocol import (
     AllocateRequest,
     ErrorCode,
     GpuSpec,
+    LeaseIdle,
     LeaseInfo,
     RequestFailed,
     Requirements,
@@ -105,6 +107,7 @@ class AllocationManager(Reconciler):
         self._clock = clock
         self._lock = asyncio.Lock()
         self._starting: set[str] = set()  # pending leases whose start runs in this process
+        self._idle_seen: dict[str, LeaseIdle] = {}  # the idle watch's last finding per lease
 
     # ---------------------------------------------------------------- capacity
 
@@ -139,6 +142,8 @@ class AllocationManager(Reconciler):
             return f"requested {req.disk_gb} GB disk; this miner allows at most {lim.max_disk_gb} GB"
         if req.volume is not None and self.volumes is None:
             return f"this miner's {self.backend.name} backend offers no persistent volumes"
+        if req.idle_stop_s is not None and not isinstance(self.backend, MeasuresActivity):
+            return f"this miner's {self.backend.name} backend cannot measure activity: no idle stop"
         return None
 
     @staticmethod
@@ -395,6 +400,29 @@ class AllocationManager(Reconciler):
         if self.volumes is not None:
             await self.volumes.released(lease)
 
+    async def stop_idle(self, lease_id: str, idle_s: float) -> bool:
+        """End an active lease whose idle stop fired: ``expired`` before its term. False when it
+        had already ended."""
+        lease = await asyncio.to_thread(self.store.get, lease_id)
+        if lease is None or lease.state != "active":
+            return False
+        await self._end(lease, "expired")
+        logger.info(
+            "idle stop lease=%s owner=%s idle for %.0fs (asked: stop after %ss)",
+            lease_id,
+            lease.record.owner_hotkey,
+            idle_s,
+            idle_stop_s(lease),
+        )
+        return True
+
+    def note_idle(self, lease_id: str, seen: LeaseIdle | None) -> None:
+        """The idle watch's latest finding for a lease (None: forget it)."""
+        if seen is None:
+            self._idle_seen.pop(lease_id, None)
+        else:
+            self._idle_seen[lease_id] = seen
+
     # ---------------------------------------------------------------- volumes
 
     async def list_volumes(self, caller: str) -> builtins.list[VolumeInfo]:
@@ -439,18 +467,34 @@ class AllocationManager(Reconciler):
                 ports=dict(endpoint.ports),
             )
         record = lease.record
+        requirements = Requirements.model_validate_json(lease.requirements_json)
         return LeaseInfo(
             lease_id=record.lease_id,
             owner_hotkey=record.owner_hotkey,
             purpose=record.purpose,
             state=lease.state,
-            requirements=Requirements.model_validate_json(lease.requirements_json),
+            requirements=requirements,
             gpus=[by_index[i] for i in record.gpus if i in by_index],
             ssh=ssh,
             created_at=record.created_at,
             expires_at=record.expires_at,
             host=record.host,
+            idle=self._idle_info(lease, requirements.idle_stop_s),
         )
+
+    def _idle_info(self, lease: StoredLease, stop_after_s: int | None) -> LeaseIdle | None:
+        """The idle watch's view; ``stopped`` is read from the store: the only way a lease ends as
+        ``expired`` before its term is its idle stop."""
+        if stop_after_s is None:
+            return None
+        stopped = (
+            lease.state == "expired"
+            and lease.ended_at is not None
+            and lease.ended_at < lease.record.expires_at
+        )
+        seen = self._idle_seen.get(lease.lease_id) if lease.state == "active" else None
+        base = seen or LeaseIdle(stop_after_s=stop_after_s)
+        return base.model_copy(update={"stop_after_s": stop_after_s, "stopped": stopped})
 
     def info(self, lease: StoredLease) -> LeaseInfo:
         """The wire view of a stored lease (SSH access only while active)."""
@@ -458,6 +502,15 @@ class AllocationManager(Reconciler):
 
     async def active_count(self) -> int:
         return len(await asyncio.to_thread(self.store.live))
+
+
+def idle_stop_s(lease: StoredLease) -> int | None:
+    """The idle stop a stored lease asked for (kept in its requirements JSON)."""
+    try:
+        value = json.loads(lease.requirements_json).get("idle_stop_s")
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 __all__ = ["AllocationManager", "Availability", "ManagerLimits", "Placement"]
