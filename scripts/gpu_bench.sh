@@ -28,6 +28,12 @@ bench fp16_full fp16 262144 5            # plain GEMM = one torch.mm over full A
 bench fp16_validator fp16 14979072 2     # the validator's H100 fp16 shape (n from the table, 3 s)
 bench fp32_validator fp32 1167360 2      # the validator's H100 fp32 shape
 bench bf16_full bf16 262144 3
+# issue 24 finding 6: the real cuBLAS honest product and the fp16 reduced-precision shortcuts
+# (allow_fp16_reduced_precision_reduction, fp16 blocks of 16-256 through a batched GEMM) at the
+# H100 fp16 size, next to the CPU emulation, each against the tolerance
+timeout 900 python3 -m compute.pog bench --suite verdicts --device cuda --n 11468800 --entries 8 --json \
+    > "$out/verdicts.json" 2> "$out/verdicts.err" || tail -5 "$out/verdicts.err"
+python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(json.dumps({p: v['given']['cuda'] for p, v in r.items()}))" "$out/verdicts.json"
 python3 - "$out" <<'PY'
 import json, sys
 from compute.scoring.identify import identify

@@ -35,7 +35,8 @@ from .sustained import (
     plan_sustained,
     sustained_factor,
 )
-from .verifier import GpuVerdict, Verdict, tolerance, verify
+from .tolerance import tolerance
+from .verifier import GpuVerdict, Verdict, verify
 from .verify_pool import VerifyPool, close_pools, shared_pool, verify_async
 from .wire import (
     B64Array,

@@ -55,9 +55,37 @@ def _verify_suite(args: argparse.Namespace) -> int:
     return 0
 
 
+def _verdicts(args: argparse.Namespace) -> int:
+    """``--suite verdicts``: honest and shortcut errors at production n against the tolerance."""
+    from .verdicts_bench import run_verdicts
+
+    device = "cuda" if args.device == "cuda" else "cpu"
+    results = run_verdicts(device, n=args.n, entries=args.entries)
+    if args.json:
+        sys.stdout.write(json.dumps(results, default=str) + "\n")
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    for precision, sizes in results.items():
+        for gpu, report in sizes.items():
+            title = f"{precision} n={report['n']} ({gpu}): tolerance {report['tolerance']:.3g}"
+            table = Table(title=title + f", model margin {report['model_margin']:.2f}x")
+            for column in ("order", "rms", "largest / tol or round pass probability"):
+                table.add_column(column)
+            for name, fig in report["honest"].items():
+                table.add_row(f"honest: {name}", f"{fig['rms']:.3g}", f"{fig['max_over_tol']:.3g}")
+            for name, fig in report["shortcuts"].items():
+                table.add_row(name, f"{fig['rms']:.3g}", f"{fig['round_pass_probability']:.3g}")
+            Console().print(table)
+    return 0
+
+
 def _bench(args: argparse.Namespace) -> int:
     if args.suite == "verify":
         return _verify_suite(args)
+    if args.suite == "verdicts":
+        return _verdicts(args)
     if args.suite != "gemm":
         return _depth(args)
     from .bench import run_bench
@@ -66,7 +94,7 @@ def _bench(args: argparse.Namespace) -> int:
         args.device,
         args.precision,
         args.m,
-        args.n,
+        args.n or 4096,
         args.p,
         args.verify_n,
         args.repeat,
@@ -112,7 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     bench.add_argument("--precision", choices=("fp16", "bf16", "fp32"), default="fp32")
     bench.add_argument("--m", type=int, default=4096)
-    bench.add_argument("--n", type=int, default=4096)
+    bench.add_argument(
+        "--n", type=int, default=None, help="inner size (gemm: 4096; verdicts: the table's production sizes)"
+    )
     bench.add_argument("--p", type=int, default=4096)
     bench.add_argument("--verify-n", type=int, default=None, help="also time verification at this inner size")
     bench.add_argument("--repeat", type=int, default=5, help="interleaved GEMM/commit runs; best of each (5)")
@@ -123,12 +153,16 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="throughput that sizes n of the verify_h100_fp16_* figures (default: H100 SXM fp16 from the table)",
     )
+    bench.add_argument(
+        "--entries", type=int, default=8, help="verdicts: sampled entries per size and order (8)"
+    )
     bench.add_argument("--json", action="store_true", help="one JSON object instead of a table")
     bench.add_argument(
         "--suite",
-        choices=("gemm", "verify", "memory", "sustained", "scaling", "host", "depth"),
+        choices=("gemm", "verify", "memory", "sustained", "scaling", "host", "depth", "verdicts"),
         default="gemm",
-        help="gemm (default), verify (verifier cost only), one in-depth suite, or depth = all four",
+        help="gemm (default), verify (verifier cost only), one in-depth suite, depth = all four, "
+        "or verdicts (tolerance against honest and shortcut errors)",
     )
     worker = sub.add_parser("worker", help="print or write the worker script, or run it here")
     worker.add_argument("--output", help="write the script to this path and print its sha256")

@@ -5,14 +5,9 @@ values of B along n (shared by all samples of that GPU), then each opened row i 
 requested column j of B (O(n) each), and compares ``sum_t A[i,t] B[t,j]`` computed exactly in
 float64 with the committed fp32 entries.
 
-Tolerance (``tolerance(precision, n)``): the geometric mean of
-- an honest bound ``H = 2**-24 * n / 2`` — twice the largest error measured for the worst honest
-  order (one sequential fp32 sum over n terms); chunked/blocked GEMMs are 5-10x below it, and
-- the error of the nearest cheaper format, ``S = delta * sqrt(n) / 3`` (sqrt(n)/3 is the spread of
-  an entry), with delta measured: bf16 inputs on an fp16 challenge 2.2e-3, TF32 inputs on an fp32
-  challenge 2.6e-4, fp8-e4m3 inputs on a bf16 challenge 3.3e-2.
-so both margins are equal: sqrt(S/H), >= 1.7x at n = 2**20 for fp32 and wider below that; a
-cheat must also land all 32 sampled entries under it.
+Tolerance (``tolerance(precision, n, chunk)``, ``tolerance.py``): from an error model of honest
+fp32 accumulation slab by slab, placed at the geometric mean of the honest bound and the closest
+shortcut (fp16 accumulation with promotion, cheaper input formats); docs/pog.md states the model.
 
 The recomputation is ``recompute.py``'s (numba when installed, numpy otherwise; the same bits),
 or entries the caller computed beforehand from its own challenge and request (``expected=``, e.g.
@@ -32,10 +27,9 @@ import numpy as np
 
 from .merkle import leaf_hash, root_from_path
 from .recompute import expected_entries
+from .tolerance import tolerance
 
 log = logging.getLogger(__name__)
-
-CHEAT_DELTA = {"fp16": 2.2e-3, "fp32": 2.6e-4, "bf16": 3.3e-2}
 
 
 @dataclass(frozen=True)
@@ -51,13 +45,6 @@ class Verdict:
     ok: bool
     reasons: list[str] = field(default_factory=list)
     per_gpu: list[GpuVerdict] = field(default_factory=list)
-
-
-def tolerance(precision: str, n: int) -> float:
-    """Largest accepted |committed - exact| for one entry of a challenge of inner size n."""
-    honest = 2.0**-24 * n / 2
-    cheat = CHEAT_DELTA[precision] * math.sqrt(n) / 3
-    return math.sqrt(honest * cheat)
 
 
 def _decode_row(proof, p: int) -> tuple[np.ndarray, None] | tuple[None, str]:
@@ -84,7 +71,7 @@ def _decode_row(proof, p: int) -> tuple[np.ndarray, None] | tuple[None, str]:
 def _verify_gpu(
     challenge, gpu: int, root_hex: str, rows: list[int], cols: list[list[int]], opening, expected=None
 ) -> GpuVerdict:
-    tol = tolerance(challenge.precision, challenge.n)
+    tol = tolerance(challenge.precision, challenge.n, challenge.chunk)
     proofs = list(opening.rows)
     if [proof.index for proof in proofs] != list(rows):
         return GpuVerdict(

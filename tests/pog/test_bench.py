@@ -100,3 +100,21 @@ def test_verify_suite_times_every_backend(capsys) -> None:
         for backend in backends:
             assert result[f"verify_h100_{precision}_s_{backend}"] > 0
     assert result["verify_h100_fp16_s"] > 0 and result["verify_scaling_4x"] > 0
+
+
+def test_bench_verdicts_json_reports_every_order_against_the_tolerance(capsys) -> None:
+    """Issue 24: ``--suite verdicts`` prints the honest and each shortcut's error with its ratio to the
+    tolerance (at one given n here; production sizes by default)."""
+    assert (
+        main(["bench", "--suite", "verdicts", "--device", "cpu", "--n", "65536", "--entries", "4", "--json"])
+        == 0
+    )
+    result = json.loads(capsys.readouterr().out)
+    assert set(result) == {"fp16", "fp32"}
+    fp16 = result["fp16"]["given"]
+    assert fp16["n"] == 65536 and fp16["model_margin"] > 2.5
+    assert all(order["max_over_tol"] < 0.2 for order in fp16["honest"].values())
+    assert {"numpy prover (cpu)", "fp32 FMA", "tensor core k=16 truncated"} <= set(fp16["honest"])
+    closest = fp16["shortcuts"]["fp16 accumulate, promoted every 16, nearest per 16"]
+    assert closest["rms_over_tol"] > 1.5 and closest["within_tol"].endswith("/32")
+    assert result["fp32"]["given"]["shortcuts"]["tf32 inputs"]["round_pass_probability"] < 1e-3
