@@ -11,6 +11,7 @@ run() { local name=$1; shift; echo "== $name: $*" >&2; "$@" > "$out/$name.json";
 run pog-cpu-fp32      python3 -m compute.pog bench --device cpu --precision fp32 --verify-n 1048576 --json
 run pog-cpu-fp16      python3 -m compute.pog bench --device cpu --precision fp16 --json
 run pog-depth-cpu     python3 -m compute.pog bench --device cpu --suite depth --json
+run pog-verdicts      python3 -m compute.pog bench --device cpu --suite verdicts --json
 run transport         python3 -m compute bench-transport --json
 run allocation        python3 -m compute bench-allocation --backend embedded --json
 run hardening         python3 -m compute bench-hardening --json

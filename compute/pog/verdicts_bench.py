@@ -46,7 +46,7 @@ def closest_orders(precision: str) -> list[str]:
     """The shortcuts nearest the tolerance: sampled with ``CLOSE_ENTRIES`` entries for a stable rms."""
     half = "bf16" if precision == "bf16" else "fp16"
     if precision == "fp32":
-        return [rounded_inputs("tf32").name]
+        return [rounded_inputs("tf32").name, rounded_inputs("fp16").name]
     return [half_accumulate(16, "rn", 16, half).name, slab_fp16().name]
 
 

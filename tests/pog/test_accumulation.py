@@ -7,8 +7,8 @@ import pytest
 
 from compute.pog import choose_openings, new_challenge
 from compute.pog.accumulation import Entries, fp32_order, half_accumulate, round_to, slab_fp16
-from compute.pog.tolerance import tolerance
 from compute.pog.recompute import expected_entries
+from compute.pog.tolerance import tolerance
 
 
 @pytest.mark.parametrize(("fmt", "dtype"), [("fp16", np.float16), ("fp32", np.float32)])

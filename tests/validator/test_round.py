@@ -34,6 +34,7 @@ async def test_honest_cpu_miner_is_verified_and_scores_positive(start_miner, val
 CAUGHT_BY = {
     "partial": "fp16 proof rejected",
     "bf16": "fp16 proof rejected",
+    "fp16acc": "fp16 proof rejected",
     "replay": "fp16 proof rejected",
     "forged": "fp16 proof rejected",
     "garbage": "not JSON",

@@ -5,6 +5,8 @@ source without running its main, patches one thing according to MODE, and serves
 
 partial   computes only the first quarter of C's rows (the rest are zeros)
 bf16      rounds C to bfloat16 (a lower-precision shortcut)
+fp16acc   fp16 challenges: adds each 16 products in fp16 and promotes every block to fp32 (an MMA with
+          an fp16 accumulator, issue 24 finding 6; twice the fp32-accumulate rate on RTX 5090 / L40)
 replay    answers with the product of a stale, precomputed key (correct tree, wrong numbers)
 forged    commits random roots at once and computes only after the clock stopped
 memskip   memory proof: runs pass 1, then skips the passes (replays pass 1's vector without reading A)
@@ -60,6 +62,12 @@ def main(mode: str) -> None:
         def product(spec, gpu, threads, use_torch, *_buffers, **_reuse):
             bits = original(spec, gpu, threads, use_torch).view(np.uint32)
             return ((bits + np.uint32(0x8000)) & np.uint32(0xFFFF0000)).view(np.float32)
+    elif mode == "fp16acc":
+
+        def product(spec, gpu, threads, use_torch, *_buffers, **_reuse):
+            if spec.precision != "fp16":
+                return original(spec, gpu, threads, use_torch)
+            return _fp16_accumulated(ns, spec, gpu)
     elif mode == "replay":
 
         def product(spec, gpu, threads, use_torch, *_buffers, **_reuse):
@@ -85,6 +93,20 @@ def main(mode: str) -> None:
         raise SystemExit(f"unknown mode {mode}")
     ns["product_cpu"] = product
     ns["serve"](stdin, sys.stdout, "cpu")
+
+
+def _fp16_accumulated(ns: dict, spec, gpu: int, block: int = 16) -> np.ndarray:
+    """C with every ``block`` products summed exactly, rounded once to fp16, then added in fp32."""
+    (a_rs, a_cs), (b_rs, b_cs) = ns["_seeds"](spec, gpu)
+    index_values, mix_block_np = ns["index_values"], ns["mix_block_np"]
+    rows_a, cols_b = index_values(a_rs, 0, spec.m), index_values(b_cs, 0, spec.p)
+    out = np.zeros((spec.m, spec.p), dtype=np.float32)
+    for t0 in range(0, spec.n, block):
+        count = min(block, spec.n - t0)
+        a = mix_block_np(rows_a, index_values(a_cs, t0, count), 11).astype(np.float64)
+        b = mix_block_np(index_values(b_rs, t0, count), cols_b, 11).astype(np.float64)
+        out += (a @ b).astype(np.float16).astype(np.float32)  # exact sum of 16 products, one fp16 rounding
+    return out
 
 
 def _depth_cheat(ns: dict, stdin, mode: str) -> None:
