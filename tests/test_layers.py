@@ -32,6 +32,7 @@ ORDER: dict[str, list[set[str]]] = {
         {"miner"},
         {"dashboard"},
         {"operator"},
+        {"renter"},
         {"validator"},
         {"localnet"},
         {"__main__"},

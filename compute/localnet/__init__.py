@@ -93,6 +93,13 @@ def _parser() -> argparse.ArgumentParser:
         "--dashboard-port", type=int, default=0, help="dashboard port with --dashboard (default: a free one)"
     )
     parser.add_argument(
+        "--hold",
+        type=float,
+        default=0.0,
+        help="after the rounds, keep the chain and miners (and the dashboard) serving renters for this "
+        "many s (-1: until Ctrl-C), printing the register.py flags and SDK settings to rent from them",
+    )
+    parser.add_argument(
         "--dashboard-hold",
         type=float,
         default=-1.0,
@@ -161,6 +168,9 @@ def main(argv: list[str] | None = None) -> int:
         net.run_validators(deadline=started + options.timeout_s)
         summary = collect_summary(net)
         summary["consensus"] = collect_consensus(net)
+        if args.hold:
+            held = finish(summary, started, options, args)
+            hold_for_renters(net, args.hold, console)
     except LocalnetError as exc:
         console.print(f"[red]localnet failed:[/red] {exc}")
         return 1
@@ -169,6 +179,16 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     finally:
         net.stop()
+    if args.hold:
+        return 1 if held else 0
+    problems = finish(summary, started, options, args)
+    if options.dashboard_port:
+        hold_dashboard(net.store_path, options.dashboard_port, args.dashboard_hold, console)
+    return 1 if problems else 0
+
+
+def finish(summary: dict, started: float, options: Options, args: argparse.Namespace) -> list[str]:
+    """Judge and print the demo's summary (JSON or tables); returns its problems."""
     summary["elapsed_s"] = round(time.monotonic() - started, 1)
     problems = summary_problems(summary, options.rounds) + consensus_problems(summary["consensus"])
     summary["ok"], summary["problems"] = not problems, problems
@@ -178,9 +198,34 @@ def main(argv: list[str] | None = None) -> int:
         out = Console(width=None if sys.stdout.isatty() else 160)
         render_summary(summary, out)
         render_consensus(summary["consensus"], out)
-    if options.dashboard_port:
-        hold_dashboard(net.store_path, options.dashboard_port, args.dashboard_hold, console)
-    return 1 if problems else 0
+    return problems
+
+
+def hold_for_renters(net: LocalNet, hold_s: float, console: Console) -> None:
+    """Keep the miners (and the dashboard) up for renters; print how to reach them."""
+    validator = net.validator
+    assert validator is not None
+    wallets, chain = net.wallet_root, net.chain_path
+    flags = f"--subtensor.network sim:{chain} --wallet.path {wallets} --wallet.name {validator.name}"
+    console.print(f"renters: python3 neurons/register.py {flags} resources", highlight=False, soft_wrap=True)
+    console.print(
+        f"renters (SDK, docs/sdk.md): BT_NETWORK=sim:{chain} BT_WALLET_PATH={wallets} BT_WALLET={validator.name}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    server = None
+    if net.options.dashboard_port:
+        server = serve_in_thread(build_app(net.store_path), "127.0.0.1", net.options.dashboard_port)
+        console.print(f"dashboard still serving {server.url}/", highlight=False)
+    until = "Ctrl-C" if hold_s < 0 else f"{hold_s:g}s"
+    console.print(f"holding for renters (until {until})", highlight=False)
+    try:
+        time.sleep(hold_s if hold_s > 0 else 10**9)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if server is not None:
+            server.stop()
 
 
 def hold_dashboard(store_path: Path, port: int, hold_s: float, console: Console) -> None:

@@ -8,15 +8,18 @@ Facade of the package: ``main`` is the command line; ``Operator`` the lease oper
 from __future__ import annotations
 
 from compute.operator.book import BookEntry, BookError, LeaseBook
-from compute.operator.cli import build_parser, main
+from compute.operator.cli import build_parser, main, metagraph_reader
 from compute.operator.discovery import Machine, VerifiedGpus, Wanted, discover, matches, model_matches, rank
 from compute.operator.errors import (
     EXIT_OK,
     EXIT_REFUSED,
     EXIT_USAGE,
+    CommandTimeout,
+    HostKeyMismatch,
     KeyFileError,
     LeaseExpired,
     LeaseNotFound,
+    LeaseNotReady,
     MinerIdentityError,
     MinerOffline,
     MinerRefused,
@@ -24,6 +27,10 @@ from compute.operator.errors import (
     NotOwner,
     OperatorError,
     Refused,
+    SshAuthFailed,
+    SshError,
+    SshUnreachable,
+    TransferFailed,
     UsageError,
 )
 from compute.operator.keys import (
@@ -37,6 +44,7 @@ from compute.operator.keys import (
 from compute.operator.pog_records import load_verified
 from compute.operator.rpc import MinerRef
 from compute.operator.service import Allocation, Operator
+from compute.operator.shell import LeaseAccess, LeaseShell, RunResult, ssh_argv, wait_for_ssh
 
 __all__ = [
     "EXIT_OK",
@@ -45,10 +53,15 @@ __all__ = [
     "Allocation",
     "BookEntry",
     "BookError",
+    "CommandTimeout",
+    "HostKeyMismatch",
     "KeyFileError",
+    "LeaseAccess",
+    "LeaseShell",
     "LeaseBook",
     "LeaseExpired",
     "LeaseNotFound",
+    "LeaseNotReady",
     "Machine",
     "MinerIdentityError",
     "MinerOffline",
@@ -59,7 +72,12 @@ __all__ = [
     "Operator",
     "OperatorError",
     "Refused",
+    "SshAuthFailed",
+    "SshError",
+    "SshUnreachable",
+    "TransferFailed",
     "RenterKey",
+    "RunResult",
     "UsageError",
     "VerifiedGpus",
     "Wanted",
@@ -71,8 +89,11 @@ __all__ = [
     "load_verified",
     "main",
     "matches",
+    "metagraph_reader",
     "model_matches",
     "rank",
+    "ssh_argv",
     "ssh_command",
+    "wait_for_ssh",
     "write_known_hosts",
 ]

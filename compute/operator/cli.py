@@ -13,6 +13,7 @@ import asyncio
 import json
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -159,16 +160,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _metagraph_source(settings: CommonSettings):
+def metagraph_reader(chain_target: str, netuid: int) -> Callable[[], MetagraphSnapshot]:
+    """A blocking function reading the subnet's metagraph once (``Refused`` when the chain fails)."""
+
     def read() -> MetagraphSnapshot:
         try:
-            chain = connect(settings.chain_target, settings.netuid)
+            chain = connect(chain_target, netuid)
             try:
                 return chain.metagraph()
             finally:
                 chain.close()
         except ChainError as exc:
-            raise Refused(f"cannot read the metagraph from {settings.chain_target}: {exc}") from exc
+            raise Refused(f"cannot read the metagraph from {chain_target}: {exc}") from exc
 
     return read
 
@@ -202,7 +205,7 @@ async def _run(
         op = Operator(
             hotkey=hotkey,
             client=client,
-            metagraph=_metagraph_source(settings),
+            metagraph=metagraph_reader(settings.chain_target, settings.netuid),
             book=book,
             data_dir=data_dir,
             network=settings.chain_target,

@@ -160,6 +160,10 @@ class LeaseShell:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
+    @property
+    def closed(self) -> bool:
+        return self._conn.is_closed()
+
     async def close(self) -> None:
         self._conn.close()
         try:

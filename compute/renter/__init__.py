@@ -1,0 +1,47 @@
+"""The renters' SDK: find, rent, reach and release subnet machines from Python (docs/sdk.md).
+
+``Renter`` (synchronous) and ``AsyncRenter`` wrap the operator client behind ``register.py``
+(``compute.operator``): the same miner calls, the same lease book and keys, the same pinned host
+keys. ``rent`` is a context manager that always releases; ``Lease.run``/``put``/``get`` reach into
+the lease over SSH with the host key the miner signed. Errors: ``compute.renter.errors``.
+"""
+
+from __future__ import annotations
+
+from compute.operator import Machine, RunResult
+from compute.renter.client import AsyncRenter
+from compute.renter.errors import (
+    CommandFailed,
+    CommandTimeout,
+    ConfigError,
+    HostKeyMismatch,
+    LeaseUnavailable,
+    MinerUnavailable,
+    NoMachineAvailable,
+    ReleaseFailed,
+    RenterError,
+    SshError,
+    TransferFailed,
+)
+from compute.renter.lease import AsyncLease
+from compute.renter.sync import Lease, Renter
+
+__all__ = [
+    "AsyncLease",
+    "AsyncRenter",
+    "CommandFailed",
+    "CommandTimeout",
+    "ConfigError",
+    "HostKeyMismatch",
+    "Lease",
+    "LeaseUnavailable",
+    "Machine",
+    "MinerUnavailable",
+    "NoMachineAvailable",
+    "ReleaseFailed",
+    "Renter",
+    "RenterError",
+    "RunResult",
+    "SshError",
+    "TransferFailed",
+]

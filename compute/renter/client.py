@@ -1,0 +1,265 @@
+"""The async SDK: find machines, rent one, and always give it back.
+
+``AsyncRenter`` is the operator client behind ``register.py`` (``compute.operator.Operator``) with
+the wiring done: it loads the wallet, opens the lease book and the signed miner client, and reads
+the metagraph. ``allocate`` rents and (by default) waits until a login over SSH works; ``rent`` is
+the same as an ``async with`` block that releases the lease however the block ends: an exception,
+a cancellation while the lease was still being allocated (the allocation is finished, then
+released), or a failed wait for SSH. The term (``ttl``, default one hour) is the safety net: a lease
+whose release could not be confirmed ends by itself when its term runs out.
+
+Deliberately not here: printing, or anything register.py does not do (the SDK is the same code).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from compute.chain import MetagraphSnapshot
+from compute.operator import (
+    Allocation,
+    LeaseBook,
+    Machine,
+    Operator,
+    UsageError,
+    Wanted,
+    load_public_key,
+    load_verified,
+    metagraph_reader,
+)
+from compute.operator.commands import resolve_lease_id
+from compute.operator.proven import fetch_proven
+from compute.operator.volumes import parse_volume
+from compute.renter.errors import LeaseNotFound, RenterError
+from compute.renter.lease import AsyncLease
+from compute.renter.terms import idle_seconds, term_seconds
+from compute.transport import MinerClient, WalletError, load_wallet
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_DATA_DIR = "~/.compute/register"  # the same book as register.py: leases show in both
+ALLOCATE_GRACE_S = 120.0  # how long a cancelled allocation is waited for, to release what it made
+
+
+class AsyncRenter:
+    """A renter's connection to the subnet: ``async with AsyncRenter(...) as renter``."""
+
+    def __init__(
+        self,
+        *,
+        wallet_name: str = "default",
+        wallet_hotkey: str = "default",
+        wallet_path: str = "~/.bittensor/wallets",
+        network: str = "finney",
+        netuid: int = 27,
+        data_dir: str | Path = DEFAULT_DATA_DIR,
+        timeout: float = 15.0,
+        pog_db: str | Path | None = None,
+        dashboard: str | None = None,
+        metagraph: Callable[[], MetagraphSnapshot] | None = None,
+    ) -> None:
+        """``network``: ``finney``, ``test``, ``ws://...`` or ``sim:PATH`` (the local demo);
+        ``pog_db``/``dashboard``: a validator's store or dashboard, whose proven figures mark and rank
+        verified machines; ``metagraph``: a reader to use instead of connecting to ``network``."""
+        if not 0 < timeout <= 600:
+            raise UsageError(f"timeout must be between 0 and 600 seconds, got {timeout:g}")
+        self._wallet_args = (wallet_name, wallet_hotkey, str(Path(wallet_path).expanduser()))
+        self.network, self.netuid, self.timeout = network, netuid, timeout
+        self.data_dir = Path(data_dir).expanduser()
+        self._pog_db, self._dashboard = pog_db, dashboard
+        self._metagraph = metagraph or metagraph_reader(network, netuid)
+        self._client: MinerClient | None = None
+        self._operator: Operator | None = None
+
+    @property
+    def operator(self) -> Operator:
+        if self._operator is None:
+            raise UsageError(
+                "use the renter inside `async with AsyncRenter(...) as renter:` (or call open())"
+            )
+        return self._operator
+
+    @property
+    def hotkey(self) -> str:
+        return self.operator.hotkey
+
+    async def open(self) -> AsyncRenter:
+        """Load the wallet, open the lease book and the signed client (``async with`` does this)."""
+        if self._operator is not None:
+            return self
+        try:
+            wallet = await asyncio.to_thread(load_wallet, *self._wallet_args)
+        except WalletError as exc:
+            raise UsageError(str(exc)) from exc
+        book = LeaseBook(self.data_dir / "leases.db")
+        verified = await asyncio.to_thread(load_verified, self._pog_db) if self._pog_db else {}
+        if self._dashboard:
+            verified = {**verified, **await fetch_proven(self._dashboard, self.timeout)}
+        client = MinerClient(wallet, timeout=self.timeout, max_concurrency=32)
+        await client.__aenter__()
+        self._client = client
+        self._operator = Operator(
+            hotkey=wallet.hotkey.ss58_address,
+            client=client,
+            metagraph=self._metagraph,
+            book=book,
+            data_dir=self.data_dir,
+            network=self.network,
+            netuid=self.netuid,
+            verified=verified,
+            deadline_s=self.timeout * 2,
+        )
+        return self
+
+    async def close(self) -> None:
+        """Close the client (leases keep running: release them first, or use ``rent``)."""
+        client, self._client, self._operator = self._client, None, None
+        if client is not None:
+            await client.__aexit__(None, None, None)
+
+    async def __aenter__(self) -> AsyncRenter:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ---------------------------------------------------------------- finding
+
+    async def machines(self, *, available_only: bool = True, **wanted: Any) -> list[Machine]:
+        """Machines that match (``gpu_model``, ``gpu_count``, ``gpu_memory_gb``, ``cpu``, ``ram_gb``,
+        ``disk_gb``), verified ones first; offline ones too with ``available_only=False``."""
+        return await self.operator.resources(_wanted(available_only=available_only, **wanted))
+
+    # ---------------------------------------------------------------- renting
+
+    async def allocate(
+        self,
+        *,
+        ttl: str | float | None = None,
+        until: str | float | datetime | None = None,
+        idle_after: str | float | None = None,
+        ssh_key: str | Path | None = None,
+        uid: int | None = None,
+        hotkey: str | None = None,
+        wait: bool = True,
+        wait_timeout: float = 180.0,
+        **wanted: Any,
+    ) -> AsyncLease:
+        """Rent the best machine for ``wanted`` (or miner ``uid``/``hotkey``) for ``ttl`` (default 1h)
+        or ``until``; with ``idle_after`` the miner also ends it after that long idle. With ``wait``,
+        returns once a login works (a lease that never answers is released before raising)."""
+        seconds = term_seconds(ttl, until)
+        want = _wanted(idle_stop_s=idle_seconds(idle_after), **wanted)
+        key = await asyncio.to_thread(load_public_key, ssh_key) if ssh_key is not None else None
+        target = await self.operator.find_miner(uid=uid, hotkey=hotkey) if uid is not None or hotkey else None
+        task = asyncio.ensure_future(self.operator.allocate(want, seconds, key, target))
+        try:
+            allocation = await asyncio.shield(task)
+        except asyncio.CancelledError:  # the miner may be making the lease right now: finish, release
+            await self._release_late(task)
+            raise
+        lease = AsyncLease(self, allocation.entry)
+        logger.info("rented lease=%s uid=%s gpus=%s", lease.id, allocation.machine.uid, lease.gpus)
+        if wait:
+            try:
+                await lease.wait_ssh(wait_timeout)
+            except BaseException:
+                await asyncio.shield(lease.release())
+                raise
+        return lease
+
+    @asynccontextmanager
+    async def rent(self, **kwargs: Any) -> AsyncIterator[AsyncLease]:
+        """``async with renter.rent(gpu_model="H100", ttl="2h") as lease:`` (``allocate``'s arguments);
+        the lease is released when the block ends, however it ends."""
+        lease = await self.allocate(**kwargs)
+        try:
+            yield lease
+        except BaseException:
+            await release_quietly(lease)  # never hide what went wrong in the block
+            raise
+        await asyncio.shield(lease.release())
+
+    async def _release_late(self, task: asyncio.Future[Allocation]) -> None:
+        """An allocation was cancelled: let it finish (bounded), then release what it made."""
+        try:
+            allocation = await asyncio.wait_for(task, ALLOCATE_GRACE_S)
+        except BaseException as exc:  # it failed or never finished: nothing of ours to release
+            logger.info("cancelled allocation ended without a lease: %r", exc)
+            return
+        logger.info("allocation of lease=%s was cancelled; releasing it", allocation.entry.lease_id)
+        await release_quietly(AsyncLease(self, allocation.entry))
+
+    # ---------------------------------------------------------------- my leases
+
+    async def leases(self, *, refresh: bool = False, include_ended: bool = False) -> list[AsyncLease]:
+        """Leases in the book of this hotkey (``refresh``: asked from their miners first)."""
+        entries, _ = await self.operator.leases(refresh=refresh, include_ended=include_ended)
+        return [AsyncLease(self, entry) for entry in entries]
+
+    def lease(self, lease_id: str) -> AsyncLease:
+        """A lease of the book by id (or a unique prefix): e.g. one rented by ``register.py``."""
+        full = resolve_lease_id(self.operator.book, self.hotkey, lease_id)
+        entry = self.operator.book.get(full)
+        if entry is None or entry.owner_hotkey != self.hotkey:
+            raise LeaseNotFound(f"lease {lease_id} is not in the book of hotkey {self.hotkey}")
+        return AsyncLease(self, entry)
+
+
+async def release_quietly(lease: AsyncLease) -> None:
+    """Release after a failure: a release that fails too is logged, the original error stays."""
+    try:
+        await asyncio.shield(lease.release())
+    except RenterError as exc:
+        logger.error("%s", exc.message)
+
+
+_WANTED_KEYS = {
+    "gpu_model",
+    "gpu_count",
+    "gpu_memory_gb",
+    "cpu",
+    "ram_gb",
+    "disk_gb",
+    "ports",
+    "template",
+    "volume",
+}
+
+
+def _wanted(*, available_only: bool = True, idle_stop_s: int | None = None, **given: Any) -> Wanted:
+    unknown = set(given) - _WANTED_KEYS
+    if unknown:
+        raise UsageError(f"unknown machine requirement(s) {sorted(unknown)}; use {sorted(_WANTED_KEYS)}")
+    volume = given.get("volume")
+    want = Wanted(
+        gpu_model=given.get("gpu_model"),
+        gpu_count=int(given.get("gpu_count") or 0),
+        gpu_memory_gb=float(given.get("gpu_memory_gb") or 0.0),
+        cpu=int(given.get("cpu") or 0),
+        ram_gb=float(given.get("ram_gb") or 0.0),
+        disk_gb=float(given.get("disk_gb") or 0.0),
+        extra_ports=int(given.get("ports") or 0),
+        available_only=available_only,
+        template=given.get("template"),
+        volume=parse_volume(volume) if isinstance(volume, str) else volume,
+        idle_stop_s=idle_stop_s,
+    )
+    try:
+        want.requirements()
+    except ValidationError as exc:
+        raise UsageError(
+            f"bad machine requirements: {exc.errors()[0]['msg']} ({exc.errors()[0]['loc']})"
+        ) from None
+    return want
+
+
+__all__ = ["AsyncRenter"]
