@@ -23,6 +23,8 @@ from compute.settings import SettingsError  # noqa: E402
 from compute.store import ValidatorStore  # noqa: E402
 from compute.transport import KeyWallet, MinerClient, WalletError, load_wallet  # noqa: E402
 from compute.validator import (  # noqa: E402
+    CanaryRenter,
+    CanaryTiming,
     LoopRunner,
     Oversight,
     RoundLoop,
@@ -59,6 +61,13 @@ def warn_without_permit(metagraph: MetagraphSnapshot, hotkey: str) -> bool:
     return False
 
 
+def canary_clients(s: ValidatorSettings) -> list[MinerClient]:
+    """A signed client per operator hotkey of ``--validator.canary_hotkeys`` (this wallet's)."""
+    common = s.common
+    wallets = [load_wallet(common.wallet_name, name, str(common.wallet_path)) for name in s.canary_hotkeys]
+    return [MinerClient(KeyWallet.from_wallet(wallet), timeout=30.0) for wallet in wallets]
+
+
 async def run(s: ValidatorSettings) -> int:
     common = s.common
     wallet = load_wallet(common.wallet_name, common.wallet_hotkey, str(common.wallet_path))
@@ -70,6 +79,16 @@ async def run(s: ValidatorSettings) -> int:
     warn_without_permit(metagraph, keypair.ss58)
     store = ValidatorStore(s.db_path)
     client = MinerClient(keypair, timeout=30.0, max_concurrency=max(64, s.concurrency * 4))
+    renters = canary_clients(s)
+    oversight = Oversight(
+        canary_rate=s.canary_rate,
+        trusted_renters=frozenset(s.trusted_renters),
+        canary_renters=tuple(
+            CanaryRenter(c.hotkey, c, s.data_dir / "canary" / c.hotkey[:16]) for c in renters
+        ),
+        canary_dir=s.data_dir / "canary",
+        canary_timing=CanaryTiming.for_dwell(s.canary_dwell),
+    )
     api_key = common.wandb_api_key.get_secret_value() if common.wandb_api_key else None
     wandb_on, why = wandb_wanted(s.wandb_off, s.wandb_on, api_key)
     logger.info("%s", why)
@@ -112,7 +131,7 @@ async def run(s: ValidatorSettings) -> int:
         wandb=wandb,
         rounds_limit=s.rounds,
         on_limit=on_limit,
-        oversight=Oversight(canary_rate=s.canary_rate, trusted_renters=frozenset(s.trusted_renters)),
+        oversight=oversight,
         spread_s=round_spread(s.spread_seconds, interval_s, step_timeout, s.miner_timeout),
         load_budget=s.load_budget,
         check_seconds=s.check_seconds,
@@ -139,6 +158,8 @@ async def run(s: ValidatorSettings) -> int:
         await dashboard.close()
         wandb.close()
         await client.aclose()
+        for renter in renters:
+            await renter.aclose()
         store.close()
         await asyncio.to_thread(chain.close)
     return 0

@@ -1,10 +1,14 @@
-"""Cheating miners for the demo and the tests: the two frauds issue 12 is about, played for real.
+"""Cheating miners for the demo and the tests, played for real through the public interfaces.
 
 - :class:`RefusingManager`: answers every GPU lease with ``no_capacity`` ("rented") while no renter
   holds anything, the cheap way to collect a rental bonus without serving renters or validators.
 - :class:`OneBoxBackend`: one machine behind several hotkeys. Every lease it hands out, for every
   hotkey configured with the same box key, is the same box: one SSH host key (as one physical
   machine with one sshd has).
+- :class:`CanaryAwareManager` (issue 23, finding 6): serves validation leases, rentals signed by a
+  validator's hotkey and anything shaped like the old canary (a term of 15 minutes or less, no
+  idempotency key, a 1 GB disk register.py never asks); answers every other renter "no capacity".
+  With ``refuse_all`` it refuses every renter (the comparison).
 
 These are test doubles built from the public backend and manager interfaces, the way a cheater
 would build them; nothing in the miner uses them.
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +35,43 @@ class RefusingManager(AllocationManager):
         self, owner_hotkey: str, request: AllocateRequest, receipt: Receipt | None = None
     ) -> LeaseInfo:
         if request.requirements.gpu_count > 0:
+            raise RequestFailed(ErrorCode.NO_CAPACITY, "all GPUs are rented", 409)
+        return await super().allocate(owner_hotkey, request, receipt)
+
+
+def looks_like_a_canary(request: AllocateRequest) -> bool:
+    """The old canary's tells: 60 s term, no idempotency key, 1 GB of RAM and disk."""
+    req = request.requirements
+    return request.duration_s <= 900 or request.idempotency_key is None or req.disk_gb <= 1.0
+
+
+class CanaryAwareManager(AllocationManager):
+    """Serves validators and canary-looking rentals; every other renter hears "no capacity"."""
+
+    def __init__(
+        self,
+        *args: Any,
+        validators: Callable[[], Collection[str]] = frozenset,
+        refuse_all: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.validators = validators
+        self.refuse_all = refuse_all
+        self.refused: list[str] = []  # the renters it turned away (owner hotkeys), for the record
+
+    def serves(self, owner_hotkey: str, request: AllocateRequest) -> bool:
+        if request.purpose == "validation":
+            return True
+        if self.refuse_all:
+            return False
+        return owner_hotkey in self.validators() or looks_like_a_canary(request)
+
+    async def allocate(
+        self, owner_hotkey: str, request: AllocateRequest, receipt: Receipt | None = None
+    ) -> LeaseInfo:
+        if not self.serves(owner_hotkey, request):
+            self.refused.append(owner_hotkey)
             raise RequestFailed(ErrorCode.NO_CAPACITY, "all GPUs are rented", 409)
         return await super().allocate(owner_hotkey, request, receipt)
 
@@ -58,4 +100,4 @@ class OneBoxBackend(EmbeddedBackend):
         return dataclasses.replace(state, host_key=key, host_key_line=line)
 
 
-__all__ = ["OneBoxBackend", "RefusingManager", "box_key"]
+__all__ = ["CanaryAwareManager", "OneBoxBackend", "RefusingManager", "box_key", "looks_like_a_canary"]

@@ -9,7 +9,16 @@ from __future__ import annotations
 
 from compute.operator.book import BookEntry, BookError, LeaseBook
 from compute.operator.cli import build_parser, main, metagraph_reader
-from compute.operator.discovery import Machine, VerifiedGpus, Wanted, discover, matches, model_matches, rank
+from compute.operator.discovery import (
+    Machine,
+    VerifiedGpus,
+    Wanted,
+    discover,
+    matches,
+    model_matches,
+    probe,
+    rank,
+)
 from compute.operator.errors import (
     EXIT_OK,
     EXIT_REFUSED,
@@ -38,13 +47,15 @@ from compute.operator.keys import (
     generate_keypair,
     known_hosts_line,
     load_public_key,
+    remove_generated_key,
     ssh_command,
     write_known_hosts,
 )
 from compute.operator.pog_records import load_verified
-from compute.operator.rpc import MinerRef
+from compute.operator.rpc import Client, MinerRef
 from compute.operator.service import Allocation, Operator
 from compute.operator.shell import LeaseAccess, LeaseShell, RunResult, ssh_argv, wait_for_ssh
+from compute.operator.templates import MinerTemplates, offered_templates
 
 __all__ = [
     "EXIT_OK",
@@ -55,6 +66,7 @@ __all__ = [
     "BookError",
     "CommandTimeout",
     "HostKeyMismatch",
+    "Client",
     "KeyFileError",
     "LeaseAccess",
     "LeaseShell",
@@ -67,6 +79,7 @@ __all__ = [
     "MinerOffline",
     "MinerRef",
     "MinerRefused",
+    "MinerTemplates",
     "NoMatchingMachine",
     "NotOwner",
     "Operator",
@@ -91,8 +104,11 @@ __all__ = [
     "matches",
     "metagraph_reader",
     "model_matches",
+    "offered_templates",
+    "probe",
     "rank",
     "ssh_argv",
+    "remove_generated_key",
     "ssh_command",
     "wait_for_ssh",
     "write_known_hosts",

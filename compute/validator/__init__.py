@@ -16,6 +16,7 @@ from compute.validator.params import DepthParams, MinerTarget, RoundParams, roun
 from compute.validator.proofs.depth import DepthRejected, sustained_due
 from compute.validator.proofs.evidence import Measured, scored_result
 from compute.validator.proofs.sizing import challenge_size
+from compute.validator.rentals.canary import CanaryRenter, CanaryTiming
 from compute.validator.report.table import print_round_table, round_table
 from compute.validator.report.wandb_log import WandbLogger, result_figures, wandb_wanted
 from compute.validator.round.loop import (
@@ -48,6 +49,8 @@ from compute.validator.settings import (
 )
 
 __all__ = [
+    "CanaryRenter",
+    "CanaryTiming",
     "Oversight",
     "BOOTSTRAP",
     "BlockLoop",

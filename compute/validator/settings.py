@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from compute.settings import CommonSettings, SettingsError, add_common_args, common_from_args, load_dotenv
 
 _SS58 = re.compile(r"^[1-9A-HJ-NP-Za-km-z]{46,48}$")
+_HOTKEY_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 
 class ValidatorSettings(BaseModel):
@@ -57,6 +58,8 @@ class ValidatorSettings(BaseModel):
     cpu_sustained_seconds: float = Field(1.0, gt=0, le=600)
     trusted_renters: tuple[str, ...] = ()  # operator hotkeys (ss58) whose rentals count as rented
     canary_rate: float = Field(0.1, ge=0, le=1)  # chance per miner per round of a canary rental
+    canary_hotkeys: tuple[str, ...] = ()  # hotkey names of the wallet that sign canaries too
+    canary_dwell: float = Field(60.0, ge=0, le=3600)  # longest stay of a canary between its logins
     spread_seconds: float | None = Field(None, ge=0, le=86_400)  # None: half the round interval
     load_budget: float = Field(0.05, ge=0, le=1)  # share of a miner's GPU time all validators may take
     check_seconds: float = Field(45.0, gt=0, le=3600)  # GPU-seconds one validation lease holds
@@ -76,6 +79,16 @@ class ValidatorSettings(BaseModel):
         for hotkey in value if isinstance(value, (list, tuple)) else ():
             if not isinstance(hotkey, str) or not _SS58.fullmatch(hotkey):
                 raise ValueError(f"{hotkey!r} is not an ss58 hotkey address")
+        return value
+
+    @field_validator("canary_hotkeys", mode="before")
+    @classmethod
+    def _canary_hotkeys(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = tuple(part.strip() for part in value.split(",") if part.strip())
+        for name in value if isinstance(value, (list, tuple)) else ():
+            if not isinstance(name, str) or not _HOTKEY_NAME.fullmatch(name):
+                raise ValueError(f"{name!r} is not a hotkey name of the wallet (letters, digits, '._-')")
         return value
 
     @field_validator("data_dir")
@@ -171,7 +184,17 @@ _FLAGS: dict[str, tuple[str, type, str]] = {
     "validator.canary_rate": (
         "canary_rate",
         float,
-        "chance per miner per round of a short canary rental (default 0.1)",
+        "chance per miner per round (times the schedule's chance) of a canary rental (default 0.1)",
+    ),
+    "validator.canary_hotkeys": (
+        "canary_hotkeys",
+        str,
+        "comma-separated hotkey names of the validator's wallet that sign canaries too (operator keys)",
+    ),
+    "validator.canary_dwell": (
+        "canary_dwell",
+        float,
+        "longest time a canary stays on its lease between its two logins, in s (default 60)",
     ),
     "validator.spread_seconds": (
         "spread_seconds",

@@ -21,12 +21,14 @@ from compute.transport import KeyWallet, ServerLimits, serve_in_thread
 from compute.validator import RoundLoop, chain_block_source
 from compute.validator.fleet.dedup import DeviceRegistry, Fingerprint, credit_once, suspect_groups
 from compute.validator.fleet.oversight import Oversight
-from compute.validator.rentals.canary import CanaryOutcome, run_canary
+from compute.validator.params import MinerTarget
+from compute.validator.rentals.canary import CanaryOutcome, CanaryRenter, CanaryTiming, run_canary
 from compute.validator.rentals.ledger import RentalLedger
 from compute.validator.rentals.receipts import RentalCheck, VerifiedLease
 
 TABLE = load_gpu_table()
 SCORING = ScoringConfig()
+FAST = CanaryTiming.for_dwell(0.6)  # the canary's stay and its "busy" retry, short for tests
 
 
 def fp(uid: int, ip: str = "10.0.0.1", uuids=(), keys=(), endpoints=()) -> Fingerprint:
@@ -142,7 +144,7 @@ def cheaters_net(tmp_path: Path, sim_chain, make_wallet, validator_client):
 
 async def test_round_credits_honest_miners_and_neither_cheat(cheaters_net, validator_client) -> None:
     chain, store, wallet, uids, miners = cheaters_net
-    oversight = Oversight(canary_rate=1.0)
+    oversight = Oversight(canary_rate=1.0, canary_timing=FAST)
     loop = RoundLoop(
         chain,
         store,
@@ -180,23 +182,36 @@ async def test_round_credits_honest_miners_and_neither_cheat(cheaters_net, valid
     assert {uids["box-a"], uids["box-b"]} <= set().union(*oversight.suspects)
 
 
+def canary_target(miner: Miner) -> MinerTarget:
+    return MinerTarget(1, miner.hotkey, miner.endpoint)
+
+
 async def test_canary_works_end_to_end_on_an_honest_miner_and_leaves_nothing(
     tmp_path: Path, make_wallet, validator_client
 ) -> None:
+    import random
+
     miner = start_custom(tmp_path, make_wallet, "honest")
+    renter = CanaryRenter(validator_client.hotkey, validator_client, tmp_path / "canary")
     try:
-        outcome = await run_canary(validator_client, miner.endpoint, miner.hotkey, 0, timeout=30)
+        outcome = await run_canary(renter, canary_target(miner), random.Random(1), FAST)
         assert outcome.ok, outcome.reason
-        assert await miner.backend.running() == set()
+        assert outcome.signer == validator_client.hotkey and 0 < outcome.held_s <= outcome.seconds
+        assert await miner.backend.running() == set()  # released, and its endpoint checked gone
+        (entry,) = renter.book.entries(renter.hotkey, include_ended=True)  # the operator's own book
+        assert entry.state == "released" and not list((tmp_path / "canary" / "keys").glob("lease-*"))
+        assert renter.own_keys(entry.created_at) == {" ".join(entry.public_key.split()[:2])}
         refuser = start_custom(tmp_path, make_wallet, "refuser", refuse=True)
-        refused = await run_canary(validator_client, refuser.endpoint, refuser.hotkey, 1, timeout=30)
-        assert not refused.ok and refused.refused
+        refused = await run_canary(renter, canary_target(refuser), random.Random(2), FAST)
+        assert not refused.ok and refused.refused and not refused.excused  # asked twice, refused twice
         refuser.server.stop()  # type: ignore[attr-defined]
     finally:
         miner.server.stop()  # type: ignore[attr-defined]
 
 
 async def test_broken_canary_lease_is_a_failure(tmp_path: Path, make_wallet, validator_client) -> None:
+    import random
+
     miner = start_custom(tmp_path, make_wallet, "broken")
     start = miner.backend.start
 
@@ -206,8 +221,9 @@ async def test_broken_canary_lease_is_a_failure(tmp_path: Path, make_wallet, val
         return endpoint
 
     miner.backend.start = start_then_break  # type: ignore[method-assign]
+    renter = CanaryRenter(validator_client.hotkey, validator_client, tmp_path / "canary")
     try:
-        outcome = await run_canary(validator_client, miner.endpoint, miner.hotkey, 0, timeout=10)
+        outcome = await run_canary(renter, canary_target(miner), random.Random(3), FAST)
         assert not outcome.ok and not outcome.refused and "SSH" in outcome.reason
     finally:
         miner.server.stop()  # type: ignore[attr-defined]

@@ -6,7 +6,8 @@ way of claiming "rented" without a real, known renter holding a live lease.
 
 from __future__ import annotations
 
-import asyncssh
+import time
+
 import pytest
 from validator_helpers import FAKE_GPU, small_params
 
@@ -135,18 +136,28 @@ async def test_validation_leases_leave_no_receipt(start_miner, validator_client)
     assert await receipts(validator_client, miner) == []
 
 
-async def test_a_kept_canary_lease_is_no_receipt(start_miner, validator_client, make_wallet) -> None:
-    """The cheat: ignore the release of the validator's canary (signed by a permitted hotkey), keep
-    it alive, then refuse the validation lease that follows as "rented"."""
-    from compute.validator.rentals.canary import canary_request
+async def test_a_kept_canary_lease_is_no_receipt(tmp_path, start_miner, validator_client) -> None:
+    """The cheat: ignore the release of the validator's canary (a real rental's term, signed by a
+    permitted hotkey), keep it alive, then refuse the validation lease that follows as "rented"."""
+    import random
+
+    from compute.validator.rentals.canary import CanaryRenter, CanaryTiming, run_canary
 
     miner = start_miner("keeper", gpus=(FAKE_GPU,))
-    key = asyncssh.generate_private_key("ssh-ed25519")
+
+    async def keep(caller: str, lease_id: str) -> None:  # answers the release, keeps the lease
+        return None
+
+    miner.manager.deallocate = keep
+    renter = CanaryRenter(validator_client.hotkey, validator_client, tmp_path / "canary")
+    outcome = await run_canary(renter, target(miner), random.Random(4), CanaryTiming.for_dwell(0.3))
+    assert not outcome.ok and "still answers after its release" in outcome.reason  # the canary fails
+    assert len(await miner.backend.running()) == 1  # the kept canary holds the GPU
     validator = validator_client.hotkey
-    await validator_client.call(miner.endpoint, miner.hotkey, canary_request(key, 1))  # never released
-    params = small_params(round_id=5, trusted_renters=frozenset({validator}))
+    own = renter.own_keys(time.time())
+    params = small_params(round_id=5, trusted_renters=frozenset({validator}), own_canaries=own)
     result = await check_miner(
         validator_client, target(miner), params, TABLE, SCORING, verified_before(miner)
     )
     assert not result.ok and result.sample == 0.0
-    assert "canary-sized" in result.reasons[0]
+    assert "own canary" in result.reasons[0], result.reasons

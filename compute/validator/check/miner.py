@@ -13,10 +13,10 @@ Each attempt is one ``MinerCheck`` (``context``) that every step takes: the leas
 proof inside it (``prove``: GEMM then in-depth proofs), the rented path (``rented``) and, for a
 multi-host miner, one lease and proof per host (``hosts``). Rented machines (the miner refuses a GPU
 validation lease for lack of capacity) must show receipts; a verified one gets a liveness lease and
-a decayed score of its last verification; a machine never verified scores 0. With ``canary`` set,
-the test first rents the miner as a renter would (``compute.validator.rentals.canary``). What the
-test saw beyond PoG goes into the caller's ``MinerNotes``. Nothing here touches the store or the
-chain.
+a decayed score of its last verification; a machine never verified scores 0. Canary rentals are
+not part of a test: the round runs them at their own moments (``compute.validator.fleet.canaries``).
+What the test saw beyond PoG goes into the caller's ``MinerNotes``. Nothing here touches the store
+or the chain.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ from compute.validator.check.prove import MAX_GPUS_TESTED, prove_in_lease
 from compute.validator.check.rented import check_rented
 from compute.validator.failures import MinerFailed, MinerRented, MinerUnreachable
 from compute.validator.params import MinerTarget, RoundParams, failed_result
-from compute.validator.rentals.canary import run_canary
 from compute.validator.rentals.truth import MinerNotes
 
 log = logging.getLogger(__name__)
@@ -52,7 +51,6 @@ async def check_miner(
     previous: PogResult | None = None,
     deadline: float | None = None,
     notes: MinerNotes | None = None,
-    canary: bool = False,
     basis: PogResult | None = None,
 ) -> PogResult | None:
     """Test ``target`` within ``params.miner_timeout`` (and before ``deadline``, monotonic); None when
@@ -69,12 +67,11 @@ async def check_miner(
             return _failure(target, params, ("round deadline reached before the test",), {})
         check = MinerCheck(client, target, params, table, scoring, previous, notes, basis=basis)
         try:
-            return await asyncio.wait_for(_attempt(check, canary), budget)
+            return await asyncio.wait_for(_attempt(check), budget)
         except asyncio.TimeoutError:
             return _failure(target, params, (f"miner test exceeded {budget:.0f}s",), {})
         except MinerUnreachable as exc:
             attempt += 1
-            canary = False  # one canary per test, even when the test is retried
             if attempt > params.retries:
                 return _failure(target, params, (str(exc),), {})
             wait = _RETRY_BACKOFF_S * 2 ** (attempt - 1)
@@ -93,18 +90,12 @@ async def check_miner(
             return None
 
 
-async def _attempt(check: MinerCheck, canary: bool) -> PogResult:
+async def _attempt(check: MinerCheck) -> PogResult:
     specs = await fetch_specs(check)
     await release_stale(check)
     claimed = specs.gpus[:MAX_GPUS_TESTED]
     check.notes.claimed_gpus = len(claimed)
     check.notes.gpu_uuids.update(gpu.uuid for gpu in claimed if gpu.uuid)  # self-reported: may only lower
-    if canary:
-        timeout = min(60.0, check.params.miner_timeout)
-        target = check.target
-        check.notes.canary = await run_canary(
-            check.client, target.endpoint, target.hotkey, len(claimed), timeout
-        )
     try:
         if specs.hosts:  # a multi-host miner: each host proven on its own lease, credited their sum
             return await prove_hosts(check, specs)

@@ -1,10 +1,11 @@
 """The round's rental-truth and one-device bookkeeping, kept out of the loop's scheduling code.
 
 ``Oversight`` is held by the round loop for the validator's lifetime. Per round it says which
-miners get a canary rental (at random, ``canary_rate``) and which must be tested at the same
-moment (suspected duplicates from the last round); after each miner's test it applies the
-availability and rental-uptime factors; when the round's tests are done it correlates devices
-across hotkeys and credits each shared device once.
+miners get a canary rental (at random, ``canary_rate`` times the schedule's chance) and starts them
+through its ``CanaryDesk`` (``canaries``), and which must be tested at the same moment (suspected
+duplicates from the last round); after each miner's test it applies the availability and
+rental-uptime factors; when the round's tests are done it correlates devices across hotkeys and
+credits each shared device once.
 
 What it deliberately does not do: talk to miners (``check_miner`` does) or persist anything.
 """
@@ -13,12 +14,17 @@ from __future__ import annotations
 
 import logging
 import random
+import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from compute.chain import MetagraphSnapshot
 from compute.store import PogResult
+from compute.transport import MinerClient
+from compute.validator.fleet.canaries import CanaryDesk
 from compute.validator.fleet.dedup import DeviceRegistry, Fingerprint, credit_once, suspect_groups
+from compute.validator.rentals.canary import CanaryRenter, CanaryTiming
 from compute.validator.rentals.ledger import RentalLedger
 from compute.validator.rentals.truth import MinerNotes, apply_rental_factors
 
@@ -36,12 +42,39 @@ class Plan:
 
 @dataclass
 class Oversight:
+    """``canary_renters``: renter identities besides the validator's own hotkey (operator hotkeys it
+    rents through); ``canary_dir``: where the own hotkey's canary book and keys live (None: a
+    temporary directory, for tests and benchmarks)."""
+
     canary_rate: float = 0.0
     trusted_renters: frozenset[str] = frozenset()
     rng: random.Random = field(default_factory=random.SystemRandom)
     ledger: RentalLedger = field(default_factory=RentalLedger)
     devices: DeviceRegistry = field(default_factory=DeviceRegistry)
     suspects: list[frozenset[int]] = field(default_factory=list)
+    canary_renters: tuple[CanaryRenter, ...] = ()
+    canary_dir: Path | None = None
+    canary_timing: CanaryTiming = field(default_factory=CanaryTiming)
+    canary_dwell_s: float | None = None  # a fixed dwell (the demo, tests); None: drawn
+    _desk: CanaryDesk | None = field(default=None, init=False, repr=False)
+
+    def canaries(self, client: MinerClient) -> CanaryDesk:
+        """The canary desk: the validator's own hotkey (``client``) plus ``canary_renters``."""
+        if self._desk is None:
+            where = self.canary_dir or Path(tempfile.mkdtemp(prefix="compute-canary-"))
+            timeout = self.canary_timing.timeout_s
+            own = CanaryRenter(client.hotkey, client, where / client.hotkey[:16], timeout, validator=True)
+            self._desk = CanaryDesk(
+                [own, *self.canary_renters], self.ledger, self.rng, self.canary_timing, self.canary_dwell_s
+            )
+        return self._desk
+
+    def canary_seconds(self) -> float:
+        """Expected GPU-held seconds of canaries per test drawn (counted in the load budget)."""
+        return self.canary_rate * self.canary_timing.expected_hold_s
+
+    def own_canaries(self, now: float) -> frozenset[str]:
+        return self._desk.own_keys(now) if self._desk is not None else frozenset()
 
     def trusted(self, metagraph: MetagraphSnapshot) -> frozenset[str]:
         """Known renters this round: validator-permitted hotkeys plus the configured operators."""
@@ -52,9 +85,10 @@ class Oversight:
         """Every registered hotkey's coldkey: a renter on the miner's own coldkey is no renter."""
         return {n.hotkey: n.coldkey for n in metagraph.neurons}
 
-    def plan(self, uids: Iterable[int]) -> Plan:
+    def plan(self, uids: Iterable[int], chance: float = 1.0) -> Plan:
+        """Canaries for ``canary_rate × chance`` of ``uids`` (tested or not); suspects together."""
         uids = list(uids)
-        canary = frozenset(uid for uid in uids if self.rng.random() < self.canary_rate)
+        canary = frozenset(uid for uid in uids if self.rng.random() < self.canary_rate * chance)
         small = [group for group in self.suspects if len(group) <= MAX_TOGETHER]
         if len(small) < len(self.suspects):
             log.info(

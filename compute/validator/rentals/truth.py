@@ -1,7 +1,7 @@
 """What a miner's test saw beyond its PoG result, and the factors it turns into.
 
-``MinerNotes`` is filled by ``check_miner`` (verified rentals, the canary, the identifiers of the
-machine it reached) and read by the round loop, which feeds the ledger, correlates devices across
+``MinerNotes`` is filled by ``check_miner`` (verified rentals, the identifiers of the machine it
+reached) and by the round's canary (``fleet.canaries``) and read by the round loop, which feeds the ledger, correlates devices across
 hotkeys (``dedup``) and applies :func:`apply_rental_factors`. Everything the miner controls here
 can only lower a sample: the factors are in [0, 1].
 """
@@ -31,32 +31,22 @@ class MinerNotes:
         self.ssh_endpoints.add(f"{host}:{port}")
         self.host_keys.add(" ".join(host_key.split()[:2]))
 
-    @property
-    def fully_rented(self) -> bool:
-        return (
-            self.rentals is not None
-            and self.claimed_gpus > 0
-            and (self.rentals.rented_gpus >= self.claimed_gpus)
-        )
-
 
 def apply_rental_factors(result: PogResult, notes: MinerNotes | None, ledger: RentalLedger) -> PogResult:
-    """Record the notes in the ledger; multiply the sample by availability x rental uptime.
+    """Record the verified rentals in the ledger; multiply the sample by availability x rental uptime.
 
-    A canary refused for lack of capacity is excused when every claimed GPU is verifiably rented.
+    Canaries are in the ledger already (``fleet.canaries`` records each one not excused when it
+    ends); ``notes.canary`` only adds the reason of this round's failed one.
     """
-    if notes is not None:
-        if notes.canary is not None and not (notes.canary.refused and notes.fully_rented):
-            ledger.canary(result.hotkey, notes.canary)
-        if notes.rentals is not None:
-            ledger.observe(result.hotkey, notes.rentals)
+    if notes is not None and notes.rentals is not None:
+        ledger.observe(result.hotkey, notes.rentals)
     availability, uptime = ledger.availability(result.hotkey), ledger.uptime(result.hotkey)
     reasons = result.reasons
     if availability < 1.0:
         reasons += (f"availability x{availability:.2f} (canary rentals)",)
     if uptime < 1.0:
         reasons += (f"rental uptime x{uptime:.2f}",)
-    if notes is not None and notes.canary is not None and not notes.canary.ok:
+    if notes is not None and notes.canary is not None and not notes.canary.ok and not notes.canary.excused:
         reasons += (notes.canary.reason,)
     return replace(
         result,

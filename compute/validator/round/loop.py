@@ -209,16 +209,26 @@ class RoundLoop(BlockLoop):
         self.spread_s, self.load_budget, self.check_seconds = spread_s, load_budget, check_seconds
         self.interval_s, self.rng, self.credit_step = interval_s, rng or fresh_rng(), credit_step
 
+    def _chance(self, metagraph: MetagraphSnapshot) -> float:
+        """The load budget's chance to test a miner this round (a test's GPU time plus its share of
+        canaries count against the budget)."""
+        validators = sum(1 for n in metagraph.neurons if n.validator_permit)
+        cost = self.check_seconds + self.oversight.canary_seconds()
+        return check_probability(validators, self.interval_s, cost, self.load_budget)
+
     def _schedule(
-        self, targets: list[MinerTarget], metagraph: MetagraphSnapshot, together: frozenset[int] = frozenset()
+        self,
+        targets: list[MinerTarget],
+        metagraph: MetagraphSnapshot,
+        together: frozenset[int] = frozenset(),
+        chance: float | None = None,
     ) -> tuple[list[MinerTarget], set[int], dict[int, float]]:
         """(targets due this round in start order, uids not drawn this round, start offsets).
 
         A miner this validator has no positive score for is always due (new or failing miners
         are tested at once); the others are drawn with the load budget's probability. Suspected
         duplicates (``together``) are always due and start at once, at the same moment."""
-        validators = sum(1 for n in metagraph.neurons if n.validator_permit)
-        chance = check_probability(validators, self.interval_s, self.check_seconds, self.load_budget)
+        chance = self._chance(metagraph) if chance is None else chance
         scores = self.store.scores()
         unscored = {
             t.uid
@@ -248,8 +258,9 @@ class RoundLoop(BlockLoop):
         candidates = [
             t for t in select_targets(metagraph, self.own_hotkey, self.allow_same_ip) if t.uid not in done
         ]
-        plan = self.oversight.plan(t.uid for t in candidates)
-        targets, skipped, offsets = self._schedule(candidates, metagraph, plan.together)
+        chance = self._chance(metagraph)
+        plan = self.oversight.plan((t.uid for t in candidates), chance)
+        targets, skipped, offsets = self._schedule(candidates, metagraph, plan.together, chance)
         log.info(
             "round=%d block=%d testing %d miners (%d already done)",
             record.round_id,
@@ -263,41 +274,54 @@ class RoundLoop(BlockLoop):
             params,
             trusted_renters=self.oversight.trusted(metagraph),
             renter_coldkeys=self.oversight.coldkeys(metagraph),
+            own_canaries=self.oversight.own_canaries(time.time()),
         )
         notes = {t.uid: MinerNotes() for t in targets}
         untested: set[int] = set()  # tests the validator itself failed (never the miner's zero)
         started = time.monotonic()
+        # canaries at their own moments; a miner's test and its canary take turns (one lock each)
+        canary_targets = [t for t in candidates if t.uid in plan.canary]
+        locks = {t.uid: asyncio.Lock() for t in canary_targets}
+        registered = frozenset(n.hotkey for n in metagraph.neurons)
+        canaries = self.oversight.canaries(self.client).start(
+            self.client, canary_targets, params, notes, locks, self.spread_s, deadline, registered
+        )
 
         async def one(target: MinerTarget) -> None:
             wait = started + offsets.get(target.uid, 0.0) - time.monotonic()
             await asyncio.sleep(max(0.0, min(wait, deadline - time.monotonic() - params.miner_timeout)))
-            # suspected duplicates skip the gate: they are challenged at the same moment
-            async with gate if target.uid not in plan.together else contextlib.nullcontext():
-                previous = self.store.last_verified(target.uid, target.hotkey)
-                result = await check_miner(
-                    self.client,
-                    target,
-                    params,
-                    self.table,
-                    self.scoring,
-                    previous,
-                    deadline,
-                    notes=notes[target.uid],
-                    canary=target.uid in plan.canary,
-                    basis=self.store.last_whole_verification(target.uid, target.hotkey),
-                )
-                if result is None:  # the validator's own error: not tested, neither scored nor decayed
-                    untested.add(target.uid)
-                    progress.advance(False)
-                    return
-                self.store.record_result(self.oversight.after_check(result, notes[target.uid]))
-                progress.advance(result.ok)
+            async with locks.get(target.uid) or contextlib.nullcontext():
+                # suspected duplicates skip the gate: they are challenged at the same moment
+                async with gate if target.uid not in plan.together else contextlib.nullcontext():
+                    previous = self.store.last_verified(target.uid, target.hotkey)
+                    result = await check_miner(
+                        self.client,
+                        target,
+                        params,
+                        self.table,
+                        self.scoring,
+                        previous,
+                        deadline,
+                        notes=notes[target.uid],
+                        basis=self.store.last_whole_verification(target.uid, target.hotkey),
+                    )
+            if target.uid in canaries:  # this round's canary counts in this round's factor
+                await asyncio.wait([canaries[target.uid]])
+            if result is None:  # the validator's own error: not tested, neither scored nor decayed
+                untested.add(target.uid)
+                progress.advance(False)
+                return
+            self.store.record_result(self.oversight.after_check(result, notes[target.uid]))
+            progress.advance(result.ok)
 
         progress = RoundProgress(record.round_id, len(targets), every_s=self.progress_every_s)
         beat = asyncio.create_task(progress.heartbeat())
         try:
             await asyncio.gather(*(one(t) for t in targets))
+            await asyncio.gather(*canaries.values(), return_exceptions=True)
         finally:
+            for task in canaries.values():
+                task.cancel()
             beat.cancel()
             progress.close()
         recorded = self.store.results(record.round_id)
