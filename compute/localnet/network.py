@@ -336,6 +336,8 @@ class LocalNet:
             "--validator.allow_same_ip",  # every demo miner lives on 127.0.0.1
             "--validator.device",
             "cpu",
+            "--validator.canary_dwell",  # a canary stays a second, not a minute, on the demo
+            "1",
             "--wandb.off",
         ]
         if self.options.cheaters:
