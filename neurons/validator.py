@@ -21,12 +21,15 @@ from compute.logs import configure_logging  # noqa: E402
 from compute.scoring import ScoringConfig, load_gpu_table, load_holistic_config  # noqa: E402
 from compute.settings import SettingsError  # noqa: E402
 from compute.store import ValidatorStore  # noqa: E402
+from compute.store.journal import LeaseJournal  # noqa: E402
 from compute.transport import KeyWallet, MinerClient, WalletError, load_wallet  # noqa: E402
 from compute.validator import (  # noqa: E402
     CanaryRenter,
     CanaryTiming,
+    JournaledClient,
     LoopRunner,
     Oversight,
+    ReleaseLoop,
     RoundLoop,
     ValidatorSettings,
     WandbLogger,
@@ -34,7 +37,9 @@ from compute.validator import (  # noqa: E402
     WeightsLoop,
     chain_block_seconds,
     chain_block_source,
+    new_run_id,
     parse_validator,
+    release_due,
     round_params,
     round_spread,
     round_step_timeout,
@@ -78,7 +83,10 @@ async def run(s: ValidatorSettings) -> int:
     metagraph = await asyncio.wait_for(asyncio.to_thread(chain.metagraph), 60)
     warn_without_permit(metagraph, keypair.ss58)
     store = ValidatorStore(s.db_path)
-    client = MinerClient(keypair, timeout=30.0, max_concurrency=max(64, s.concurrency * 4))
+    journal = LeaseJournal(s.db_path)  # every lease asked for, until the miner confirms its end
+    client = JournaledClient(
+        keypair, journal, new_run_id(), timeout=30.0, max_concurrency=max(64, s.concurrency * 4)
+    )
     renters = canary_clients(s)
     oversight = Oversight(
         canary_rate=s.canary_rate,
@@ -110,6 +118,10 @@ async def run(s: ValidatorSettings) -> int:
     async def on_limit() -> None:
         logger.info("%d rounds done: setting weights once more, then stopping", s.rounds)
         await weights_loop.run_step(await asyncio.to_thread(chain.block))
+        try:  # give back what is still owed (the next start of this validator tries again)
+            await asyncio.wait_for(release_due(client), 30)
+        except asyncio.TimeoutError:
+            logger.warning("leases still owed at stop: released at the next start")
         assert runner is not None  # on_limit is called only from inside runner.run()
         runner.stop.set()
 
@@ -138,7 +150,8 @@ async def run(s: ValidatorSettings) -> int:
         interval_s=interval_s,
         credit_step=s.credit_step,
     )
-    runner = LoopRunner(chain_block_source(chain), [round_loop, weights_loop])
+    release_loop = ReleaseLoop(client, block_seconds)
+    runner = LoopRunner(chain_block_source(chain), [release_loop, round_loop, weights_loop])
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, runner.stop.set)
@@ -161,6 +174,7 @@ async def run(s: ValidatorSettings) -> int:
         for renter in renters:
             await renter.aclose()
         store.close()
+        journal.close()
         await asyncio.to_thread(chain.close)
     return 0
 

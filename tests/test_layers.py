@@ -41,7 +41,7 @@ ORDER: dict[str, list[set[str]]] = {
         {"settings"},
         {"failures"},
         {"params"},
-        {"session", "report"},
+        {"session", "report", "journal"},
         {"rentals"},
         {"fleet"},
         {"proofs"},

@@ -2,7 +2,7 @@
 
 Rooms, lowest first (a room imports only rooms below it; ``tests/test_layers.py`` holds the order):
 the root modules ``settings``, ``params``, ``failures``; ``session`` (SSH channel to the worker) and
-``report`` (table, progress, wandb); ``rentals`` (receipts, canaries, ledger); ``fleet`` (dedup,
+``report`` (table, progress, wandb) and ``journal`` (every granted lease released); ``rentals`` (receipts, canaries, ledger); ``fleet`` (dedup,
 oversight); ``proofs`` (GEMM, depth, hosts, evidence); ``check`` (one miner's test); ``round``
 (loops, schedule, weights); ``tools`` (simulations and benchmarks).
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 from compute.validator.check.miner import check_miner
 from compute.validator.check.rented import rented_sample
 from compute.validator.fleet.oversight import Oversight
+from compute.validator.journal import JournaledClient, ReleasePass, new_run_id, release_due
 from compute.validator.params import DepthParams, MinerTarget, RoundParams, round_params
 from compute.validator.proofs.depth import DepthRejected, sustained_due
 from compute.validator.proofs.evidence import Measured, scored_result
@@ -28,6 +29,7 @@ from compute.validator.round.loop import (
     score_updates,
     select_targets,
 )
+from compute.validator.round.releases import ReleaseLoop
 from compute.validator.round.schedule import check_probability, round_spread, validation_load
 from compute.validator.round.timing import chain_block_seconds, measure_block_seconds, round_step_timeout
 from compute.validator.round.weights import WeightsError, WeightSetter, weights_from_scores
@@ -56,11 +58,14 @@ __all__ = [
     "BlockLoop",
     "DepthParams",
     "DepthRejected",
+    "JournaledClient",
     "LoopRunner",
     "Measured",
     "MinerTarget",
     "PogSession",
     "PogSessionError",
+    "ReleaseLoop",
+    "ReleasePass",
     "RoundLoop",
     "RoundParams",
     "SshFailed",
@@ -81,6 +86,8 @@ __all__ = [
     "check_miner",
     "check_probability",
     "measure_block_seconds",
+    "new_run_id",
+    "release_due",
     "parse_validator",
     "print_round_table",
     "rented_sample",
