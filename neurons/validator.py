@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from compute import VERSION_KEY, __version__  # noqa: E402
 from compute.chain import ChainError, MetagraphSnapshot, connect  # noqa: E402
-from compute.dashboard import serve_dashboard  # noqa: E402
+from compute.dashboard import DashboardOptions, start_dashboard  # noqa: E402
 from compute.logs import configure_logging  # noqa: E402
 from compute.scoring import ScoringConfig, load_gpu_table, load_holistic_config  # noqa: E402
 from compute.settings import SettingsError  # noqa: E402
@@ -164,10 +164,21 @@ async def run(s: ValidatorSettings) -> int:
         block_seconds,
         round_loop.step_timeout,
     )
-    dashboard = serve_dashboard(s.db_path, s.dashboard_host, s.dashboard_port, runner.stop)
+    dashboard = start_dashboard(  # its own process: a page flood never moves this process's clock
+        DashboardOptions(
+            s.db_path,
+            s.dashboard_host,
+            s.dashboard_port,
+            s.dashboard_full,
+            (common.wallet_name, common.wallet_hotkey, str(common.wallet_path)),
+            debug=common.debug,
+        )
+    )
+    announce = asyncio.create_task(dashboard.ready())
     try:
         await runner.run()
     finally:
+        announce.cancel()
         await dashboard.close()
         wandb.close()
         await client.aclose()

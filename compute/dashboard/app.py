@@ -1,9 +1,17 @@
-"""The dashboard's FastAPI app: GET-only views over a validator store opened read-only.
+"""The dashboard's FastAPI app: GET (and HEAD) views over a validator store opened read-only.
 
 ``/`` is the HTML page, ``/api/overview`` the same snapshot as JSON, ``/api/machines`` the proven
 machines (``register.py resources`` reads it), ``/healthz`` liveness. Each request opens its own
 ``mode=ro`` SQLite connection in a worker thread, so the validator's writer is never blocked and a
-dashboard bug can never change the store.
+dashboard bug can never change the store; a view is read and rendered at most once per
+``FRESH_S`` (5 s), however many ask, so a page flood costs HTTP parsing and little else.
+
+Public by default: the page and ``/api/overview`` show the public view
+(:func:`compute.dashboard.views.public_overview`: no GPU UUIDs, lease endpoints, host keys or
+shared-device evidence); ``full=True`` (``--dashboard.full``) shows everything, for the operator.
+``/api/machines`` is signed with the validator's hotkey when one is given (``compute-json/1``,
+:mod:`compute.transport.signed_json`, bound to the reader's ``?nonce=``), so that ``register.py``
+can trust its figures over plain HTTP.
 
 Deliberately not here: authentication (the server binds loopback by default and shows only what
 the validator already publishes as weights), writing, or serving files from disk.
@@ -13,50 +21,102 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
+import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from bittensor.sp_core import Keypair
 from fastapi import FastAPI, HTTPException
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 
 from compute.dashboard.models import ProvenMachines, proven_machine
 from compute.dashboard.render import render_page
+from compute.dashboard.views import public_overview
 from compute.store import Overview, StoreError, overview, verified_machines
+from compute.transport.signed_json import signed_json_response
 
 log = logging.getLogger(__name__)
+READ = ["GET", "HEAD"]
+FRESH_S = 5.0  # a snapshot is reused this long: a page flood re-reads and re-renders nothing
 
 
-async def _overview(store_path: Path, days: float) -> Overview:
+class _Snapshots:
+    """The latest result of each view for ``FRESH_S``; one producer at a time per view."""
+
+    def __init__(self, fresh_s: float = FRESH_S) -> None:
+        self.fresh_s = fresh_s
+        self._kept: dict[str, tuple[float, Any]] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def get(self, view: str, produce: Callable[[], Awaitable[Any]]) -> Any:
+        kept = self._kept.get(view)
+        if kept is not None and time.monotonic() - kept[0] < self.fresh_s:
+            return kept[1]
+        async with self._locks.setdefault(view, asyncio.Lock()):
+            kept = self._kept.get(view)
+            if kept is not None and time.monotonic() - kept[0] < self.fresh_s:
+                return kept[1]  # made by the request this one queued behind
+            value = await produce()
+            self._kept[view] = (time.monotonic(), value)
+            return value
+
+
+async def _overview(store_path: Path, days: float, full: bool) -> Overview:
     try:
-        return await asyncio.wait_for(asyncio.to_thread(overview, store_path, days), 30)
+        snapshot = await asyncio.wait_for(asyncio.to_thread(overview, store_path, days), 30)
     except StoreError as exc:
         log.warning("dashboard cannot read %s: %s", store_path, exc)
         raise HTTPException(503, f"validator store not readable yet: {exc}") from exc
+    return snapshot if full else public_overview(snapshot)
 
 
-def build_app(store_path: str | Path, days: float = 30.0, title: str = "Validator dashboard") -> FastAPI:
-    """A read-only dashboard over the validator store at ``store_path`` (it may not exist yet)."""
+def build_app(
+    store_path: str | Path,
+    days: float = 30.0,
+    title: str = "Validator dashboard",
+    *,
+    full: bool = False,
+    keypair: Keypair | None = None,
+) -> FastAPI:
+    """A read-only dashboard over the validator store at ``store_path`` (it may not exist yet).
+
+    ``full``: also what the validator learnt about machines (see the module docstring);
+    ``keypair``: the validator's hotkey, to sign ``/api/machines``."""
     path = Path(store_path).expanduser()
     app = FastAPI(title=title, docs_url=None, redoc_url=None, openapi_url=None)
+    kept = _Snapshots()
 
-    @app.get("/", response_class=HTMLResponse)
-    async def page() -> HTMLResponse:
-        return HTMLResponse(render_page(await _overview(path, days), title))
+    async def page_html() -> str:
+        snapshot = await _overview(path, days, full)
+        return await asyncio.to_thread(render_page, snapshot, title)
 
-    @app.get("/api/overview")
-    async def overview_json() -> dict[str, Any]:
-        return dataclasses.asdict(await _overview(path, days))
+    async def overview_body() -> bytes:
+        snapshot = await _overview(path, days, full)
+        return await asyncio.to_thread(lambda: json.dumps(dataclasses.asdict(snapshot)).encode())
 
-    @app.get("/api/machines")
-    async def machines() -> ProvenMachines:
+    async def proven() -> ProvenMachines:
         try:
             results = await asyncio.wait_for(asyncio.to_thread(verified_machines, path), 30)
         except StoreError as exc:
             raise HTTPException(503, f"validator store not readable yet: {exc}") from exc
         return ProvenMachines(machines=[proven_machine(r) for r in results.values()])
 
-    @app.get("/healthz")
+    @app.api_route("/", methods=READ, response_class=HTMLResponse)
+    async def page() -> HTMLResponse:
+        return HTMLResponse(await kept.get("page", page_html))
+
+    @app.api_route("/api/overview", methods=READ)
+    async def overview_json() -> Response:
+        return Response(await kept.get("overview", overview_body), media_type="application/json")
+
+    @app.api_route("/api/machines", methods=READ)
+    async def machines(nonce: str | None = None) -> Any:
+        return signed_json_response(keypair, "/api/machines", await kept.get("machines", proven), nonce)
+
+    @app.api_route("/healthz", methods=READ)
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 

@@ -1,7 +1,8 @@
 """``python -m compute dashboard --store PATH``: serve a validator store's dashboard on its own.
 
 For a validator that runs without ``--dashboard.port``, or a copy of its store file; the store is
-opened read-only per request. Runs until Ctrl-C / SIGTERM.
+opened read-only per request. Public view unless ``--dashboard.full``; with ``--wallet.name`` (the
+validator's wallet) ``/api/machines`` is signed by its hotkey. Runs until Ctrl-C / SIGTERM.
 """
 
 from __future__ import annotations
@@ -13,7 +14,11 @@ import signal
 import sys
 from pathlib import Path
 
+from bittensor.sp_core import Keypair
+
 from compute.dashboard.server import serve_dashboard
+from compute.logs import configure_logging
+from compute.transport import KeyWallet, WalletError, load_wallet
 
 log = logging.getLogger(__name__)
 
@@ -23,15 +28,30 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--store", type=Path, required=True, help="the validator store file (validator-N.db)")
     parser.add_argument("--dashboard.host", dest="host", default="127.0.0.1", help="bind address (127.0.0.1)")
     parser.add_argument("--dashboard.port", dest="port", type=int, default=8090, help="port (default 8090)")
+    parser.add_argument(
+        "--dashboard.full",
+        dest="full",
+        action="store_true",
+        help="also GPU UUIDs, lease endpoints and shared-device evidence (default: the public view)",
+    )
+    parser.add_argument(
+        "--wallet.name", dest="wallet_name", help="the validator's wallet: signs /api/machines"
+    )
+    parser.add_argument(
+        "--wallet.hotkey", dest="wallet_hotkey", default="default", help="its hotkey (default)"
+    )
+    parser.add_argument(
+        "--wallet.path", dest="wallet_path", default="~/.bittensor/wallets", help="wallets directory"
+    )
     return parser
 
 
-async def _run(store: Path, host: str, port: int) -> int:
+async def _run(store: Path, host: str, port: int, full: bool, keypair: Keypair | None) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    dashboard = serve_dashboard(store, host, port, stop)
+    dashboard = serve_dashboard(store, host, port, stop, full=full, keypair=keypair)
     if dashboard.task is None:
         return 1
     await dashboard.task
@@ -40,8 +60,18 @@ async def _run(store: Path, host: str, port: int) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
+    configure_logging(name="dashboard")
     if not 1 <= args.port <= 65535:
         print("--dashboard.port must be between 1 and 65535", file=sys.stderr)
         return 2
-    return asyncio.run(_run(args.store, args.host, args.port))
+    keypair = None
+    if args.wallet_name:
+        try:
+            wallet = load_wallet(
+                args.wallet_name, args.wallet_hotkey, str(Path(args.wallet_path).expanduser())
+            )
+        except WalletError as exc:
+            print(f"dashboard: {exc}", file=sys.stderr)
+            return 2
+        keypair = KeyWallet.from_wallet(wallet).keypair
+    return asyncio.run(_run(args.store, args.host, args.port, args.full, keypair))

@@ -1,4 +1,4 @@
-"""Run the dashboard inside the validator's event loop, on a socket bound up front.
+"""Run the dashboard on the running event loop, on a socket bound up front (in its own process).
 
 Off when the port is 0. The socket is bound before uvicorn starts, so a taken port is one clear
 log line and the validator keeps validating (the dashboard is a view, never a reason to stop
@@ -15,6 +15,7 @@ import socket
 from pathlib import Path
 
 import uvicorn
+from bittensor.sp_core import Keypair
 
 from compute.dashboard.app import build_app
 
@@ -66,9 +67,18 @@ def _is_loopback(host: str) -> bool:
 
 
 def serve_dashboard(
-    store_path: str | Path, host: str, port: int, stop: asyncio.Event | None = None
+    store_path: str | Path,
+    host: str,
+    port: int,
+    stop: asyncio.Event | None = None,
+    *,
+    full: bool = False,
+    keypair: Keypair | None = None,
 ) -> Dashboard:
-    """Start serving the dashboard for ``store_path`` on the running loop (no-op when port is 0)."""
+    """Start serving the dashboard for ``store_path`` on the running loop (no-op when port is 0).
+
+    The validator never calls this on its own loop: it runs it in a child process
+    (:mod:`compute.dashboard.process`); ``python -m compute dashboard`` is such a process."""
     if port == 0:
         return Dashboard()
     if not _is_loopback(host):
@@ -79,7 +89,11 @@ def serve_dashboard(
         log.error("dashboard disabled: cannot bind %s:%d: %s", host, port, exc)
         return Dashboard()
     config = uvicorn.Config(
-        build_app(store_path), log_level="warning", access_log=False, server_header=False, lifespan="off"
+        build_app(store_path, full=full, keypair=keypair),
+        log_level="warning",
+        access_log=False,
+        server_header=False,
+        lifespan="off",
     )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]), name="dashboard")

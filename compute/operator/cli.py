@@ -39,6 +39,7 @@ _REGISTER_FLAGS = (
     "register.timeout",
     "register.pog_db",
     "register.dashboard",
+    "register.dashboard_hotkey",
     "validator.data_dir",
     "json",
 )
@@ -59,7 +60,13 @@ def _add_register_args(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--register.dashboard",
-        help="a validator dashboard URL (http://host:port); its proven figures mark verified GPUs",
+        help="a validator dashboard URL (http://host:port); its proven figures, signed by a validator "
+        "hotkey, mark verified GPUs",
+    )
+    group.add_argument(
+        "--register.dashboard_hotkey",
+        help="the validator hotkey (ss58) the dashboard's figures must be signed by (default: any "
+        "hotkey with a validator permit)",
     )
     group.add_argument("--json", action="store_true", default=None, help="print JSON instead of tables")
 
@@ -176,6 +183,19 @@ def metagraph_reader(chain_target: str, netuid: int) -> Callable[[], MetagraphSn
     return read
 
 
+async def _dashboard_signers(settings: CommonSettings, pinned: str | None) -> set[str]:
+    """Who may sign dashboard figures: the validator-permitted hotkeys (or the one pinned of them)."""
+    metagraph = await asyncio.to_thread(_metagraph_source(settings))
+    permitted = {n.hotkey for n in metagraph.neurons if n.validator_permit}
+    if pinned is None:
+        return permitted
+    if pinned not in permitted:
+        raise UsageError(
+            f"--register.dashboard_hotkey {pinned} has no validator permit on netuid {settings.netuid}"
+        )
+    return {pinned}
+
+
 async def _run(
     args: argparse.Namespace,
     settings: CommonSettings,
@@ -200,7 +220,8 @@ async def _run(
     verified = load_verified(pog_source) if pog_source else {}
     dashboard = getattr(args, "register.dashboard", None)
     if dashboard:
-        verified = {**verified, **await fetch_proven(dashboard, timeout)}
+        signers = await _dashboard_signers(settings, getattr(args, "register.dashboard_hotkey", None))
+        verified = {**verified, **await fetch_proven(dashboard, signers, timeout)}
     async with MinerClient(wallet, timeout=timeout, max_concurrency=32) as client:
         op = Operator(
             hotkey=hotkey,

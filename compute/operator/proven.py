@@ -1,23 +1,27 @@
 """Proven machines from a validator's dashboard (``/api/machines``), for ``register.py resources``.
 
 The validator publishes, read-only, the figures it measured itself (GPU model and count, TFLOPS,
-proven memory, bandwidth, when); this module fetches them over HTTP, validates the body with the
-dashboard's pydantic model and returns ``VerifiedGpus`` per hotkey, the same shape
-``pog_records.load_verified`` reads from a store file. A miner's own claims never enter here.
+proven memory, bandwidth, when), signed by its hotkey (``compute-json/1``). This module fetches
+them with a fresh nonce under one deadline and a size cap, believes them only when a validator
+hotkey the caller trusts signed them for this request, validates the body with the dashboard's
+pydantic model and returns ``VerifiedGpus`` per hotkey, the same shape ``pog_records.load_verified``
+reads from a store file. A miner's own claims never enter here.
 
-Deliberately not here: discovery, ranking, or trusting an unparsable answer (it is refused).
+Deliberately not here: discovery, ranking, or trusting an unsigned, stale or unparsable answer
+(each is refused with the reason).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 
 import httpx
-from pydantic import ValidationError
 
 from compute.dashboard import ProvenMachines
 from compute.operator.discovery import VerifiedGpus
 from compute.operator.errors import UsageError
+from compute.transport.signed_json import NotSigned, SignedJsonError, fetch_signed_json
 
 logger = logging.getLogger(__name__)
 
@@ -50,22 +54,19 @@ def to_verified(body: ProvenMachines) -> dict[str, VerifiedGpus]:
     return verified
 
 
-async def fetch_proven(base: str, timeout: float = 15.0) -> dict[str, VerifiedGpus]:
-    """Proven machines per hotkey from the dashboard at ``base``; ``UsageError`` when unusable."""
+async def fetch_proven(base: str, signers: Collection[str], timeout: float = 15.0) -> dict[str, VerifiedGpus]:
+    """Proven machines per hotkey from the dashboard at ``base``, signed by one of ``signers``
+    (validator hotkeys); ``UsageError`` when unusable, unsigned or signed by anyone else."""
     url = machines_url(base)
     try:
-        async with httpx.AsyncClient(timeout=timeout, follow_redirects=False) as client:
-            reply = await client.get(url)
-    except httpx.HTTPError as exc:
-        raise UsageError(f"cannot reach the validator dashboard at {url}: {exc}") from exc
-    if reply.status_code != 200:
-        raise UsageError(f"validator dashboard {url} answered {reply.status_code}: {reply.text[:200]}")
-    if len(reply.content) > MAX_BODY:
-        raise UsageError(f"validator dashboard {url} sent {len(reply.content)} bytes; refusing")
-    try:
-        body = ProvenMachines.model_validate_json(reply.content)
-    except ValidationError as exc:
-        raise UsageError(f"validator dashboard {url} sent an unreadable machine list: {exc}") from exc
-    verified = to_verified(body)
-    logger.debug("loaded proven machines=%d from %s", len(verified), url)
+        signed = await fetch_signed_json(url, ProvenMachines, signers, timeout_s=timeout, max_bytes=MAX_BODY)
+    except NotSigned as exc:
+        raise UsageError(
+            f"validator dashboard {url}: {exc}; its figures are not used (only figures a validator "
+            "signed for this request are)"
+        ) from None
+    except SignedJsonError as exc:
+        raise UsageError(f"validator dashboard {exc}") from None
+    verified = to_verified(signed.value)
+    logger.debug("loaded proven machines=%d from %s signed by %s", len(verified), url, signed.signer)
     return verified

@@ -69,6 +69,7 @@ class ValidatorSettings(BaseModel):
     wandb_project: str = Field("compute-subnet", min_length=1, max_length=128)
     dashboard_port: int = Field(0, ge=0, le=65535)  # 0 = no dashboard
     dashboard_host: str = Field("127.0.0.1", min_length=1, max_length=255)
+    dashboard_full: bool = False  # also GPU UUIDs, lease endpoints and shared-device evidence
     verify_workers: int = Field(-1, ge=-1, le=256)  # processes recomputing big proofs; -1: one per core
 
     @field_validator("trusted_renters", mode="before")
@@ -224,7 +225,12 @@ _FLAGS: dict[str, tuple[str, type, str]] = {
     ),
     "dashboard.host": ("dashboard_host", str, "dashboard bind address (default 127.0.0.1, loopback only)"),
 }
-_SWITCHES = {"validator.allow_same_ip": "allow_same_ip", "wandb.off": "wandb_off", "wandb.on": "wandb_on"}
+_SWITCHES = {
+    "validator.allow_same_ip": "allow_same_ip",
+    "wandb.off": "wandb_off",
+    "wandb.on": "wandb_on",
+    "dashboard.full": "dashboard_full",
+}
 
 
 def add_validator_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -244,6 +250,12 @@ def add_validator_args(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
         action="store_true",
         default=None,
         help="log rounds to wandb offline without WANDB_API_KEY (default: on only with a key)",
+    )
+    group.add_argument(
+        "--dashboard.full",
+        action="store_true",
+        default=None,
+        help="the dashboard also shows GPU UUIDs, lease endpoints and shared-device evidence (default: public view)",
     )
     return parser
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from operator_helpers import GPU_NAME
 
+from compute.chain import SimChainState
 from compute.dashboard import build_app
 from compute.operator import EXIT_OK, EXIT_USAGE, main
 from compute.store import PogResult, ValidatorStore
@@ -49,10 +50,20 @@ def write_store(path: Path, hotkey: str, uid: int) -> Path:
     return path
 
 
+def validator_key(subnet, make_wallet, name: str = "dash_validator", permit: bool = True):
+    """A hotkey registered on the subnet's chain (with a validator permit unless told otherwise)."""
+    wallet = make_wallet(name)
+    state = SimChainState.open(subnet.chain_path)
+    state.register(
+        wallet.hotkey.ss58_address, wallet.coldkeypub.ss58_address, 5000.0 if permit else 1.0, permit
+    )
+    return wallet.hotkey
+
+
 @pytest.fixture
-def dashboard(subnet, tmp_path: Path) -> Iterator[RunningServer]:
+def dashboard(subnet, tmp_path: Path, make_wallet) -> Iterator[RunningServer]:
     store = write_store(tmp_path / "validator-27.db", subnet.miner_hotkey, subnet.miner_uid)
-    server = serve_in_thread(build_app(store))
+    server = serve_in_thread(build_app(store, keypair=validator_key(subnet, make_wallet)))
     yield server
     server.stop()
 
