@@ -26,7 +26,7 @@ from compute.operator.commands import HANDLERS, Result
 from compute.operator.commands_shell import SHELL_HANDLERS, add_shell_commands
 from compute.operator.errors import EXIT_USAGE, OperatorError, Refused, UsageError
 from compute.operator.pog_records import load_verified
-from compute.operator.proven import fetch_proven
+from compute.operator.proven import fetch_proven, validator_signers
 from compute.operator.service import Operator
 from compute.peertext import for_rich
 from compute.settings import CommonSettings, SettingsError, add_common_args, common_from_args
@@ -183,19 +183,6 @@ def metagraph_reader(chain_target: str, netuid: int) -> Callable[[], MetagraphSn
     return read
 
 
-async def _dashboard_signers(settings: CommonSettings, pinned: str | None) -> set[str]:
-    """Who may sign dashboard figures: the validator-permitted hotkeys (or the one pinned of them)."""
-    metagraph = await asyncio.to_thread(_metagraph_source(settings))
-    permitted = {n.hotkey for n in metagraph.neurons if n.validator_permit}
-    if pinned is None:
-        return permitted
-    if pinned not in permitted:
-        raise UsageError(
-            f"--register.dashboard_hotkey {pinned} has no validator permit on netuid {settings.netuid}"
-        )
-    return {pinned}
-
-
 async def _run(
     args: argparse.Namespace,
     settings: CommonSettings,
@@ -220,7 +207,8 @@ async def _run(
     verified = load_verified(pog_source) if pog_source else {}
     dashboard = getattr(args, "register.dashboard", None)
     if dashboard:
-        signers = await _dashboard_signers(settings, getattr(args, "register.dashboard_hotkey", None))
+        metagraph = metagraph_reader(settings.chain_target, settings.netuid)
+        signers = await validator_signers(metagraph, getattr(args, "register.dashboard_hotkey", None))
         verified = {**verified, **await fetch_proven(dashboard, signers, timeout)}
     async with MinerClient(wallet, timeout=timeout, max_concurrency=32) as client:
         op = Operator(

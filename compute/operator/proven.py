@@ -13,11 +13,13 @@ Deliberately not here: discovery, ranking, or trusting an unsigned, stale or unp
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 import httpx
 
+from compute.chain import MetagraphSnapshot
 from compute.dashboard import ProvenMachines
 from compute.operator.discovery import VerifiedGpus
 from compute.operator.errors import UsageError
@@ -52,6 +54,19 @@ def to_verified(body: ProvenMachines) -> dict[str, VerifiedGpus]:
             bandwidth_gbs=m.bandwidth_gbs,
         )
     return verified
+
+
+async def validator_signers(
+    metagraph: Callable[[], MetagraphSnapshot], pinned: str | None = None
+) -> set[str]:
+    """Who may sign dashboard figures: the validator-permitted hotkeys (or the one ``pinned`` of them)."""
+    snapshot = await asyncio.to_thread(metagraph)
+    permitted = {n.hotkey for n in snapshot.neurons if n.validator_permit}
+    if pinned is None:
+        return permitted
+    if pinned not in permitted:
+        raise UsageError(f"dashboard hotkey {pinned} has no validator permit on netuid {snapshot.netuid}")
+    return {pinned}
 
 
 async def fetch_proven(base: str, signers: Collection[str], timeout: float = 15.0) -> dict[str, VerifiedGpus]:

@@ -36,7 +36,7 @@ from compute.operator import (
     metagraph_reader,
 )
 from compute.operator.commands import resolve_lease_id
-from compute.operator.proven import fetch_proven
+from compute.operator.proven import fetch_proven, validator_signers
 from compute.operator.volumes import parse_volume
 from compute.renter.errors import LeaseNotFound, RenterError
 from compute.renter.lease import AsyncLease
@@ -102,7 +102,8 @@ class AsyncRenter:
         book = LeaseBook(self.data_dir / "leases.db")
         verified = await asyncio.to_thread(load_verified, self._pog_db) if self._pog_db else {}
         if self._dashboard:
-            verified = {**verified, **await fetch_proven(self._dashboard, self.timeout)}
+            signers = await validator_signers(self._metagraph)
+            verified = {**verified, **await fetch_proven(self._dashboard, signers, self.timeout)}
         client = MinerClient(wallet, timeout=self.timeout, max_concurrency=32)
         await client.__aenter__()
         self._client = client
