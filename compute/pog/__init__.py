@@ -11,7 +11,16 @@ from __future__ import annotations
 
 from .challenge import choose_openings, new_challenge
 from .engine import EngineError
-from .host import HostPolicy, ProbeCheck, check_cpu, check_disk, cpu_request, disk_read_request
+from .host import (
+    HostPolicy,
+    ProbeCheck,
+    check_cpu,
+    check_disk,
+    cpu_request,
+    disk_read_request,
+    disk_write_request,
+    ram_challenge,
+)
 from .memory import (
     MemoryChallenge,
     MemoryCommitment,
@@ -89,6 +98,7 @@ __all__ = [
     "close_pools",
     "cpu_request",
     "disk_read_request",
+    "disk_write_request",
     "choose_memory_openings",
     "choose_openings",
     "choose_segments",
@@ -100,6 +110,7 @@ __all__ = [
     "plan_memory",
     "plan_sustained",
     "proven_bytes",
+    "ram_challenge",
     "scaling_efficiency",
     "shared_pool",
     "sustained_factor",

@@ -18,7 +18,17 @@ from compute.scoring import load_gpu_table
 from .challenge import choose_openings, new_challenge
 from .depth_engine import SustainedRunner, commit_on_device
 from .engine import ProverEngine
-from .host import DiskProbe, HostPolicy, check_cpu, check_disk, cpu_request, disk_read_request, probe_cpu
+from .host import (
+    DiskProbe,
+    HostPolicy,
+    check_cpu,
+    check_disk,
+    cpu_request,
+    disk_read_request,
+    disk_write_request,
+    probe_cpu,
+    ram_challenge,
+)
 from .memory import (
     MemoryCommitment,
     MemoryEngine,
@@ -30,6 +40,7 @@ from .memory import (
     proven_bytes,
     verify_memory,
 )
+from .memory.cpu_kernel import cpu_backend
 from .memory.kernel import elements_np, product_np, round_keys
 from .scaling import credited_gpus, scaling_efficiency
 from .sustained import analyse_series, plan_sustained
@@ -193,13 +204,23 @@ def host_suite(ram_mb: int = 16, disk_mb: int = 64) -> dict:
     cpu = check_cpu(request, result, elapsed)
     validator_cpu = time.process_time() - cpu0
     figures.update(cpu_ok=cpu.ok, cpu_cores=cpu.value, cpu_sha256_gbs=cpu.rate, cpu_check_s=validator_cpu)
-    ram_policy = MemoryPolicy(max_regen_rate=1e9, host_stream_gbs=0.0, min_bandwidth_fraction=0.0)
-    ram = plan_memory(ram_mb / 1000, 1.0, 1, fraction=1.0, passes=8, policy=ram_policy)
-    _, maths, timing, verify_s = _memory_round(MemoryEngine("cpu"), ram, ram_policy)
+    cores = os.cpu_count() or 1
+    ram, ram_policy = ram_challenge(ram_mb / 1000, cores)
+    build_s, maths, timing, verify_s = _memory_round(MemoryEngine("cpu"), ram, ram_policy)
     validator_cpu += verify_s
-    figures.update(ram_gb=proven_bytes(ram, maths, timing)[0] / 1e9, ram_check_s=verify_s)
+    figures.update(
+        ram_gb=proven_bytes(ram, maths, timing)[0] / 1e9,
+        ram_check_s=verify_s,
+        ram_cores=cores,
+        ram_hash_rounds=ram.hash_rounds,
+        ram_build_s=build_s,
+        ram_pass_ms=(timing.per_gpu[0].pass_s or 0.0) * 1e3 if timing.per_gpu else None,
+        ram_regen_bound_ms=ram.n**2 * ram.hash_rounds / ram_policy.max_regen_rate * 1e3,
+        ram_margin=timing.per_gpu[0].margin if timing.per_gpu else None,
+        ram_backend=cpu_backend(),
+    )
     with tempfile.TemporaryDirectory() as path:
-        probe, write = DiskProbe(), {"seed": os.urandom(16).hex(), "bytes": disk_mb << 20, "path": path}
+        probe, write = DiskProbe(), {**disk_write_request(disk_mb << 20), "path": path}
         started = time.perf_counter()
         written = probe.write(write)
         write_s = time.perf_counter() - started

@@ -22,6 +22,7 @@ WORKER_MODULES = (
     "cuda_product.py",
     "engine.py",
     "memory/kernel.py",
+    "memory/cpu_kernel.py",
     "memory/prover.py",
     "host/probe.py",
     "depth_engine.py",

@@ -32,10 +32,8 @@ class DepthParams:
     cpu_bandwidth_gbs: float = 0.1  # low on purpose: contended demo CPUs must still beat regeneration 8x
     cpu_regen_rate: float = 1e9  # element-rounds/s any CPU could hash (2-core numpy: ~1.3e8)
     cpu_sustained_seconds: float = 1.0
-    cpu_probe_mb: int = 16  # the demo: host RAM proven
+    cpu_probe_mb: int = 16  # the demo: host RAM proven (passes of ~10 ms: well above the per-line overhead)
     cpu_disk_mb: int = 128  # the demo: disk written (the read-back bound grows with it)
-    host_regen_rate: float = 1e9  # element-rounds/s a host could regenerate the RAM proof's A at
-    host_bandwidth_gbs: float = 1.0  # what an honest numpy pass over host RAM reads (sizes the rounds)
     cpu_steps_per_checkpoint: int = 32  # CPU proof: 128 x this SHA-256 steps of 16 KiB per chain
     host: HostPolicy = field(default_factory=HostPolicy)
 

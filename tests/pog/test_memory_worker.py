@@ -12,7 +12,14 @@ import numpy as np
 import pytest
 
 from compute.pog import Commitment, Opening, choose_openings, new_challenge, verify, worker_script
-from compute.pog.host import HostPolicy, check_cpu, check_disk, cpu_request, disk_read_request
+from compute.pog.host import (
+    HostPolicy,
+    check_cpu,
+    check_disk,
+    cpu_request,
+    disk_read_request,
+    disk_write_request,
+)
 from compute.pog.memory import (
     MemoryCommitment,
     MemoryOpening,
@@ -105,7 +112,7 @@ def test_sustained_scaling_and_probe_ops_through_the_worker(worker, tmp_path) ->
     send({"op": "open", "request": request.model_dump()})
     assert verify(alone, commitment, request, Opening.model_validate(read()[1]["opening"])).ok
 
-    write = {"seed": "12" * 16, "bytes": 1 << 20, "path": str(tmp_path)}
+    write = {**disk_write_request(1 << 20), "path": str(tmp_path)}
     started = time.perf_counter()
     send({"op": "disk_write", "request": write})
     at, written = read()
@@ -118,7 +125,7 @@ def test_sustained_scaling_and_probe_ops_through_the_worker(worker, tmp_path) ->
     check = check_disk(
         write, written["result"], elapsed[0], read_request, back["result"], elapsed[1], slow_core
     )
-    assert check.ok and check.value == (1 << 20) / 1e9, check.reasons
+    assert check.ok and check.value == 0.05 * (1 << 20) / 1e9, check.reasons  # what a timely read proves
     assert not list(tmp_path.glob(".compute-probe-*"))  # the file is gone after the read-back
     cpu = cpu_request(2, 1)
     started = time.perf_counter()

@@ -42,7 +42,8 @@ async def test_honest_round_proves_memory_sustained_and_host_and_persists_the_fi
     assert result.sample > 0 and result.models == ("CPU",)
     assert result.mem_gbs > 0 and result.mem_proven_gb > 0  # A was resident and read every pass
     assert result.sustained_ratio > 0 and 0 < result.sustained_factor <= 1
-    assert result.host["cpu_cores"] > 0 and result.host["ram_gb"] > 0 and result.host["disk_gb"] > 0
+    assert result.host.get("cpu_cores", 0) > 0 and result.host.get("ram_gb", 0) > 0, result.reasons
+    assert result.host.get("disk_gb", 0) > 0, result.reasons
     assert result.depth_round == 7 and not result.history_reset
     assert {"memory_s", "sustained_s", "probes_s"} <= set(result.timings)
     store = ValidatorStore(tmp_path / "v.db")

@@ -3,7 +3,16 @@
 
 from __future__ import annotations
 
-from .check import HostPolicy, ProbeCheck, check_cpu, check_disk, cpu_request, disk_read_request
+from .check import (
+    HostPolicy,
+    ProbeCheck,
+    check_cpu,
+    check_disk,
+    cpu_request,
+    disk_read_request,
+    disk_write_request,
+    ram_challenge,
+)
 from .probe import DiskProbe, probe_cpu
 
 __all__ = [
@@ -14,5 +23,7 @@ __all__ = [
     "check_disk",
     "cpu_request",
     "disk_read_request",
+    "disk_write_request",
     "probe_cpu",
+    "ram_challenge",
 ]

@@ -4,13 +4,26 @@
   previous checkpoint (a few MB of hashing, not the whole work). Hashed GB/s = the work asked for /
   the validator-timed elapsed; credited cores = min(chains, GB/s / ``reference_core_gbs``): cores
   in units of a fast reference core, never the miner's own count, so pacing only lowers it.
-- disk (``check_disk``): opened blocks' Merkle paths must reach the root committed at write time,
-  and each opened ``block_k`` must be ``disk_block(seed, k, leaf(block_{k-1}))``. The read must answer
-  before a prover without the file could regenerate the chain up to the highest index asked
-  (sequential SHAKE/SHA-256 at ``max_core_gbs``, the fastest single core); else nothing is credited.
+- disk (``check_disk``, protocol version 3): opened blocks' Merkle paths must reach the root
+  committed at write time, and each asked ``block_k`` must be ``disk_block(seed, k, block_{k-1},
+  block_{r(k)})`` of the opened parents. The read must answer before a prover without the file could
+  regenerate the chain up to the highest index asked (one 4 KiB SHAKE-256 squeeze per block at
+  ``max_core_gbs``, the fastest single core: the least a regenerating prover does per block); else
+  nothing is credited. What a timely read proves is less than the bytes written: a prover keeping
+  every c-th block regenerates the cone of missing parents of the asked blocks (measured at 131072
+  blocks: 0.5 % of the chain at c = 4, 30 % at c = 12, 39 % at c = 16, 86 % at c = 64; three
+  squeeze-units per block), and one keeping every block's SHAKE state (4.9 % of the data) squeezes
+  instead of hashing. So it proves about 1/20 of the bytes were kept, and that is what is credited
+  (``DISK_PROVEN_FRACTION``).
+
+- RAM (``ram_challenge``): the memory proof v2 resident in host memory (``compute.pog.memory``),
+  judged against the fastest regeneration a host of its size could run: ``cores`` x
+  ``core_regen_rate`` (the compiled mixer ``memory.cpu_kernel`` measured ~1e10 element-rounds/s on
+  one AVX2 core; the policy doubles it for AVX-512), never a constant. Rounds follow, so an honest
+  prover that builds with the same kernel and reads A with every core keeps the margin on any host.
 
 Every check costs the validator milliseconds (budget: 0.05 s of CPU per miner for all host proofs)
-and never raises. Host RAM is the memory proof on the host (``compute.pog.memory``).
+and never raises.
 """
 
 from __future__ import annotations
@@ -22,28 +35,57 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..memory import MemoryChallenge, MemoryPolicy, plan_memory
 from ..merkle import root_from_path
 from .probe import (
     CPU_CHECKPOINTS,
     DISK_BLOCK,
     MAX_DISK_READS,
+    PROBE_VERSION,
     block_leaf,
     chain_origin,
     chain_steps,
     cpu_block,
     disk_block,
+    disk_parent,
 )
 
 CPU_SEGMENT_CHECKS = 8
+DISK_PROVEN_FRACTION = 0.05  # of the bytes written: what a timely read-back proves was kept
 
 
 @dataclass(frozen=True)
 class HostPolicy:
     """``reference_core_gbs``: SHA-256 GB/s of one fast core (SHA-NI class) = one credited core;
-    ``max_core_gbs``: disk-chain bytes one core could regenerate per second (bounds the read)."""
+    ``max_core_gbs``: disk-chain bytes one core could regenerate per second (bounds the read);
+    ``core_regen_rate``: element-rounds/s one core regenerates the RAM proof's A at (the fastest
+    kernel we have, x2); ``core_pass_gbs``: what one core of an honest prover reads per pass (sizes
+    the rounds, with margin: the compiled pass read 2-14 GB/s per core here, numpy 0.9-1.6)."""
 
     reference_core_gbs: float = 1.0
-    max_core_gbs: float = 0.6  # SHAKE-256 ~0.6 GB/s on a fast x86 core (this VM: ~0.26)
+    max_core_gbs: float = 1.2  # 4 KiB SHAKE-256 squeezes: ~0.6-1 GB/s on a fast x86 core (this VM: ~0.3)
+    core_regen_rate: float = 2e10
+    core_pass_gbs: float = 1.0
+
+
+def ram_challenge(
+    size_gb: float, cores: float, policy: HostPolicy | None = None, passes: int = 8, rng=None
+) -> tuple[MemoryChallenge, MemoryPolicy]:
+    """The host-RAM memory proof for a host of ``cores`` cores, and the policy its timing is judged by.
+
+    Regeneration is bounded by ``cores x core_regen_rate`` and the honest pass is assumed to read
+    ``cores x core_pass_gbs``, so the rounds (margin 8 x at plan, 3 x judged) do not depend on the
+    core count, and a host with more cores than it showed only makes its own regeneration look slow.
+    """
+    policy = policy or HostPolicy()
+    cores = max(1.0, float(cores))
+    judge = MemoryPolicy(
+        max_regen_rate=cores * policy.core_regen_rate, host_stream_gbs=0.0, min_bandwidth_fraction=0.0
+    )
+    challenge = plan_memory(
+        size_gb, cores * policy.core_pass_gbs, 1, fraction=1.0, passes=passes, policy=judge, rng=rng
+    )
+    return challenge, judge
 
 
 @dataclass(frozen=True)
@@ -58,10 +100,23 @@ class ProbeCheck:
 def cpu_request(chains: int, steps_per_checkpoint: int = 32) -> dict:
     return {
         "what": "cpu",
+        "version": PROBE_VERSION,
         "seed": secrets.token_hex(16),
         "chains": chains,
         "steps": CPU_CHECKPOINTS * steps_per_checkpoint,
     }
+
+
+def disk_write_request(nbytes: int) -> dict:
+    """What the worker writes now (the seed is fresh; the path is the caller's)."""
+    return {"seed": secrets.token_hex(16), "bytes": int(nbytes), "version": PROBE_VERSION}
+
+
+def _version_problem(reply: dict) -> str | None:
+    version = reply.get("version")
+    if version != PROBE_VERSION:
+        return f"the worker speaks host probe version {version!r}; this validator needs {PROBE_VERSION}"
+    return None
 
 
 def disk_read_request(blocks: int, reads: int = 8, rng: np.random.Generator | None = None) -> dict:
@@ -73,6 +128,8 @@ def disk_read_request(blocks: int, reads: int = 8, rng: np.random.Generator | No
 
 def _check_cpu(request: dict, result: dict, elapsed_s: float, policy: HostPolicy, rng) -> ProbeCheck:
     seed, chains, steps = bytes.fromhex(request["seed"]), request["chains"], request["steps"]
+    if (problem := _version_problem(result)) is not None:
+        return ProbeCheck(False, "cpu", [problem])
     checkpoints = result.get("checkpoints")
     if (
         not isinstance(checkpoints, list)
@@ -124,16 +181,22 @@ def _opened_blocks(root: bytes, count: int, opened: list) -> dict[int, bytes] | 
 def _check_disk(write_request, write, write_s, read_request, read, read_s, policy) -> ProbeCheck:
     seed, nbytes = bytes.fromhex(write_request["seed"]), write_request["bytes"] // DISK_BLOCK * DISK_BLOCK
     count = nbytes // DISK_BLOCK
-    if not isinstance(write, dict) or write.get("bytes") != nbytes or not isinstance(read, dict):
+    if not isinstance(write, dict) or not isinstance(read, dict):
+        return ProbeCheck(False, "disk", [f"disk probe did not write the {nbytes} bytes asked"])
+    if (problem := _version_problem(write) or _version_problem(read)) is not None:
+        return ProbeCheck(False, "disk", [problem])
+    if write.get("bytes") != nbytes:
         return ProbeCheck(False, "disk", [f"disk probe did not write the {nbytes} bytes asked"])
     blocks = _opened_blocks(bytes.fromhex(write["root"]), count, read.get("blocks", []))
     if isinstance(blocks, str):
         return ProbeCheck(False, "disk", [blocks])
     for k in read_request["blocks"]:
+        parent = disk_parent(seed, k)
         previous = b"" if k == 0 else blocks.get(k - 1)
-        if k not in blocks or previous is None:
-            return ProbeCheck(False, "disk", [f"block {k} (or its predecessor) was not read back"])
-        if blocks[k] != disk_block(seed, k, block_leaf(previous) if k else b""):
+        parent_block = b"" if parent is None else blocks.get(parent)
+        if k not in blocks or previous is None or parent_block is None:
+            return ProbeCheck(False, "disk", [f"block {k} (or a parent) was not read back"])
+        if blocks[k] != disk_block(seed, k, previous, parent_block):
             return ProbeCheck(False, "disk", [f"block {k} is not the seeded data"])
     regen_s = (max(read_request["blocks"]) + 1) * DISK_BLOCK / (policy.max_core_gbs * 1e9)
     if read_s >= regen_s:
@@ -144,7 +207,7 @@ def _check_disk(write_request, write, write_s, read_request, read, read_s, polic
                 f"read-back took {read_s * 1e3:.3g} ms: regenerating the chain could take {regen_s * 1e3:.3g} ms"
             ],
         )
-    return ProbeCheck(True, "disk", [], nbytes / 1e9, nbytes / write_s / 1e9)
+    return ProbeCheck(True, "disk", [], DISK_PROVEN_FRACTION * nbytes / 1e9, nbytes / write_s / 1e9)
 
 
 def check_disk(

@@ -5,11 +5,16 @@ device ``cpu`` (``memory.prover``).
   block)), one per thread (hashlib releases the GIL on large buffers); each chain returns
   ``CPU_CHECKPOINTS`` evenly spaced digests, so the validator can check a few segments of a few chains
   without redoing the work, and the wall time on its clock shows how much ran in parallel.
-- disk, in two steps. ``disk_write``: a sequential chain of 4 KiB blocks (``block_k`` = SHAKE-256 of
-  the seed, k and the SHA-256 leaf of ``block_{k-1}``) written to a file under ``path`` and fsynced;
-  the reply is the Merkle root over the leaves. ``disk_read`` (later in the round, indices chosen
-  then): blocks k-1 and k read back from the file with their Merkle paths; the file is then deleted.
-  A prover that did not keep the file must regenerate the chain up to k, one block after another.
+- disk (protocol version 3), in two steps. ``disk_write``: a chain of 4 KiB blocks written to a file
+  under ``path`` and fsynced; the reply is the Merkle root over the blocks' SHA-256 leaves. Each block
+  depends on the FULL previous block and on one keyed random earlier block (``disk_block``):
+  ``block_k = (SHAKE-256(seed, k, block_{k-1}, block_{r(k)}) + block_{k-1}) xor block_{r(k)}`` in
+  64-bit words. Version 2 linked blocks through the previous block's leaf, which is what the Merkle
+  tree keeps: a prover holding only the leaves (0.8 % of the data) rebuilt any block at once.
+  ``disk_read`` (later in the round, indices chosen then): blocks k, k-1 and r(k) read back with
+  their Merkle paths; the file is then deleted. A prover that kept no block (the leaves, or nothing)
+  regenerates the whole chain up to k; one that kept some blocks regenerates the cone of the missing
+  parents (``check.py`` says what a timely read therefore proves).
 
 Stdlib + numpy only; embedded in the worker script. It verifies nothing (``host.check`` does).
 """
@@ -21,9 +26,12 @@ import hashlib
 import os
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
+
 from ..merkle import MerkleTree
 
-PROBE_TAG = b"compute-host-probe/2"
+PROBE_VERSION = 3
+PROBE_TAG = b"compute-host-probe/%d" % PROBE_VERSION
 CPU_BLOCK = 16 * 1024
 CPU_CHECKPOINTS = 128
 MAX_CHAINS = 256
@@ -61,9 +69,39 @@ def _cpu_chain(seed: bytes, index: int, steps: int, block: bytes) -> list[str]:
     return out
 
 
-def disk_block(seed: bytes, index: int, previous_leaf: bytes) -> bytes:
-    tag = PROBE_TAG + b"|disk|" + seed + int(index).to_bytes(8, "little") + previous_leaf
-    return hashlib.shake_256(tag).digest(DISK_BLOCK)
+def disk_parent(seed: bytes, index: int) -> int | None:
+    """The random parent r(k) of block k >= 2: a keyed, uniform index in [0, k - 1); None below 2."""
+    if index < 2:
+        return None
+    digest = hashlib.blake2b(PROBE_TAG + b"|parent|" + seed + int(index).to_bytes(8, "little"), digest_size=8)
+    return int.from_bytes(digest.digest(), "little") % (index - 1)
+
+
+def disk_block(seed: bytes, index: int, previous: bytes, parent: bytes) -> bytes:
+    """``block_k``: SHAKE-256 over (seed, k, block_{k-1}, block_{r(k)}), plus block_{k-1}, xor
+    block_{r(k)}, in little-endian 64-bit words (``b""`` for a parent block k does not have)."""
+    tag = PROBE_TAG + b"|disk|" + seed + int(index).to_bytes(8, "little")
+    words = np.frombuffer(hashlib.shake_256(tag + previous + parent).digest(DISK_BLOCK), dtype="<u8").copy()
+    if previous:
+        words += np.frombuffer(previous, dtype="<u8")  # wraps mod 2**64
+    if parent:
+        words ^= np.frombuffer(parent, dtype="<u8")
+    return words.tobytes()
+
+
+def block_opening(seed: bytes, indices: list[int]) -> list[int]:
+    """Every block the validator needs to check ``indices``: each k with k - 1 and r(k), sorted."""
+    needed = set(indices) | {k - 1 for k in indices if k > 0}
+    needed |= {r for k in indices if (r := disk_parent(seed, k)) is not None}
+    return sorted(needed)
+
+
+def check_version(request: dict) -> None:
+    """Refuse, by name, a request of another host probe protocol version."""
+    if request.get("version") != PROBE_VERSION:
+        raise ValueError(
+            f"host probe version {request.get('version')!r} is not this worker's {PROBE_VERSION}"
+        )
 
 
 def block_leaf(block: bytes) -> bytes:
@@ -78,6 +116,7 @@ def _bounded(request: dict, name: str, low: int, high: int) -> int:
 
 
 def probe_cpu(request: dict) -> dict:
+    check_version(request)
     seed = seed_bytes(request.get("seed"))
     chains = _bounded(request, "chains", 1, MAX_CHAINS)
     steps = _bounded(request, "steps", CPU_CHECKPOINTS, MAX_CPU_STEPS)
@@ -86,7 +125,7 @@ def probe_cpu(request: dict) -> dict:
     block = cpu_block(seed)
     with ThreadPoolExecutor(max_workers=chains) as pool:
         checkpoints = list(pool.map(lambda k: _cpu_chain(seed, k, steps, block), range(chains)))
-    return {"what": "cpu", "checkpoints": checkpoints}
+    return {"what": "cpu", "version": PROBE_VERSION, "checkpoints": checkpoints}
 
 
 class DiskProbe:
@@ -95,30 +134,40 @@ class DiskProbe:
     def __init__(self) -> None:
         self._target: str | None = None
         self._tree: MerkleTree | None = None
+        self._seed = b""
 
     def write(self, request: object) -> dict:
         if not isinstance(request, dict):
             raise ValueError("disk request must be an object")
+        check_version(request)
         seed = seed_bytes(request.get("seed"))
         blocks = _bounded(request, "bytes", DISK_BLOCK, MAX_DISK_BYTES) // DISK_BLOCK
         path = request.get("path", ".")
         if not isinstance(path, str) or not os.path.isdir(path):
             raise ValueError("path must be an existing directory")
         self.discard()
-        self._target = os.path.join(path, f".compute-probe-{seed.hex()[:16]}")
-        leaves, leaf = [], b""
-        with open(self._target, "wb") as handle:
+        self._target, self._seed = os.path.join(path, f".compute-probe-{seed.hex()[:16]}"), seed
+        leaves, previous = [], b""
+        with open(self._target, "w+b", buffering=0) as handle:  # unbuffered: parents read back at once
+            fd = handle.fileno()
             for k in range(blocks):
-                block = disk_block(seed, k, leaf)
-                leaf = block_leaf(block)
-                leaves.append(leaf)
-                handle.write(block)
-            handle.flush()
-            os.fsync(handle.fileno())
+                parent = disk_parent(seed, k)
+                parent_block = b"" if parent is None else os.pread(fd, DISK_BLOCK, parent * DISK_BLOCK)
+                block = disk_block(seed, k, previous, parent_block)
+                leaves.append(block_leaf(block))
+                if handle.write(block) != DISK_BLOCK:
+                    raise OSError(f"short write at block {k}")
+                previous = block
+            os.fsync(fd)
             if hasattr(os, "posix_fadvise"):
-                os.posix_fadvise(handle.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         self._tree = MerkleTree(leaves)
-        return {"what": "disk", "bytes": blocks * DISK_BLOCK, "root": self._tree.root.hex()}
+        return {
+            "what": "disk",
+            "version": PROBE_VERSION,
+            "bytes": blocks * DISK_BLOCK,
+            "root": self._tree.root.hex(),
+        }
 
     def read(self, request: object) -> dict:
         if self._target is None or self._tree is None:
@@ -132,14 +181,14 @@ class DiskProbe:
         opened = []
         try:
             with open(self._target, "rb") as handle:
-                for k in sorted(set(indices) | {k - 1 for k in indices if k > 0}):
+                for k in block_opening(self._seed, indices):
                     handle.seek(k * DISK_BLOCK)
                     data = handle.read(DISK_BLOCK)
                     path = [node.hex() for node in self._tree.path(k)]
                     opened.append({"index": k, "data": base64.b64encode(data).decode(), "path": path})
         finally:
             self.discard()
-        return {"what": "disk", "blocks": opened}
+        return {"what": "disk", "version": PROBE_VERSION, "blocks": opened}
 
     def discard(self) -> None:
         if self._target is not None and os.path.exists(self._target):

@@ -23,17 +23,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..engine import EngineError, _hex_field, _int_field
+from .cpu_kernel import MEM_FUSED_MIN, elements_cpu, product_cpu_rows
 from .kernel import (
     MAX_HASH_ROUNDS,
     MAX_MEM_N,
     MAX_PASSES,
-    elements_np,
     elements_torch,
     lockstep_word,
     next_x,
     pass_leaf,
     pass_offsets,
-    product_np,
     product_torch,
     round_keys,
     start_vector,
@@ -118,20 +117,29 @@ class MemoryEngine:
         step = _block_rows(spec.n)
         a = np.empty((spec.n, spec.n), dtype=np.uint32)
         cols_np = np.arange(spec.n, dtype=np.uint32)
+        fused = spec.n * spec.n * spec.hash_rounds >= MEM_FUSED_MIN  # big builds: numba, when present
 
         def fill(r0: int) -> None:
             rows_np = np.arange(r0, min(spec.n, r0 + step), dtype=np.uint32)
-            a[r0 : r0 + step] = elements_np(rows_np, cols_np, keys)
+            a[r0 : r0 + step] = elements_cpu(rows_np, cols_np, keys, fused)
 
         with ThreadPoolExecutor(max_workers=self.threads) as pool:
             list(pool.map(fill, range(0, spec.n, step)))
         return a
 
     def multiply(self, spec: MemorySpec, gpu: int, a, x: np.ndarray) -> np.ndarray:
-        """y = A @ x mod 2^32; returns uint32 numpy."""
+        """y = A @ x mod 2^32; returns uint32 numpy. On the CPU every core reads its rows of A."""
         if self.device == "cuda":
             return product_torch(a, x)
-        return product_np(a, x)
+        fused = spec.n * spec.n * spec.hash_rounds >= MEM_FUSED_MIN  # the build compiled the kernels
+        step = -(-a.shape[0] // self.threads)
+        if self.threads == 1 or step < 256:
+            return product_cpu_rows(a, x, fused)
+        with ThreadPoolExecutor(max_workers=self.threads) as pool:
+            rows = range(0, a.shape[0], step)
+            return np.concatenate(
+                list(pool.map(lambda r0: product_cpu_rows(a[r0 : r0 + step], x, fused), rows))
+            )
 
     # -- bookkeeping ----------------------------------------------------------------------------
     def _pool(self, spec: MemorySpec) -> ThreadPoolExecutor:

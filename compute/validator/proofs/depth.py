@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
 from dataclasses import dataclass, field
 
 from compute.pog import (
@@ -38,11 +37,13 @@ from compute.pog import (
     cpu_request,
     credited_gpus,
     disk_read_request,
+    disk_write_request,
     judge_memory_timing,
     new_challenge,
     plan_memory,
     plan_sustained,
     proven_bytes,
+    ram_challenge,
     scaling_efficiency,
     verify_async,
     verify_memory,
@@ -236,10 +237,7 @@ class DiskWrite:
 
 async def write_disk(session: PogSession, cpu: bool, depth: DepthParams, timeout: float) -> DiskWrite:
     """First step of the disk proof: the worker writes the seeded chain now; it is read back later."""
-    request = {
-        "seed": secrets.token_hex(16),
-        "bytes": (depth.cpu_disk_mb if cpu else depth.probe_disk_mb) << 20,
-    }
+    request = disk_write_request((depth.cpu_disk_mb if cpu else depth.probe_disk_mb) << 20)
     try:
         result, elapsed = await session.probe({**request, "path": "."}, timeout, op="disk_write")
     except WorkerFailed as exc:  # a worker that cannot write simply proves no disk
@@ -247,13 +245,13 @@ async def write_disk(session: PogSession, cpu: bool, depth: DepthParams, timeout
     return DiskWrite(request, result, elapsed)
 
 
-async def _prove_ram(session: PogSession, cpu: bool, depth: DepthParams, timeout: float) -> tuple[float, str]:
-    """Host RAM: the memory proof resident in host memory; credited GB = A's size when proven."""
-    policy = MemoryPolicy(
-        max_regen_rate=depth.host_regen_rate, host_stream_gbs=0.0, min_bandwidth_fraction=0.0
-    )
+async def _prove_ram(
+    session: PogSession, cpu: bool, depth: DepthParams, timeout: float, cores: float
+) -> tuple[float, str]:
+    """Host RAM: the memory proof resident in host memory, judged against regeneration by ``cores``
+    cores at the fastest per-core rate (``ram_challenge``); credited GB = A's size when proven."""
     size_gb = (depth.cpu_probe_mb if cpu else depth.probe_ram_mb) / 1000.0
-    challenge = plan_memory(size_gb, depth.host_bandwidth_gbs, 1, fraction=1.0, passes=8, policy=policy)
+    challenge, policy = ram_challenge(size_gb, cores, depth.host)
     timed = await session.memory_commit(challenge, timeout, slot="ram")
     request = choose_memory_openings(challenge, 3)
     opening = await session.memory_open(request, challenge.n, timeout, slot="ram")
@@ -266,7 +264,12 @@ async def _prove_ram(session: PogSession, cpu: bool, depth: DepthParams, timeout
 async def probe_host(
     session: PogSession, cpu_count: int, cpu: bool, depth: DepthParams, timeout: float, disk: DiskWrite
 ) -> HostOutcome:
-    """CPU cores, host RAM and the disk read-back, each proven on the validator's clock or left out."""
+    """CPU cores, host RAM and the disk read-back, each proven on the validator's clock or left out.
+
+    The RAM proof's regeneration bound counts the larger of the cores the miner reports and the cores
+    its CPU proof showed: reporting or showing fewer only costs CPU credit (a core is worth 16 x the
+    whole RAM term at the default weights), it never loosens the bound below the host's real size
+    for free."""
     figures: dict[str, float] = {}
     reasons: list[str] = []
     request = cpu_request(max(1, min(cpu_count, 256)), 8 if cpu else depth.cpu_steps_per_checkpoint)
@@ -277,7 +280,8 @@ async def probe_host(
     else:
         reasons.append("cpu proof: " + "; ".join(check.reasons[:1]))
     try:
-        ram_gb, reason = await _prove_ram(session, cpu, depth, timeout)
+        cores = max(float(cpu_count), figures.get("cpu_cores", 0.0), 1.0)
+        ram_gb, reason = await _prove_ram(session, cpu, depth, timeout, cores)
     except WorkerFailed as exc:  # e.g. the RAM could not be allocated: nothing proven
         ram_gb, reason = 0.0, str(exc)
     if ram_gb > 0:
