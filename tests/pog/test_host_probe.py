@@ -263,7 +263,10 @@ def _ram_round(engine, challenge, policy):
 def test_host_ram_is_credited_only_when_resident(engine, credited) -> None:
     """Finding 8 (RAM): the bound is the host's cores x the fastest per-core regeneration, so a prover
     regenerating A on every pass with all its cores and the compiled kernel is too slow: 0 bytes."""
-    challenge, policy = ram_challenge(0.004, os.cpu_count() or 1, rng=np.random.default_rng(4))
+    # planned for 0.25 GB/s per core (production: 1): the shared CI machine runs this test under load
+    challenge, policy = ram_challenge(
+        0.004, os.cpu_count() or 1, HostPolicy(core_pass_gbs=0.25), rng=np.random.default_rng(4)
+    )
     proven, timing = _ram_round(engine, challenge, policy)
     assert proven == (challenge.matrix_bytes if credited else 0), timing.reasons
 

@@ -76,6 +76,9 @@ def parse_memory_challenge(obj: object) -> MemorySpec:
     )
 
 
+PASS_THREADS_MIN = 1 << 22  # elements of A from which a CPU pass is split across the cores
+
+
 def _block_rows(n: int, budget_bytes: int = 16 << 20) -> int:
     """Rows per build block (one fused-kernel shape per n on CUDA; in-cache on CPU)."""
     return max(1, min(n, budget_bytes // (8 * n)))
@@ -95,6 +98,7 @@ class MemoryEngine:
         self._built: MemorySpec | None = None
         self._vectors: list[list[np.ndarray]] = []
         self._matrices: list = []
+        self._pass_pool: ThreadPoolExecutor | None = None
 
     # -- the two honest steps -------------------------------------------------------------------
     def build(self, spec: MemorySpec, gpu: int):
@@ -132,14 +136,15 @@ class MemoryEngine:
         if self.device == "cuda":
             return product_torch(a, x)
         fused = spec.n * spec.n * spec.hash_rounds >= MEM_FUSED_MIN  # the build compiled the kernels
-        step = -(-a.shape[0] // self.threads)
-        if self.threads == 1 or step < 256:
+        if self.threads == 1 or a.size < PASS_THREADS_MIN:
             return product_cpu_rows(a, x, fused)
-        with ThreadPoolExecutor(max_workers=self.threads) as pool:
-            rows = range(0, a.shape[0], step)
-            return np.concatenate(
-                list(pool.map(lambda r0: product_cpu_rows(a[r0 : r0 + step], x, fused), rows))
-            )
+        if self._pass_pool is None:
+            self._pass_pool = ThreadPoolExecutor(max_workers=self.threads)  # kept: one pass is milliseconds
+        step = -(-a.shape[0] // self.threads)
+        rows = range(0, a.shape[0], step)
+        return np.concatenate(
+            list(self._pass_pool.map(lambda r0: product_cpu_rows(a[r0 : r0 + step], x, fused), rows))
+        )
 
     # -- bookkeeping ----------------------------------------------------------------------------
     def _pool(self, spec: MemorySpec) -> ThreadPoolExecutor:
