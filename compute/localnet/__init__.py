@@ -79,7 +79,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--cheaters",
         action="store_true",
-        help="add a miner that refuses every rental while claiming rented and two hotkeys sharing one box",
+        help="add cheating miners: one refusing every rental while claiming rented, two hotkeys sharing "
+        "one box, a canary-aware miner refusing real renters and a self-renter on its own coldkey",
     )
     parser.add_argument(
         "--logging.debug", dest="debug", action="store_true", help="debug logs from every process"

@@ -1,12 +1,20 @@
 """Child process of ``localnet --cheaters``: the cheating miners, served for real on 127.0.0.1.
 
 ``python -m compute.localnet.cheat_miners WORKDIR CHAIN_PATH`` serves, on one event loop, the
-miner API (signed transport, embedded SSH backend) of three registered demo hotkeys and publishes
+miner API (signed transport, embedded SSH backend) of the registered cheating hotkeys and publishes
 their endpoints on the simulated chain:
 
 - ``refuser``: claims one GPU and answers every GPU lease with ``no_capacity`` ("rented") although
   no renter holds anything;
-- ``box-a`` and ``box-b``: two hotkeys that hand out the same box (one SSH host key).
+- ``box-a`` and ``box-b``: two hotkeys that hand out the same box (one SSH host key);
+- ``canary-aware``: serves validators' hotkeys and canary-shaped rentals, tells every other renter
+  "no capacity" (the validators' canaries come in turn from their hotkey and an operator hotkey);
+- ``self-renter``: claims one GPU, which a validator-permitted hotkey of its own coldkey
+  (``self-renter/renter``) rents for 30 days through register.py's operator service before it shows
+  on chain, so every
+  validation lease is refused as rented on the strength of a real, signed, live receipt (on this
+  CPU demo a claimed GPU has no verified history to live on; ``tests/validator/test_self_rental.py``
+  gives it one and shows the 3.63 it earned before).
 
 It runs until SIGTERM. Demo only: nothing in the miner imports it.
 """
@@ -17,42 +25,82 @@ import asyncio
 import logging
 import signal
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import bittensor as bt
 
 from compute.allocation import AllocationManager, EmbeddedBackend, LeaseStore, ManagerLimits
-from compute.chain import connect
-from compute.localnet.cheaters import OneBoxBackend, RefusingManager
+from compute.chain import MetagraphSnapshot, connect
+from compute.localnet.cheaters import CanaryAwareManager, OneBoxBackend, RefusingManager
 from compute.localnet.processes import free_port
 from compute.miner import build_miner_app
 from compute.miner.specs import fixed_specs
+from compute.operator import LeaseBook, MinerRef, Operator, Wanted
 from compute.protocol import GpuSpec, MachineSpecs
-from compute.transport import KeyWallet, ServerLimits, serve
+from compute.transport import KeyWallet, MinerClient, ServerLimits, serve
 
 log = logging.getLogger("compute.localnet.cheat_miners")
 NETUID = 27
-CHEATERS = ("refuser", "box-a", "box-b")
+CHEATERS = ("refuser", "box-a", "box-b", "canary-aware", "self-renter")
+SELF_RENTER_KEY = "renter"  # the self-renter's second hotkey (its own coldkey), validator-permitted
 MOCK_GPU = GpuSpec(index=0, name="NVIDIA H100 80GB HBM3", memory_bytes=80 * 10**9, uuid="GPU-mock-0")
+SELF_GPU = MOCK_GPU.model_copy(update={"uuid": "GPU-mock-self"})
+
+
+@dataclass(frozen=True)
+class Net:
+    """What the cheaters know of the demo network when they start."""
+
+    workdir: Path
+    chain_path: Path
+    validators: frozenset[str]  # validator-permitted hotkeys
+
+
+async def rent_self(net: Net, miner_hotkey: str, endpoint: str) -> None:
+    """What ``register.py allocate --hotkey MINER --gpu-count 1 --duration 30d`` does (its operator
+    service), signed by the miner's own second hotkey, before the miner shows on chain."""
+    renter = bt.Wallet(name="self-renter", hotkey=SELF_RENTER_KEY, path=str(net.workdir / "wallets"))
+    data = net.workdir / "self-rental"
+    async with MinerClient(KeyWallet.from_wallet(renter)) as client:
+        operator = Operator(
+            hotkey=client.hotkey,
+            client=client,
+            metagraph=lambda: MetagraphSnapshot(NETUID, 0, ()),
+            book=LeaseBook(data / "leases.db"),
+            data_dir=data,
+            network=f"sim:{net.chain_path}",
+            netuid=NETUID,
+        )
+        got = await operator.allocate(
+            Wanted(gpu_count=1), 30 * 86400, target=MinerRef(miner_hotkey, endpoint)
+        )
+    log.info("self-renter: its own coldkey's hotkey rented its GPU, lease=%s", got.entry.lease_id)
 
 
 def _specs(gpus: list[GpuSpec]) -> MachineSpecs:
     return fixed_specs(gpus, cpu_model="demo cpu", miner_version="cheater")
 
 
-def _app(workdir: Path, name: str, index: int, wallet: bt.Wallet):  # noqa: ANN202 - a FastAPI app
-    data = workdir / name
+def _app(net: Net, name: str, index: int, wallet: bt.Wallet):  # noqa: ANN202 - a FastAPI app
+    data = net.workdir / name
     low = 43500 + index * 50
     ports = (low, low + 49)
     limits = ManagerLimits(max_cpu=2, max_memory_gb=4, max_disk_gb=10)
     store = LeaseStore(data / "leases.db")
+    embedded = EmbeddedBackend(data, bind_host="127.0.0.1", port_range=ports)
+    manager: AllocationManager
     if name == "refuser":
-        manager: AllocationManager = RefusingManager(
-            store, EmbeddedBackend(data, bind_host="127.0.0.1", port_range=ports), [MOCK_GPU], limits
-        )
-        specs = _specs([MOCK_GPU])
+        manager, specs = RefusingManager(store, embedded, [MOCK_GPU], limits), _specs([MOCK_GPU])
+    elif name == "canary-aware":
+        manager = CanaryAwareManager(store, embedded, [], limits, validators=lambda: net.validators)
+        specs = _specs([])
+    elif name == "self-renter":
+        manager, specs = AllocationManager(store, embedded, [SELF_GPU], limits), _specs([SELF_GPU])
     else:
-        backend = OneBoxBackend(data, workdir / "box" / "host_key", bind_host="127.0.0.1", port_range=ports)
+        backend = OneBoxBackend(
+            data, net.workdir / "box" / "host_key", bind_host="127.0.0.1", port_range=ports
+        )
         manager, specs = AllocationManager(store, backend, [], limits), _specs([])
     return build_miner_app(KeyWallet.from_wallet(wallet), None, manager, lambda: specs, ServerLimits())
 
@@ -66,12 +114,16 @@ async def run(workdir: Path, chain_path: Path) -> None:
     chain = connect(f"sim:{chain_path}", NETUID)
     tasks = []
     try:
+        validators = frozenset(n.hotkey for n in chain.metagraph().neurons if n.validator_permit)
+        net = Net(workdir, chain_path, validators)
         for index, name in enumerate(CHEATERS):
             wallet = bt.Wallet(name=name, hotkey="default", path=str(workdir / "wallets"))
             port = free_port()
-            app = _app(workdir, name, index, wallet)
+            app = _app(net, name, index, wallet)
             tasks.append(asyncio.create_task(serve(app, "127.0.0.1", port, stop)))
             await asyncio.sleep(0.3)
+            if name == "self-renter":
+                await rent_self(net, wallet.hotkey.ss58_address, f"127.0.0.1:{port}")
             chain.serve(wallet, "127.0.0.1", port)
             log.info("%s hotkey=%s serving 127.0.0.1:%d", name, wallet.hotkey.ss58_address[:10], port)
     finally:

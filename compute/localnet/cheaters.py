@@ -100,4 +100,10 @@ class OneBoxBackend(EmbeddedBackend):
         return dataclasses.replace(state, host_key=key, host_key_line=line)
 
 
-__all__ = ["CanaryAwareManager", "OneBoxBackend", "RefusingManager", "box_key", "looks_like_a_canary"]
+__all__ = [
+    "CanaryAwareManager",
+    "OneBoxBackend",
+    "RefusingManager",
+    "box_key",
+    "looks_like_a_canary",
+]

@@ -29,6 +29,11 @@ log = logging.getLogger(__name__)
 NETUID = 27
 VALIDATOR_STAKE_TAO = 10_000.0
 MINER_STAKE_TAO = 10.0
+RENTER_STAKE_TAO = 100.0  # the cheaters' demo: renter hotkeys (operators, the self-renter's own)
+OPERATOR_HOTKEY = "operator"  # each validator's operator hotkey with --cheaters (signs canaries too)
+# what --cheaters leaves in the work directory (the cheaters' lease stores, the shared box key, the
+# self-renter's register.py book): a run starts without an earlier run's leases
+CHEATER_DIRS = ("refuser", "box-a", "box-b", "box", "canary-aware", "self-renter", "self-rental")
 
 
 class LocalnetError(Exception):
@@ -121,14 +126,7 @@ class LocalNet:
             uid = state.register(wallet.hotkey.ss58_address, wallet.coldkeypub.ss58_address, MINER_STAKE_TAO)
             self.miners.append(Participant(name, wallet, uid))
         if self.options.cheaters:
-            from .cheat_miners import CHEATERS
-
-            for name in CHEATERS:
-                wallet = create_wallet(self.wallet_root, name)
-                uid = state.register(
-                    wallet.hotkey.ss58_address, wallet.coldkeypub.ss58_address, MINER_STAKE_TAO
-                )
-                self.cheaters.append(Participant(name, wallet, uid))
+            self.create_cheaters(state)
         log.info(
             "simulated chain %s: netuid %d, validator uids %s, %d miners",
             self.chain_path,
@@ -136,6 +134,24 @@ class LocalNet:
             [v.uid for v in self.validators],
             len(self.miners),
         )
+
+    def create_cheaters(self, state: SimChainState) -> None:
+        """The cheating miners, each validator's operator hotkey (an ordinary renter that signs half
+        of its canaries) and the self-renter's validator-permitted second hotkey (its own coldkey)."""
+        from .cheat_miners import CHEATERS, SELF_RENTER_KEY
+
+        for validator in self.validators:
+            operator = bt.Wallet(name=validator.name, hotkey=OPERATOR_HOTKEY, path=str(self.wallet_root))
+            operator.create_new_hotkey(suppress=True, overwrite=True)
+            state.register(operator.hotkey.ss58_address, operator.coldkeypub.ss58_address, RENTER_STAKE_TAO)
+        for name in CHEATERS:
+            wallet = create_wallet(self.wallet_root, name)
+            uid = state.register(wallet.hotkey.ss58_address, wallet.coldkeypub.ss58_address, MINER_STAKE_TAO)
+            self.cheaters.append(Participant(name, wallet, uid))
+            if name == "self-renter":
+                own = bt.Wallet(name=name, hotkey=SELF_RENTER_KEY, path=str(self.wallet_root))
+                own.create_new_hotkey(suppress=True, overwrite=True)
+                state.register(own.hotkey.ss58_address, own.coldkeypub.ss58_address, RENTER_STAKE_TAO, True)
 
     def start_second_host(self) -> None:
         """A second Docker engine (network namespace, mutual TLS) for miner1's second host."""
@@ -172,7 +188,7 @@ class LocalNet:
         if self.workdir.is_dir():
             for entry in sorted(self.workdir.iterdir()):
                 if entry.is_dir() and (
-                    entry.name in ("validator", "wallets", "logs")
+                    entry.name in ("validator", "wallets", "logs", *CHEATER_DIRS)
                     or (entry.name.startswith("miner") and entry.name[5:].isdigit())
                 ):
                     shutil.rmtree(entry)
@@ -340,8 +356,9 @@ class LocalNet:
             "1",
             "--wandb.off",
         ]
-        if self.options.cheaters:
-            args += ["--validator.canary_rate", "1"]  # every miner gets a canary rental each round
+        if self.options.cheaters:  # every miner gets a canary each round, signed in turn by the
+            # validator's hotkey and its operator hotkey (an ordinary renter)
+            args += ["--validator.canary_rate", "1", "--validator.canary_hotkeys", OPERATOR_HOTKEY]
         if self.options.dashboard_port and validator is self.validator:
             args += ["--dashboard.port", str(self.options.dashboard_port)]
         child = self.processes.start(

@@ -84,6 +84,8 @@ def _verdict(result) -> str:
         return first.split(" (")[0]  # "shared device: same machine as uid N"
     if result.rented:
         return "rented (verified lease)"
+    if not result.ok and "own coldkey" in first:
+        return "self-rental: its own coldkey's lease is no rental"
     if not result.ok and "no verified lease" in first:
         return "refused rentals, no verified lease"
     if not result.ok:
@@ -102,7 +104,9 @@ def summary_problems(summary: dict[str, Any], rounds_wanted: int) -> list[str]:
         if not miner["verdict"].startswith("verified") and miner.get("role", "honest") == "honest":
             reason = f": {miner['reasons'][0]}" if miner["reasons"] else ""
             problems.append(f"{miner['name']} (uid {miner['uid']}) {miner['verdict']}{reason}")
-    problems += _cheater_problems([m for m in summary["miners"] if m.get("role") == "cheater"])
+    problems += _cheater_problems(
+        [m for m in summary["miners"] if m.get("role") == "cheater"], summary["rounds"]
+    )
     if not summary["weights_on_chain"]:
         problems.append("no weights were written on chain")
     return problems
@@ -117,12 +121,21 @@ LEGEND = (
 )
 
 
-def _cheater_problems(cheaters: list[dict[str, Any]]) -> list[str]:
-    """``--cheaters``: the refuser earns nothing, the box shared by two hotkeys earns exactly once."""
+def _cheater_problems(cheaters: list[dict[str, Any]], rounds: int = 1) -> list[str]:
+    """``--cheaters``: none earns more than its device's honest share. The refuser earns nothing;
+    the box shared by two hotkeys earns exactly once; the canary-aware miner, which turns real
+    renters away, keeps less than its full availability once it met both canary signers (two
+    rounds); the self-renter never earns rented credit from its own coldkey's lease."""
     problems = []
     for miner in cheaters:
         if miner["name"] == "refuser" and (miner["weight"] > 0 or miner["score"] > 0):
             problems.append(f"refuser (uid {miner['uid']}) earned while refusing every rental")
+        if miner["name"] == "canary-aware" and rounds >= 2 and (miner["availability"] or 0) >= 1:
+            problems.append(
+                f"canary-aware (uid {miner['uid']}) kept full availability while refusing renters"
+            )
+        if miner["name"] == "self-renter" and miner["verdict"].startswith("rented"):
+            problems.append(f"self-renter (uid {miner['uid']}) was credited a rental to its own coldkey")
     box = [m for m in cheaters if m["name"].startswith("box-")]
     credited = [m for m in box if m["weight"] > 0]
     if box and len(credited) != 1:

@@ -1,5 +1,6 @@
 """``localnet --cheaters``: the scoreboard of a network with one honest miner, a miner that refuses
-every rental while claiming "rented", and two hotkeys handing out one box."""
+every rental while claiming "rented", two hotkeys handing out one box, a canary-aware miner that
+turns real renters away and a self-renter whose own coldkey "rents" its GPU."""
 
 from __future__ import annotations
 
@@ -23,3 +24,8 @@ def test_scoreboard_credits_the_honest_miner_and_neither_cheat(tmp_path: Path) -
     assert (
         pair[1]["verdict"] == "verified (device credited once)" and pair[1]["weight"] > 0
     )  # ... not zero times
+    aware = miners["canary-aware"]  # met both canary signers: refused the operator key's canary
+    assert aware["verdict"] == "verified" and aware["availability"] == pytest.approx(2 / 3)
+    renter = miners["self-renter"]  # its own coldkey's 30-day lease excuses nothing
+    assert renter["verdict"] == "self-rental: its own coldkey's lease is no rental"
+    assert renter["score"] == 0 and renter["weight"] == 0

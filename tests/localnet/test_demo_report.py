@@ -69,6 +69,36 @@ def test_missing_rounds_and_missing_weights_are_problems() -> None:
     assert "set NO weights" in _render(summary)
 
 
+@pytest.mark.parametrize(
+    ("name", "verdict", "availability", "rounds", "problem"),
+    [
+        (
+            "canary-aware",
+            "verified",
+            1.0,
+            2,
+            "canary-aware (uid 1) kept full availability while refusing renters",
+        ),
+        ("canary-aware", "verified", 2 / 3, 2, None),
+        ("canary-aware", "verified", 1.0, 1, None),  # one round: it may have met only the served signer
+        (
+            "self-renter",
+            "rented (verified lease)",
+            1.0,
+            2,
+            "self-renter (uid 1) was credited a rental to its own coldkey",
+        ),
+        ("self-renter", "self-rental: its own coldkey's lease is no rental", 0.5, 2, None),
+    ],
+)
+def test_a_cheater_earning_its_devices_full_share_fails_the_demo(
+    name: str, verdict: str, availability: float, rounds: int, problem: str | None
+) -> None:
+    summary = _summary(verdict, rounds=rounds)
+    summary["miners"][0].update(name=name, role="cheater", availability=availability)
+    assert summary_problems(summary, rounds) == ([problem] if problem else [])
+
+
 def test_an_all_verified_demo_is_ok_and_every_figure_has_a_legend() -> None:
     text = _render(_summary("verified", "verified"))
     assert "demo OK" in text and "FAILED" not in text
