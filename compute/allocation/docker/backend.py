@@ -12,7 +12,9 @@ it (else it is advisory and logged once). ``start`` returns only when sshd answe
 banner on the published port.
 
 It deliberately does not decide who may rent what (the manager does), keep lease state (the
-store does) or talk to the chain. All Docker SDK calls are blocking and run in threads.
+store does) or talk to the chain. All Docker SDK calls are blocking and run in this engine's own
+threads, each under a deadline (``EngineCalls``): a missed deadline is ``DockerUnavailable``, so a
+slow or silent engine never takes threads that anything else needs.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import docker
 from docker.errors import APIError, DockerException, NotFound
@@ -43,12 +46,17 @@ from compute.allocation.docker.spec import EXTRA_PORT_BASE
 from compute.allocation.docker.templates import TemplateCatalog
 from compute.allocation.lease.activity import Activity
 from compute.allocation.lease.backend import BackendError
+from compute.allocation.lease.engine import EngineCalls, EngineDeadline
 from compute.allocation.lease.ports import pick_free_ports, ssh_banner
 from compute.allocation.lease.records import Endpoint, LeaseRecord
 from compute.allocation.lease.sshkeys import generate_host_key, validate_public_key
 from compute.allocation.volumes.driver import DockerVolumes, VolumeMode
 
 log = logging.getLogger(__name__)
+
+CALL_DEADLINE_S = 60.0  # one Docker API call (a remote host's own deadline is in its hosts entry)
+START_DEADLINE_S = 120.0  # create, copy the files in and start one lease container (up to 3 tries)
+T = TypeVar("T")
 
 _LEASE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _LIVE_STATUSES = ["running", "restarting", "paused"]
@@ -97,6 +105,7 @@ class DockerBackend:
         probe_host: str | None = None,
         host_cpus: tuple[int, ...] | None = None,
         local_engine: bool = True,
+        calls: EngineCalls | None = None,
     ) -> None:
         """``miner_id`` (the miner's hotkey; default ``name_prefix``) labels and scopes the containers.
 
@@ -108,7 +117,8 @@ class DockerBackend:
         cannot be installed. For an engine on another host (``local_engine=False``, see
         :mod:`compute.allocation.hosts.backend`), ``probe_host`` is where sshd readiness is probed,
         ``host_cpus`` the cores to pin leases to (None: this process's affinity) and no LXCFS
-        path of this machine is mounted.
+        path of this machine is mounted. ``calls``: this engine's threads and per-call deadline
+        (:mod:`compute.allocation.lease.engine`; default: its own, 60 s a call).
         """
         low, high = ssh_port_range
         if not (1 <= low <= high <= 65535):
@@ -126,6 +136,7 @@ class DockerBackend:
         self.sshd = sshd or SshdOptions()
         self.ready_timeout_s = ready_timeout_s
         self._client_obj = docker_client
+        self.calls = calls or EngineCalls(f"{name_prefix}-local", deadline_s=CALL_DEADLINE_S)
         self._client_lock = threading.Lock()
         self._start_lock = asyncio.Lock()
         self._disk_quota: bool | None = None  # None: not probed yet
@@ -157,9 +168,9 @@ class DockerBackend:
         )
         async with self._start_lock:
             if self.lease_network is not None:
-                await asyncio.to_thread(self.lease_network.ensure)
-            container_id, ports = await asyncio.to_thread(
-                self._create_and_start, lease, archive, host_key.public_line
+                await self._call(self.lease_network.ensure)
+            container_id, ports = await self._call(
+                self._create_and_start, lease, archive, host_key.public_line, deadline_s=START_DEADLINE_S
             )
         try:
             await self._wait_ready(container_id, ports[22])
@@ -177,7 +188,7 @@ class DockerBackend:
         fail with "already exists" forever; one that cannot be resumed is removed and recreated.
         """
         try:
-            container = await asyncio.to_thread(self._get, lease_id)
+            container = await self._call(self._get, lease_id)
         except LeaseContainerNotFound:
             return False
         if container.status in _LIVE_STATUSES:
@@ -186,8 +197,8 @@ class DockerBackend:
                 return True
             return False  # a live container: the create below refuses it ("already exists")
         try:
-            await asyncio.to_thread(container.start)
-            await self._wait_ready(container.id, await asyncio.to_thread(self._ssh_port_of, container))
+            await self._call(container.start)
+            await self._wait_ready(container.id, await self._call(self._ssh_port_of, container))
         except (APIError, BackendError) as exc:
             log.warning("lease=%s stopped container could not be resumed (%s); recreating it", lease_id, exc)
             await self.stop(lease_id)
@@ -197,10 +208,10 @@ class DockerBackend:
 
     async def stop(self, lease_id: str) -> None:
         try:
-            await asyncio.to_thread(self._get, lease_id)  # refuses another miner's container
+            await self._call(self._get, lease_id)  # refuses another miner's container
         except LeaseContainerNotFound:
             return
-        await asyncio.to_thread(self._remove, self._container_name(lease_id))
+        await self._call(self._remove, self._container_name(lease_id))
         await self.release_network()
 
     async def release_network(self) -> None:
@@ -209,33 +220,33 @@ class DockerBackend:
             return
         async with self._start_lock:
             try:
-                await asyncio.to_thread(self.lease_network.release_if_unused)
+                await self._call(self.lease_network.release_if_unused)
             except (DockerException, BackendError) as exc:
                 log.warning("lease network not released: %s", exc)
 
     async def restart(self, lease_id: str) -> None:
-        container = await asyncio.to_thread(self._get, lease_id)
+        container = await self._call(self._get, lease_id)
         try:
-            await asyncio.to_thread(container.restart, timeout=5)
+            await self._call(container.restart, timeout=5)
         except APIError as exc:
             raise BackendError(f"lease {lease_id}: restart failed: {exc.explanation or exc}") from exc
-        await self._wait_ready(container.id, await asyncio.to_thread(self._ssh_port_of, container))
+        await self._wait_ready(container.id, await self._call(self._ssh_port_of, container))
         log.info("lease=%s container restarted", lease_id)
 
     async def set_authorized_key(self, lease_id: str, public_key: str) -> None:
         authorized_key = validate_public_key(public_key)
-        container = await asyncio.to_thread(self._get, lease_id)
-        await asyncio.to_thread(self._replace_authorized_key, container, authorized_key)
+        container = await self._call(self._get, lease_id)
+        await self._call(self._replace_authorized_key, container, authorized_key)
         log.info("lease=%s authorized key replaced; sessions of the old key ended", lease_id)
 
     async def running(self) -> set[str]:
-        return await asyncio.to_thread(self._running)
+        return await self._call(self._running)
 
     async def activity(self, lease: LeaseRecord) -> Activity:
         """A sample for the idle watch (:mod:`compute.allocation.docker.activity`)."""
-        container = await asyncio.to_thread(self._get, lease.lease_id)
+        container = await self._call(self._get, lease.lease_id)
         try:
-            return await asyncio.to_thread(activity.sample, container, len(lease.gpus))
+            return await self._call(activity.sample, container, len(lease.gpus))
         except DockerException as exc:
             raise BackendError(f"lease {lease.lease_id}: activity not readable: {exc}") from exc
 
@@ -243,8 +254,8 @@ class DockerBackend:
 
     async def endpoint(self, lease_id: str) -> Endpoint:
         """Rebuild a live lease's endpoint from its container (e.g. after a miner restart)."""
-        container = await asyncio.to_thread(self._get, lease_id)
-        ports = await asyncio.to_thread(self._published_ports, container)
+        container = await self._call(self._get, lease_id)
+        ports = await self._call(self._published_ports, container)
         extra = {cport: hport for cport, hport in ports.items() if cport != 22}
         host_key = container.labels.get(spec.LABEL_HOST_KEY, "")
         return Endpoint(self.public_host, ports[22], USERNAME, host_key, extra)
@@ -307,7 +318,16 @@ class DockerBackend:
     def _container_name(self, lease_id: str) -> str:
         return f"{self.name_prefix}-{lease_id}"
 
-    # -- blocking Docker work (always called through asyncio.to_thread) ------------------
+    # -- blocking Docker work (always called through self._call) ------------------------
+
+    async def _call(
+        self, fn: Callable[..., T], *args: Any, deadline_s: float | None = None, **kwargs: Any
+    ) -> T:
+        """``fn`` in this engine's own threads under a deadline; a missed one is DockerUnavailable."""
+        try:
+            return await self.calls.run(fn, *args, deadline_s=deadline_s, **kwargs)
+        except EngineDeadline as exc:
+            raise DockerUnavailable(str(exc)) from exc
 
     def _client(self) -> docker.DockerClient:
         with self._client_lock:
@@ -471,7 +491,7 @@ class DockerBackend:
             if await ssh_banner(target, port):
                 return
             if time.monotonic() >= next_check:
-                status, logs = await asyncio.to_thread(self._status_and_logs, container_id)
+                status, logs = await self._call(self._status_and_logs, container_id)
                 if status in ("exited", "dead"):
                     raise StartFailed(f"container exited before sshd was ready: {logs.strip()[-500:]}")
                 next_check = time.monotonic() + 1.0

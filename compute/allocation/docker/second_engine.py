@@ -16,7 +16,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "second_dockerd.sh"
+SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "second_dockerd.sh"
 IMAGE = "compute-base:cpu"
 
 

@@ -10,7 +10,10 @@ host's device indices, and ``running()`` is the union over the hosts that answer
 Host health: :meth:`MultiHostBackend.check_hosts` checks each host (reachable, runtime, base
 image, the offered GPUs) through :mod:`compute.allocation.hosts.check`; a host that fails is
 ``down`` with its reason, takes no new lease, and its leases fail fast (:class:`HostDown`) instead
-of waiting on a dead engine. A host found down in ``running()`` is marked down at once.
+of waiting on a dead engine. A host found down in ``running()`` is marked down at once. Every
+call to a host runs in that host's own threads under its deadline (``deadline_s`` in the hosts
+file; ``compute.allocation.lease.engine``): a slow or silent engine misses it, is marked down,
+and never takes a thread another host, the store or the miner's API needs.
 
 Deliberately not here: which lease may have which GPUs (the manager and store decide; the
 :meth:`place` hook only says which host can hold them) or the periodic loop (``hostwatch``).
@@ -26,10 +29,11 @@ from dataclasses import dataclass, field, replace
 
 from compute.allocation.docker.backend import DockerBackend, DockerUnavailable
 from compute.allocation.docker.templates import TemplateCatalog
-from compute.allocation.hosts.check import HostCheck, check_host, docker_client
+from compute.allocation.hosts.check import CHECK_DEADLINE_S, HostCheck, check_host, docker_client
 from compute.allocation.hosts.config import HostConfig
 from compute.allocation.lease.activity import Activity
 from compute.allocation.lease.backend import BackendError
+from compute.allocation.lease.engine import EngineCalls, EngineDeadline
 from compute.allocation.lease.records import Endpoint, LeaseRecord
 from compute.protocol import GpuSpec, HostSpec
 
@@ -50,11 +54,17 @@ class HostState:
 
     config: HostConfig
     backend: DockerBackend
+    calls: EngineCalls  # this host's own threads and per-call deadline (shared with its backend)
     up: bool = False
     reason: str = "not checked yet"
     checked_at: float = 0.0
     check: HostCheck | None = None
     gpus: list[GpuSpec] = field(default_factory=list)
+
+
+def _state(config: HostConfig, backend: DockerBackend) -> HostState:
+    calls = getattr(backend, "calls", None) or EngineCalls(config.name, deadline_s=config.deadline_s)
+    return HostState(config, backend, calls, gpus=_unknown_gpus(config))
 
 
 def _unknown_gpus(config: HostConfig) -> list[GpuSpec]:
@@ -78,7 +88,7 @@ class MultiHostBackend:
         """``host_of(lease_id)`` reads a lease's host (the store); ``image`` is checked on every host."""
         if not hosts:
             raise ValueError("a multi-host backend needs at least one host")
-        self.hosts = {h.name: HostState(h, make_backend(h), gpus=_unknown_gpus(h)) for h in hosts}
+        self.hosts = {h.name: _state(h, make_backend(h)) for h in hosts}
         self._host_of = host_of
         self._image = image
         self._checker = checker
@@ -88,14 +98,19 @@ class MultiHostBackend:
     # ---------------------------------------------------------------- health
 
     async def check_hosts(self) -> dict[str, bool]:
-        """Check every host (concurrently); returns which are up. Never raises for a bad host."""
+        """Check every host (concurrently, each in its own threads under ``CHECK_DEADLINE_S``);
+        returns which are up. Never raises for a bad host, never waits longer than the deadline."""
         states = list(self.hosts.values())
         checks = await asyncio.gather(
-            *(asyncio.to_thread(self._checker, s.config, self._image) for s in states),
+            *(s.calls.run(self._checker, s.config, self._image, deadline_s=CHECK_DEADLINE_S) for s in states),
             return_exceptions=True,
         )
         for state, result in zip(states, checks, strict=True):
-            if isinstance(result, BaseException):
+            if isinstance(result, EngineDeadline):
+                result = HostCheck(
+                    False, f"engine too slow: the check did not finish within {CHECK_DEADLINE_S:g}s"
+                )
+            elif isinstance(result, BaseException):
                 result = HostCheck(False, f"check failed: {result!r}"[:300])
             self._record(state, result)
         return {name: s.up for name, s in self.hosts.items()}
@@ -245,16 +260,17 @@ class MultiHostBackend:
         return await self._guard(state, state.backend.activity(self._local(state, lease)))
 
     async def running(self) -> set[str]:
-        """Lease ids live on the hosts that answer; a host that does not is marked down."""
+        """Lease ids live on the hosts that answer (asked at once, each within its deadline); a
+        host that does not answer in time is marked down."""
+        up = [(name, state) for name, state in self.hosts.items() if state.up]
+        answers = await asyncio.gather(*(s.backend.running() for _, s in up), return_exceptions=True)
         found: set[str] = set()
-        for name, state in self.hosts.items():
-            if not state.up:
+        for (name, _), here in zip(up, answers, strict=True):
+            if isinstance(here, DockerUnavailable):
+                self.mark_down(name, str(here))
                 continue
-            try:
-                here = await state.backend.running()
-            except DockerUnavailable as exc:
-                self.mark_down(name, str(exc))
-                continue
+            if isinstance(here, BaseException):
+                raise here
             self._seen.update(dict.fromkeys(here, name))
             found |= here
         return found
@@ -263,7 +279,11 @@ class MultiHostBackend:
         for state in self.hosts.values():
             client = getattr(state.backend, "_client_obj", None)
             if client is not None:
-                await asyncio.to_thread(client.close)
+                try:
+                    await state.calls.run(client.close, deadline_s=5.0)
+                except EngineDeadline:
+                    log.warning("host=%s: its client did not close within 5s", state.config.name)
+            state.calls.close()
 
 
 def host_backend(
@@ -290,6 +310,7 @@ def host_backend(
         isolate=config.isolate,
         probe_host=config.ssh_host if config.remote else None,
         local_engine=not config.remote,
+        calls=EngineCalls(config.name, deadline_s=config.deadline_s),
     )
 
 

@@ -20,13 +20,15 @@ from docker.errors import DockerException, ImageNotFound
 from docker.types import DeviceRequest
 
 from compute.allocation.hosts.config import HostConfig
+from compute.allocation.hosts.sshclient import bound_ssh
 from compute.protocol import GpuSpec
 
 log = logging.getLogger(__name__)
 
 API_VERSION = "1.41"  # explicit, so building a client never contacts the engine (Docker >= 20.10)
 CLIENT_TIMEOUT_S = 60
-CHECK_TIMEOUT_S = 10
+CHECK_TIMEOUT_S = 10  # per socket read of a check's client
+CHECK_DEADLINE_S = 30.0  # one whole check (ping, info, image, nvidia-smi in a container)
 _SMI = ["nvidia-smi", "--query-gpu=index,uuid,name,memory.total", "--format=csv,noheader,nounits"]
 
 
@@ -66,6 +68,8 @@ def docker_client(config: HostConfig, timeout_s: int = CLIENT_TIMEOUT_S) -> dock
     if tls is not None:
         # requests lets REQUESTS_CA_BUNDLE/CURL_CA_BUNDLE replace the session's CA: the host's own CA must win
         client.api.trust_env = False
+    if config.endpoint.startswith("ssh://"):
+        bound_ssh(client, config.endpoint, timeout_s)  # connect, banner and keep-alive timeouts
     return client
 
 
@@ -149,4 +153,13 @@ def fake_probe(gpus: Sequence[ProbedGpu]) -> GpuProbe:
     return lambda client, image: list(gpus)
 
 
-__all__ = ["HostCheck", "ProbedGpu", "check_host", "docker_client", "fake_probe", "nvidia_smi", "parse_smi"]
+__all__ = [
+    "HostCheck",
+    "ProbedGpu",
+    "check_host",
+    "docker_client",
+    "fake_probe",
+    "nvidia_smi",
+    "parse_smi",
+    "CHECK_DEADLINE_S",
+]

@@ -15,6 +15,7 @@
         ssh_host: 203.0.113.11
         ssh_port_range: 41000-41999
         isolate: false           # required off this machine: its firewall is the host's own
+        deadline_s: 30           # seconds one Docker API call may take (default 30); missed: down
 
 The miner's GPU indices are global: the hosts' GPUs in file order (rack1-a 0,1 -> 0,1; rack1-b
 0..3 -> 2..5). Leases store them, so append hosts at the end and never reorder the file while
@@ -81,6 +82,7 @@ class HostEntry(BaseModel):
     ssh_host: str = Field(min_length=1, max_length=255)
     ssh_port_range: str = Field("40000-40999", pattern=r"^\d{1,5}-\d{1,5}$")
     isolate: bool | None = None  # None: on for unix://, must be set false for remote endpoints
+    deadline_s: float = Field(30.0, ge=1.0, le=600.0)  # one Docker API call; missed: the host is down
 
     @model_validator(mode="after")
     def _consistent(self) -> HostEntry:
@@ -141,6 +143,7 @@ class HostConfig:
     ssh_port_range: tuple[int, int]
     isolate: bool
     tls: tuple[Path, Path, Path] | None = None  # ca, cert, key
+    deadline_s: float = 30.0  # one Docker API call to this host; a missed deadline marks it down
 
     @property
     def remote(self) -> bool:
@@ -172,6 +175,7 @@ def parse_hosts(data: object, source: str = "hosts file") -> tuple[HostConfig, .
                 ssh_port_range=(low, high),
                 isolate=bool(entry.isolate) if entry.isolate is not None else True,
                 tls=tls,
+                deadline_s=entry.deadline_s,
             )
         )
         next_index += len(entry.gpus)
