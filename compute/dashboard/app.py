@@ -32,6 +32,7 @@ from bittensor.sp_core import Keypair
 from fastapi import FastAPI, HTTPException
 from fastapi.responses import HTMLResponse, Response
 
+from compute.dashboard.feed_routes import add_feed_routes, signed_bytes
 from compute.dashboard.models import ProvenMachines, proven_machine
 from compute.dashboard.render import render_page
 from compute.dashboard.views import public_overview
@@ -115,6 +116,13 @@ def build_app(
     @app.api_route("/api/machines", methods=READ)
     async def machines(nonce: str | None = None) -> Any:
         return signed_json_response(keypair, "/api/machines", await kept.get("machines", proven), nonce)
+
+    add_feed_routes(  # the public machine feed: /api/public/v1/machines (signed) and /machines
+        app,
+        path,
+        validator=keypair.ss58_address if keypair is not None else None,
+        respond_json=signed_bytes(keypair),
+    )
 
     @app.api_route("/healthz", methods=READ)
     async def healthz() -> dict[str, str]:

@@ -17,6 +17,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from bittensor.sp_core import Keypair
 from rich.console import Console
 from rich.text import Text
 
@@ -184,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if held else 0
     problems = finish(summary, started, options, args)
     if options.dashboard_port:
-        hold_dashboard(net.store_path, options.dashboard_port, args.dashboard_hold, console)
+        signer = net.validator.wallet.hotkey if net.validator is not None else None
+        hold_dashboard(net.store_path, options.dashboard_port, args.dashboard_hold, console, signer)
     return 1 if problems else 0
 
 
@@ -216,7 +218,8 @@ def hold_for_renters(net: LocalNet, hold_s: float, console: Console) -> None:
     )
     server = None
     if net.options.dashboard_port:
-        server = serve_in_thread(build_app(net.store_path), "127.0.0.1", net.options.dashboard_port)
+        app = build_app(net.store_path, keypair=validator.wallet.hotkey)  # signs /api/machines and the feed
+        server = serve_in_thread(app, "127.0.0.1", net.options.dashboard_port)
         console.print(f"dashboard still serving {server.url}/", highlight=False)
     until = "Ctrl-C" if hold_s < 0 else f"{hold_s:g}s"
     console.print(f"holding for renters (until {until})", highlight=False)
@@ -229,11 +232,14 @@ def hold_for_renters(net: LocalNet, hold_s: float, console: Console) -> None:
             server.stop()
 
 
-def hold_dashboard(store_path: Path, port: int, hold_s: float, console: Console) -> None:
-    """Keep the dashboard up on the finished demo's store (the validator has exited)."""
+def hold_dashboard(
+    store_path: Path, port: int, hold_s: float, console: Console, keypair: Keypair | None = None
+) -> None:
+    """Keep the dashboard up on the finished demo's store (the validator has exited); ``keypair``:
+    the demo validator's hotkey, which signs the dashboard's figures as the validator did."""
     if hold_s == 0:
         return
-    server = serve_in_thread(build_app(store_path), "127.0.0.1", port)
+    server = serve_in_thread(build_app(store_path, keypair=keypair), "127.0.0.1", port)
     until = "Ctrl-C" if hold_s < 0 else f"{hold_s:g}s"
     console.print(f"dashboard still serving {server.url}/ (until {until})")
     try:

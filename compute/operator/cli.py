@@ -25,6 +25,7 @@ from compute.operator.book import BookError, LeaseBook
 from compute.operator.commands import HANDLERS, Result
 from compute.operator.commands_shell import SHELL_HANDLERS, add_shell_commands
 from compute.operator.errors import EXIT_USAGE, OperatorError, Refused, UsageError
+from compute.operator.feed import fetch_feed
 from compute.operator.pog_records import load_verified
 from compute.operator.proven import fetch_proven, validator_signers
 from compute.operator.service import Operator
@@ -89,6 +90,15 @@ def _add_filters(sub: argparse.ArgumentParser) -> None:
     group.add_argument("--disk", type=float, help="at least this much free disk (GB)")
 
 
+def _add_feed(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument(
+        "--feed",
+        help="a validator's public machine feed (http://host:port of its dashboard): proven figures and "
+        "uptime, believed only when signed by a validator hotkey (--register.dashboard_hotkey pins one), "
+        "rank the machines",
+    )
+
+
 def _add_lease_target(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("lease", help="lease id (or a unique prefix of one in your book)")
     sub.add_argument("--miner-hotkey", help="the miner holding the lease, if it is not in your book")
@@ -110,12 +120,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     resources = sub("resources", "list rentable machines")
     _add_filters(resources)
+    _add_feed(resources)
     resources.add_argument("--available-only", action="store_true", help="hide rented and offline machines")
     templates = sub("templates", "base images (templates) each miner offers")
     templates.add_argument("--hotkey", help="ask only this miner (by hotkey)")
     templates.add_argument("--uid", type=int, help="ask only this miner (by uid)")
     allocate = sub("allocate", "rent the best matching machine (or a given one)")
     _add_filters(allocate)
+    _add_feed(allocate)
     allocate.add_argument(
         "--template", help="start from this template (see `templates`; default: the miner's)"
     )
@@ -206,10 +218,14 @@ async def _run(
     pog_source = getattr(args, "register.pog_db", None) or getattr(args, "validator.data_dir", None)
     verified = load_verified(pog_source) if pog_source else {}
     dashboard = getattr(args, "register.dashboard", None)
-    if dashboard:
+    feed = getattr(args, "feed", None)
+    if dashboard or feed:
         metagraph = metagraph_reader(settings.chain_target, settings.netuid)
         signers = await validator_signers(metagraph, getattr(args, "register.dashboard_hotkey", None))
-        verified = {**verified, **await fetch_proven(dashboard, signers, timeout)}
+        if dashboard:
+            verified = {**verified, **await fetch_proven(dashboard, signers, timeout)}
+        if feed:
+            verified = {**verified, **await fetch_feed(feed, signers, timeout)}
     async with MinerClient(wallet, timeout=timeout, max_concurrency=32) as client:
         op = Operator(
             hotkey=hotkey,

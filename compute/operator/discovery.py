@@ -51,6 +51,9 @@ class VerifiedGpus:
     tflops_fp32: float | None = None
     memory_gb: float | None = None  # proven resident memory per GPU
     bandwidth_gbs: float | None = None
+    uptime_7d: float | None = None  # share of the validator's tests it passed (a machine feed)
+    uptime_30d: float | None = None
+    first_proven_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -155,13 +158,22 @@ def matches(machine: Machine, wanted: Wanted) -> bool:
     )
 
 
+def reliability(machine: Machine) -> float:
+    """The validator-measured 30-day uptime in 5 % steps (0 when no feed measured it): machines
+    that were there for more of a validator's tests rank first, small differences do not count."""
+    uptime = machine.proof.uptime_30d if machine.proof is not None else None
+    return 0.0 if uptime is None else int(uptime * 20) / 20
+
+
 def rank(machines: Iterable[Machine], wanted: Wanted) -> list[Machine]:
-    """Online, available, matching machines: verified first, then the smallest fit, then uid."""
+    """Online, available, matching machines: verified first, then the most reliable (a machine
+    feed's uptime), then the smallest fit, then uid."""
     fit = [m for m in machines if m.online and m.available and matches(m, wanted)]
     return sorted(
         fit,
         key=lambda m: (
             not m.verified,
+            -reliability(m),
             m.gpu_count - wanted.gpu_count,
             m.cpu,
             m.ram_gb,

@@ -69,6 +69,9 @@ def proof_json(proof: VerifiedGpus | None) -> dict[str, Any] | None:
         "memory_gb": proof.memory_gb,
         "bandwidth_gbs": proof.bandwidth_gbs,
         "verified_at": proof.verified_at,
+        "uptime_7d": proof.uptime_7d,
+        "uptime_30d": proof.uptime_30d,
+        "first_proven_at": proof.first_proven_at,
     }
 
 
@@ -133,7 +136,7 @@ _STATE_STYLE = {
 }
 
 
-_PROOF_COLUMNS = ("Proven TFLOPS fp16/fp32", "Proven mem", "Proven BW", "Verified")
+_PROOF_COLUMNS = ("Proven TFLOPS fp16/fp32", "Proven mem", "Proven BW", "Verified", "Uptime 7d/30d")
 
 
 def _sig(value: float | None, unit: str = "") -> str:
@@ -149,7 +152,12 @@ def _proof_cells(proof: VerifiedGpus | None, now: float) -> tuple[str, ...]:
         _sig(proof.memory_gb, " GB"),
         _sig(proof.bandwidth_gbs, " GB/s"),
         duration_text(now - proof.verified_at) + " ago",
+        f"{_pct(proof.uptime_7d)} / {_pct(proof.uptime_30d)}",
     )
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.0f}%"
 
 
 def show_machines(console: Console, machines: list[Machine]) -> None:
@@ -177,8 +185,8 @@ def show_machines(console: Console, machines: list[Machine]) -> None:
     console.print(table)
     if not any(m.proof for m in machines):
         console.print(
-            "[dim]No validator-proved figures: pass --register.dashboard URL, --register.pog_db "
-            "or --validator.data_dir.[/]"
+            "[dim]No validator-proved figures: pass --feed URL (a validator's machine feed), "
+            "--register.dashboard URL, --register.pog_db or --validator.data_dir.[/]"
         )
     refusals = [m for m in machines if m.refused_us]
     if refusals:

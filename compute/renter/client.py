@@ -36,6 +36,7 @@ from compute.operator import (
     metagraph_reader,
 )
 from compute.operator.commands import resolve_lease_id
+from compute.operator.feed import fetch_feed
 from compute.operator.proven import fetch_proven, validator_signers
 from compute.operator.volumes import parse_volume
 from compute.renter.errors import LeaseNotFound, RenterError
@@ -64,17 +65,21 @@ class AsyncRenter:
         timeout: float = 15.0,
         pog_db: str | Path | None = None,
         dashboard: str | None = None,
+        feed: str | None = None,
+        validator_hotkey: str | None = None,
         metagraph: Callable[[], MetagraphSnapshot] | None = None,
     ) -> None:
         """``network``: ``finney``, ``test``, ``ws://...`` or ``sim:PATH`` (the local demo);
-        ``pog_db``/``dashboard``: a validator's store or dashboard, whose proven figures mark and rank
+        ``pog_db``/``dashboard``/``feed``: a validator's store, dashboard or public machine feed, whose
+        proven figures (signed by a validator-permitted hotkey, or by ``validator_hotkey``) mark and rank
         verified machines; ``metagraph``: a reader to use instead of connecting to ``network``."""
         if not 0 < timeout <= 600:
             raise UsageError(f"timeout must be between 0 and 600 seconds, got {timeout:g}")
         self._wallet_args = (wallet_name, wallet_hotkey, str(Path(wallet_path).expanduser()))
         self.network, self.netuid, self.timeout = network, netuid, timeout
         self.data_dir = Path(data_dir).expanduser()
-        self._pog_db, self._dashboard = pog_db, dashboard
+        self._pog_db, self._dashboard, self._feed = pog_db, dashboard, feed
+        self._validator_hotkey = validator_hotkey
         self._metagraph = metagraph or metagraph_reader(network, netuid)
         self._client: MinerClient | None = None
         self._operator: Operator | None = None
@@ -101,9 +106,12 @@ class AsyncRenter:
             raise UsageError(str(exc)) from exc
         book = LeaseBook(self.data_dir / "leases.db")
         verified = await asyncio.to_thread(load_verified, self._pog_db) if self._pog_db else {}
-        if self._dashboard:
-            signers = await validator_signers(self._metagraph)
-            verified = {**verified, **await fetch_proven(self._dashboard, signers, self.timeout)}
+        if self._dashboard or self._feed:
+            signers = await validator_signers(self._metagraph, self._validator_hotkey)
+            if self._dashboard:
+                verified = {**verified, **await fetch_proven(self._dashboard, signers, self.timeout)}
+            if self._feed:
+                verified = {**verified, **await fetch_feed(self._feed, signers, self.timeout)}
         client = MinerClient(wallet, timeout=self.timeout, max_concurrency=32)
         await client.__aenter__()
         self._client = client

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -78,7 +79,11 @@ def stop_demo(proc: subprocess.Popen) -> None:
 
 @pytest.fixture
 def demo(tmp_path: Path):
-    proc, found, log = start_demo(tmp_path)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc, found, log = start_demo(tmp_path, "--dashboard", "--dashboard-port", str(port))
+    found["COMPUTE_FEED"] = f"http://127.0.0.1:{port}"  # the demo validator's signed machine feed
     yield found, tmp_path
     stop_demo(proc)
     assert proc.returncode == 0, log.read_text()[-3000:]
@@ -99,14 +104,14 @@ def run_example(name: str, env: dict[str, str], cwd: Path) -> subprocess.Complet
 
 def test_the_sdk_examples_run_against_the_local_demo(demo):
     found, root = demo
-    assert set(found) == {"BT_NETWORK", "BT_WALLET_PATH", "BT_WALLET"}
+    assert set(found) == {"BT_NETWORK", "BT_WALLET_PATH", "BT_WALLET", "COMPUTE_FEED"}
     work = root / "sync"
     work.mkdir()
-    env = {**found, "COMPUTE_DASHBOARD": ""}
-    done = run_example("sync", {k: v for k, v in env.items() if v}, work)
+    done = run_example("sync", found, work)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
-    assert sum(line.startswith("uid ") for line in lines) == 2, done.stdout
+    proven = [line for line in lines if line.startswith("uid ") and line.endswith("proven by a validator")]
+    assert len(proven) == 2, done.stdout  # both demo machines, from the validator's signed feed
     assert any(line.startswith("rented ") for line in lines) and "started" in lines
     assert f"cores: {os.cpu_count()}" in lines or any(line.startswith("cores: ") for line in lines)
     work = root / "async"
@@ -114,6 +119,7 @@ def test_the_sdk_examples_run_against_the_local_demo(demo):
     done = run_example("async", found, work)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count("step 3") == 2 and done.stdout.count("exit 0") == 2, done.stdout
+    found.pop("COMPUTE_FEED")
     for name in ("sync", "async"):  # every lease the examples rented was released on its miner
         leases = book(found, root / name / ".compute" / "register")
         assert leases and {lease["state"] for lease in leases} == {"released"}, leases

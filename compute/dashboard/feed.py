@@ -1,0 +1,131 @@
+"""The public machine feed: what this validator proved about each miner and how often it was there.
+
+``MachineFeed`` (``machine_feed.v1``) is the JSON a renter, an aggregator or ``register.py
+resources --feed`` reads at ``/api/public/v1/machines`` (signed with the validator's hotkey, see
+``compute.transport.signed_json``), and ``/machines`` shows as a page. Per machine: its uid and
+hotkey (public on chain; what a renter rents by), the GPUs and figures the validator proved on its
+own clock (model, count, TFLOPS fp16/fp32, resident memory, bandwidth), when they were first and
+last proven, and its verdict history: the last verdicts and per-day counts of this validator's
+tests over 30 days, with uptime (tests passed / tests run) over 7 and 30 days.
+
+What it leaves out on purpose (nothing that helps an attacker or that the miner wrote): GPU UUIDs,
+axon or lease endpoints, host keys, host names of multi-host miners (only how many were credited),
+failure reasons (they quote miners and name internal addresses), shared-device evidence, scores.
+
+Deliberately not here: reading the store (``compute.store.feed``), HTTP, rate limits.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Annotated, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from compute.peertext import PeerText
+from compute.store.feed import WINDOWS_DAYS, FeedHistory, MachineHistory
+
+Verdict = Literal["verified", "rented", "failed"]
+FEED_KIND: Final = "machine_feed.v1"
+
+
+class _Model(BaseModel):
+    # a newer validator may add fields: readers ignore what they do not know
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class FeedWindow(_Model):
+    """This validator's tests of the machine over the last ``days`` days."""
+
+    days: int = Field(ge=1, le=366)
+    tests: int = Field(ge=0, le=1_000_000)
+    passed: int = Field(ge=0, le=1_000_000)
+    rented: int = Field(ge=0, le=1_000_000)  # passed while its GPUs were under a verified rental
+    uptime: float | None = Field(None, ge=0, le=1)  # passed / tests (None: not tested)
+
+
+class FeedVerdict(_Model):
+    at: int = Field(ge=0)  # Unix seconds
+    verdict: Verdict
+
+
+class FeedMachine(_Model):
+    uid: int = Field(ge=0, le=65535)
+    hotkey: Annotated[str, PeerText(64)]
+    gpu_model: Annotated[str, PeerText(128)] | None = None  # as the validator identified it
+    gpu_count: int = Field(0, ge=0, le=1024)
+    tflops_fp16: float | None = Field(None, ge=0)
+    tflops_fp32: float | None = Field(None, ge=0)
+    memory_gb: float | None = Field(None, ge=0)  # proven resident, per GPU
+    bandwidth_gbs: float | None = Field(None, ge=0)
+    hosts_credited: int | None = Field(None, ge=0, le=64)  # multi-host miners: hosts proven alone
+    first_proven_at: float | None = Field(None, ge=0)
+    last_proven_at: float | None = Field(None, ge=0)  # the figures above are from this test
+    last_passed_at: float | None = Field(None, ge=0)
+    windows: list[FeedWindow] = Field(default_factory=list, max_length=8)
+    daily: list[Annotated[list[int], Field(min_length=2, max_length=2)]] = Field(
+        default_factory=list, max_length=366
+    )  # [tests, passed] per UTC day, the oldest first (the last: today so far)
+    recent: list[FeedVerdict] = Field(default_factory=list, max_length=256)  # the newest last
+
+    def window(self, days: int) -> FeedWindow | None:
+        return next((w for w in self.windows if w.days == days), None)
+
+
+class MachineFeed(_Model):
+    kind: Literal["machine_feed.v1"] = "machine_feed.v1"
+    validator: Annotated[str, PeerText(64)] | None = None  # the hotkey that signs it (None: unsigned)
+    generated_at: float = Field(ge=0)
+    machines: list[FeedMachine] = Field(default_factory=list, max_length=65_536)
+
+
+def _window(history: MachineHistory, days: int) -> FeedWindow:
+    counts = history.window(days)
+    uptime = round(counts.passed / counts.tested, 4) if counts.tested else None
+    return FeedWindow(
+        days=days, tests=counts.tested, passed=counts.passed, rented=counts.rented, uptime=uptime
+    )
+
+
+def feed_machine(history: MachineHistory) -> FeedMachine:
+    proven = history.proven
+    model = Counter(proven.models).most_common(1)[0][0] if proven is not None and proven.models else None
+    return FeedMachine(
+        uid=history.uid,
+        hotkey=history.hotkey,
+        gpu_model=model,
+        gpu_count=proven.gpu_count if proven is not None else 0,
+        tflops_fp16=proven.tflops_fp16 if proven is not None else None,
+        tflops_fp32=proven.tflops_fp32 if proven is not None else None,
+        memory_gb=proven.mem_proven_gb if proven is not None else None,
+        bandwidth_gbs=proven.mem_gbs if proven is not None else None,
+        hosts_credited=sum(1 for s in proven.hosts.values() if s > 0)
+        if proven is not None and proven.hosts
+        else None,
+        first_proven_at=history.first_proven,
+        last_proven_at=proven.created if proven is not None else None,
+        last_passed_at=history.last_passed,
+        windows=[_window(history, days) for days in WINDOWS_DAYS if days <= len(history.days)],
+        daily=[[d.tested, d.passed] for d in reversed(history.days)],
+        recent=[FeedVerdict(at=int(at), verdict=verdict) for at, verdict in history.recent],  # type: ignore[arg-type]
+    )
+
+
+def build_feed(history: FeedHistory, validator: str | None = None) -> MachineFeed:
+    """The public feed of a store's history (``validator``: the hotkey that will sign it)."""
+    return MachineFeed(
+        validator=validator,
+        generated_at=history.generated,
+        machines=[feed_machine(m) for m in history.machines],
+    )
+
+
+__all__ = [
+    "FEED_KIND",
+    "FeedMachine",
+    "FeedVerdict",
+    "FeedWindow",
+    "MachineFeed",
+    "build_feed",
+    "feed_machine",
+]

@@ -1,0 +1,126 @@
+"""The public machine feed as a page (``/machines``): one server-rendered HTML document, no scripts.
+
+One row per machine: uid, hotkey, the GPUs and figures this validator proved, when first and last
+proven, uptime over 7 and 30 days, a 30-day strip (one square per day, shaded by the share of
+tests passed; grey: not tested) and the last verdicts (green verified, blue rented, red failed).
+Built from the same ``MachineFeed`` the JSON view serves, so the page can never show more.
+"""
+
+from __future__ import annotations
+
+import time
+from html import escape
+
+from compute.dashboard.feed import FeedMachine, FeedWindow, MachineFeed
+
+REFRESH_S = 60
+_COLORS = {"verified": "#16a34a", "rented": "#2563eb", "failed": "#dc2626"}
+_CSS = """
+body{font:13px system-ui,sans-serif;margin:16px;color:#0f172a}
+h1{font-size:18px;margin:0 0 4px}p{margin:4px 0 10px;color:#475569}
+table{border-collapse:collapse}
+th,td{border-bottom:1px solid #e2e8f0;padding:3px 6px;text-align:right;white-space:nowrap}
+th{background:#f1f5f9}td.l,th.l{text-align:left}
+.none{color:#64748b}
+"""
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "—" if value is None else f"{value:.{digits}g}"
+
+
+def _date(ts: float | None) -> str:
+    return "—" if not ts else time.strftime("%Y-%m-%d %H:%M", time.gmtime(ts))
+
+
+def _uptime(window: FeedWindow | None) -> str:
+    if window is None or window.uptime is None:
+        return '<td class="none">not tested'
+    title = f"{window.passed} of {window.tests} tests passed ({window.rented} while rented)"
+    return f'<td title="{escape(title)}">{100 * window.uptime:.0f}%'
+
+
+def _strip(daily: list[list[int]]) -> str:
+    """One 5-px bar per day, the oldest on the left, green in proportion to tests passed."""
+    width = 6 * len(daily)
+    cells = []
+    for index, (tests, passed) in enumerate(daily):
+        share = passed / tests if tests else None
+        fill = (
+            "#e2e8f0"
+            if share is None
+            else f"rgb({int(220 * (1 - share))},{int(60 + 103 * share)},{int(38 + 36 * share)})"
+        )
+        label = "not tested" if tests == 0 else f"{passed}/{tests} passed"
+        cells.append(
+            f'<rect x="{6 * index}" y="0" width="5" height="12" fill="{fill}"><title>{label}</title></rect>'
+        )
+    return f'<svg class="days" width="{width}" height="12" viewBox="0 0 {width} 12">{"".join(cells)}</svg>'
+
+
+def _recent(machine: FeedMachine) -> str:
+    dots = "".join(
+        f'<circle cx="{4 + 6 * i}" cy="6" r="2.5" fill="{_COLORS[v.verdict]}"><title>{v.verdict} {_date(v.at)}</title></circle>'
+        for i, v in enumerate(machine.recent)
+    )
+    width = 6 * max(1, len(machine.recent)) + 2
+    return f'<svg class="recent" width="{width}" height="12" viewBox="0 0 {width} 12">{dots}</svg>'
+
+
+def _gpus(machine: FeedMachine) -> str:
+    if not machine.gpu_model:
+        return '<span class="none">not proven</span>'
+    text = escape(f"{machine.gpu_count}× {machine.gpu_model}" if machine.gpu_count else machine.gpu_model)
+    if machine.hosts_credited is not None:
+        text += f" · {machine.hosts_credited} host(s)"
+    return text
+
+
+def _row(machine: FeedMachine) -> str:
+    cells = [
+        f"<td>{machine.uid}",
+        f'<td class="l hotkey" title="{escape(machine.hotkey)}">{escape(machine.hotkey[:12])}…',
+        f'<td class="l gpus">{_gpus(machine)}',
+        f"<td>{_fmt(machine.tflops_fp16)}",
+        f"<td>{_fmt(machine.tflops_fp32)}",
+        f"<td>{_fmt(machine.memory_gb)}",
+        f"<td>{_fmt(machine.bandwidth_gbs)}",
+        f"<td>{_date(machine.first_proven_at)[:10]}",
+        f"<td>{_date(machine.last_proven_at)}",
+        _uptime(machine.window(7)),
+        _uptime(machine.window(30)),
+        f'<td class="l">{_strip(machine.daily)}',
+        f'<td class="l">{_recent(machine)}',
+    ]
+    return f'<tr data-uid="{machine.uid}">' + "".join(cells) + "</tr>"
+
+
+def _order(machine: FeedMachine) -> tuple:
+    month = machine.window(30)
+    return (machine.gpu_model is None, -(month.uptime or 0.0) if month else 0.0, machine.uid)
+
+
+def render_feed_page(feed: MachineFeed, title: str = "Machines proven by this validator") -> str:
+    head = (
+        "<tr><th>uid<th class=l>hotkey<th class=l>proven GPUs<th>TFLOPS fp16<th>TFLOPS fp32"
+        "<th>memory GB<th>bandwidth GB/s<th>first proven (UTC)<th>last proven (UTC)<th>uptime 7 d"
+        "<th>uptime 30 d<th class=l>30 days<th class=l>last verdicts</tr>"
+    )
+    rows = "".join(_row(m) for m in sorted(feed.machines, key=_order))
+    signer = (
+        f" Signed JSON: <code>/api/public/v1/machines</code>, validator hotkey {escape(feed.validator)}."
+        if feed.validator
+        else ""
+    )
+    return (
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
+        f'<meta http-equiv="refresh" content="{REFRESH_S}"><style>{_CSS}</style></head><body>'
+        f"<h1>{escape(title)}</h1>"
+        f"<p>Every figure is what this validator measured on its own clock; uptime is the share of its "
+        f"tests (at moments the miners could not choose) that found the machine present and proven. "
+        f"Updated {_date(feed.generated_at)} UTC.{signer}</p>"
+        f'<table id="machines"><thead>{head}</thead><tbody>{rows}</tbody></table></body></html>'
+    )
+
+
+__all__ = ["render_feed_page"]
