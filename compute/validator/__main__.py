@@ -1,5 +1,8 @@
 """``python -m compute.validator agreement-sim``: agreement vs noise and design, and validation load.
 
+Also ``check-cost`` (one test's GEMM proofs timed with the shipped worker) and ``canary-sim``
+(``tools.canary_sim``: what a renter-refusing miner keeps, and what canaries cost).
+
 Prints two tables (``--json``: one object): how well honest validators agree (pairwise weight
 cosine, Yuma validator trust) under modelled measurement noise for each design choice, and the
 share of a miner's GPU time spent on validation for 1, 16 and 64 validators at the default round
@@ -47,7 +50,36 @@ def _parser() -> argparse.ArgumentParser:
         "--target-seconds", type=float, default=3.0, help="validator target_seconds (default 3)"
     )
     cost.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    canary = sub.add_parser("canary-sim", help="availability a renter-refusing miner keeps; canaries' load")
+    canary.add_argument("--canaries", type=int, default=20, help="canaries per miner (default 20)")
+    canary.add_argument("--renters", type=int, default=10_000, help="real renters' asks (default 10000)")
+    canary.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    canary.add_argument("--json", action="store_true", help="one JSON object on stdout")
     return parser
+
+
+def _canary_sim(args: argparse.Namespace) -> int:
+    from compute.validator.tools.canary_sim import render, report
+
+    if not 1 <= args.canaries <= 1000 or not 10 <= args.renters <= 1_000_000:
+        print("--canaries must be 1..1000, --renters 10..1000000", file=sys.stderr)
+        return 2
+    d = _defaults()
+    result = report(
+        canaries=args.canaries,
+        renters=args.renters,
+        seed=args.seed,
+        interval_s=d["round_blocks"] * DEFAULT_BLOCK_SECONDS,
+        check_s=d["check_seconds"],
+        budget=d["load_budget"],
+        canary_rate=d["canary_rate"],
+        dwell_s=d["canary_dwell"],
+    )
+    if args.json:
+        sys.stdout.write(json.dumps(result) + "\n")
+    else:
+        render(result)
+    return 0
 
 
 def _report(args: argparse.Namespace) -> dict[str, Any]:
@@ -168,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "check-cost":
         return _check_cost(args)
+    if args.command == "canary-sim":
+        return _canary_sim(args)
     if not 2 <= args.validators <= 256 or not 1 <= args.miners <= 1024 or not 1 <= args.rounds <= 1000:
         print("--validators must be 2..256, --miners 1..1024, --rounds 1..1000", file=sys.stderr)
         return 2

@@ -87,6 +87,7 @@ async def _round(args: argparse.Namespace, root: Path, miners: list[dict]) -> di
     from compute.transport import KeyWallet, MinerClient
     from compute.validator.fleet.oversight import Oversight
     from compute.validator.params import RoundParams
+    from compute.validator.rentals.canary import CanaryTiming
     from compute.validator.round.loop import RoundLoop
 
     validator = Keypair.create_from_uri("//BenchValidator")
@@ -123,7 +124,7 @@ async def _round(args: argparse.Namespace, root: Path, miners: list[dict]) -> di
         allow_same_ip=True,
         step_timeout=1800,
         show_table=False,
-        oversight=Oversight(canary_rate=args.canary_rate),
+        oversight=Oversight(canary_rate=args.canary_rate, canary_timing=CanaryTiming.for_dwell(1.0)),
     )
     block = chain.block()
     cpu0, wall0 = time.process_time(), time.monotonic()
