@@ -7,10 +7,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from validator_helpers import FAKE_GPU, Miner, port_block, register_and_serve, small_params
+from validator_helpers import (
+    FAKE_GPU,
+    Miner,
+    port_block,
+    register_and_serve,
+    small_params,
+    validator_client_of,
+)
 
 from compute.allocation import AllocationManager, EmbeddedBackend, LeaseStore, ManagerLimits
-from compute.chain import connect
+from compute.chain import MetagraphSnapshot, NeuronInfo, connect
 from compute.localnet.cheaters import OneBoxBackend, RefusingManager
 from compute.miner import build_miner_app
 from compute.miner.specs import fixed_specs
@@ -97,7 +104,9 @@ def test_ledger_factors_only_lower_and_start_at_one() -> None:
     assert ledger.uptime("hk") == 0.5  # coming back does not undo an outage
 
 
-def start_custom(tmp_path: Path, make_wallet, name: str, *, box: Path | None = None, refuse=False) -> Miner:
+def start_custom(
+    tmp_path: Path, make_wallet, name: str, *, box: Path | None = None, refuse=False, policy=None
+) -> Miner:
     wallet = make_wallet(name)
     data = tmp_path / name
     kwargs = dict(bind_host="127.0.0.1", port_range=port_block())
@@ -112,7 +121,7 @@ def start_custom(tmp_path: Path, make_wallet, name: str, *, box: Path | None = N
     )
     specs = fixed_specs(gpus)
     keypair = KeyWallet.from_wallet(wallet)
-    app = build_miner_app(keypair, None, manager, lambda: specs, ServerLimits(rate_per_s=100, burst=100))
+    app = build_miner_app(keypair, policy, manager, lambda: specs, ServerLimits(rate_per_s=100, burst=100))
     server = serve_in_thread(app, "127.0.0.1", 0)
     miner = Miner(name, f"127.0.0.1:{server.port}", keypair.ss58, wallet, manager, backend)
     miner.server = server  # type: ignore[attr-defined]
@@ -144,7 +153,7 @@ def cheaters_net(tmp_path: Path, sim_chain, make_wallet, validator_client):
 
 async def test_round_credits_honest_miners_and_neither_cheat(cheaters_net, validator_client) -> None:
     chain, store, wallet, uids, miners = cheaters_net
-    oversight = Oversight(canary_rate=1.0, canary_timing=FAST)
+    oversight = Oversight(canary_rate=1.0, canary_timing=FAST, canary_dir=canary_dir_of(store))
     loop = RoundLoop(
         chain,
         store,
@@ -180,6 +189,11 @@ async def test_round_credits_honest_miners_and_neither_cheat(cheaters_net, valid
     assert oversight.ledger.availability(miners["refuser"].hotkey) == 0.5
     # next round the one-IP miners are challenged at the same moment
     assert {uids["box-a"], uids["box-b"]} <= set().union(*oversight.suspects)
+
+
+def canary_dir_of(store: ValidatorStore) -> Path:
+    """The canary books beside the validator's store (its data directory, as in production)."""
+    return Path(store.path).parent / "canary"
 
 
 def canary_target(miner: Miner) -> MinerTarget:
@@ -225,5 +239,38 @@ async def test_broken_canary_lease_is_a_failure(tmp_path: Path, make_wallet, val
     try:
         outcome = await run_canary(renter, canary_target(miner), random.Random(3), FAST)
         assert not outcome.ok and not outcome.refused and "SSH" in outcome.reason
+    finally:
+        miner.server.stop()  # type: ignore[attr-defined]
+
+
+async def test_an_open_refusal_by_access_policy_counts_only_for_the_validators_own_hotkey(
+    tmp_path: Path, make_wallet, validator_client
+) -> None:
+    """A miner may refuse a renter key outright (403, visible to every renter as "refused"): not a
+    canary failure; refusing the hotkey it serves validation leases to is."""
+    import random
+
+    from compute.transport import AccessPolicy
+
+    operator = make_wallet("operator")
+    snapshot = MetagraphSnapshot(
+        27,
+        1,
+        tuple(
+            NeuronInfo(uid, hotkey, hotkey, 10.0, False, None, True, 0)
+            for uid, hotkey in enumerate((validator_client.hotkey, operator.hotkey.ss58_address))
+        ),
+    )
+    policy = AccessPolicy(lambda: snapshot, require_permit=False, deny_hotkeys={operator.hotkey.ss58_address})
+    policy.load()
+    miner = start_custom(tmp_path, make_wallet, "picky", policy=policy)
+    try:
+        async with validator_client_of(operator, 30) as client:
+            renter = CanaryRenter(client.hotkey, client, tmp_path / "op")
+            closed = await run_canary(renter, canary_target(miner), random.Random(5), FAST)
+            assert not closed.ok and closed.excused and "access policy" in closed.reason
+            own = CanaryRenter(client.hotkey, client, tmp_path / "own", validator=True)  # as if it were
+            refused = await run_canary(own, canary_target(miner), random.Random(5), FAST)  # the validator's
+            assert not refused.ok and refused.refused and not refused.excused
     finally:
         miner.server.stop()  # type: ignore[attr-defined]

@@ -1,4 +1,4 @@
-"""``--validator.trusted_renters`` and ``--validator.canary_rate``: parsed once, bad input named."""
+"""``--validator.trusted_renters`` and the canary flags: parsed once, bad input named."""
 
 from __future__ import annotations
 
@@ -20,11 +20,23 @@ def test_trusted_renters_come_from_a_comma_list_flag_or_the_environment() -> Non
     assert parse_validator([], {}).canary_rate == 0.1
 
 
+def test_canary_hotkeys_and_dwell_come_from_flags_or_the_environment() -> None:
+    s = parse_validator(
+        ["--validator.canary_hotkeys", "operator, ops-2", "--validator.canary_dwell", "5"], {}
+    )
+    assert s.canary_hotkeys == ("operator", "ops-2") and s.canary_dwell == 5.0
+    env = {"COMPUTE_VALIDATOR_CANARY_HOTKEYS": "operator"}
+    assert parse_validator([], env).canary_hotkeys == ("operator",)
+    assert parse_validator([], {}).canary_hotkeys == () and parse_validator([], {}).canary_dwell == 60.0
+
+
 @pytest.mark.parametrize(
     ("argv", "flag"),
     [
         (["--validator.trusted_renters", "not-a-hotkey"], "--validator.trusted_renters"),
         (["--validator.canary_rate", "1.5"], "--validator.canary_rate"),
+        (["--validator.canary_hotkeys", "op/../../x"], "--validator.canary_hotkeys"),
+        (["--validator.canary_dwell", "-1"], "--validator.canary_dwell"),
     ],
 )
 def test_bad_rental_flags_name_the_flag(argv: list[str], flag: str) -> None:

@@ -124,7 +124,11 @@ async def _round(args: argparse.Namespace, root: Path, miners: list[dict]) -> di
         allow_same_ip=True,
         step_timeout=1800,
         show_table=False,
-        oversight=Oversight(canary_rate=args.canary_rate, canary_timing=CanaryTiming.for_dwell(1.0)),
+        oversight=Oversight(
+            canary_rate=args.canary_rate,
+            canary_timing=CanaryTiming.for_dwell(1.0),
+            canary_dir=root / "canary",
+        ),
     )
     block = chain.block()
     cpu0, wall0 = time.process_time(), time.monotonic()
