@@ -137,9 +137,29 @@ def memory_suite(device: str = "cpu", n: int = 2048, passes: int = 8, rounds: in
     }
 
 
-def sustained_suite(device: str = "cpu", segments: int = 8) -> dict:
-    plan = plan_sustained(0.05, "fp32", duration_s=segments * 0.25, segment_s=0.25, m=512)
-    runner = SustainedRunner(ProverEngine(device))
+def gemm_round_tflops(engine: ProverEngine, precision: str, m: int, n: int, p: int) -> float:
+    """The GEMM round's throughput as the validator times it (warm-up off the clock, commit on it)."""
+    challenge = new_challenge(precision, m, n, p, 1)  # type: ignore[arg-type]
+    engine.warm_up(challenge.model_dump())
+    started = time.perf_counter()
+    engine.commit(challenge.model_dump())
+    return 2.0 * m * n * p / (time.perf_counter() - started) / 1e12
+
+
+def sustained_suite(device: str = "cpu", segments: int = 8, width: int = 512, gemm_n: int = 8192) -> dict:
+    """A sustained run like the validator's on a CPU (segments of the GEMM round's ``width``), and
+    ``segment_over_gemm``: the median segment's throughput / the GEMM round's (the localnet shape,
+    ``width`` x ``gemm_n`` x ``width``): the calibration of ``sustained.reference_fractions`` (the
+    last window of an honest, unthrottled device is compared with fraction x GEMM). On CUDA the
+    segments are the validator's fp16 ones (2048 wide) against its 8192-wide GEMM round."""
+    engine = ProverEngine(device)
+    if device == "cuda":
+        gemm = gemm_round_tflops(engine, "fp16", 8192, 1 << 20, 8192)
+        plan = plan_sustained(gemm, "fp16", duration_s=segments * 2.0, segment_s=2.0)
+    else:
+        gemm = gemm_round_tflops(engine, "fp32", width, gemm_n, width)
+        plan = plan_sustained(gemm, "fp32", duration_s=segments * 0.25, segment_s=0.25, m=width)
+    runner = SustainedRunner(engine)
     arrivals: list[float] = []
     lines: list[dict] = []
 
@@ -158,8 +178,11 @@ def sustained_suite(device: str = "cpu", segments: int = 8) -> dict:
     ).ok
     return {
         "segments": plan.segments,
+        "gemm_tflops": gemm,
         "first_tflops": report.first_tflops,
         "last_tflops": report.last_tflops,
+        "first_over_gemm": report.first_tflops / gemm,
+        "segment_over_gemm": float(np.median(report.tflops)) / gemm,
         "ratio": report.ratio,
         "factor": report.factor,
         "last_segment_verified": ok,

@@ -9,7 +9,17 @@ the last segments with a REFERENCE the miner cannot lower: the validator-timed G
 the same GPUs this round (times the calibrated segment efficiency), or the first segments when
 those were faster. A miner that paces its first segments therefore hides nothing (the reference
 stays), and pacing the last ones only lowers the ratio. A ratio below ``1 - tolerance`` is
-throttling and lowers the score by ``sustained_factor``. Every segment is a normal PoG challenge: the validator opens
+throttling and lowers the score by ``sustained_factor``.
+
+The reference is only as good as its calibration: segments are narrower GEMMs than the GEMM round,
+so an honest device runs them at some fraction S/G of its GEMM throughput, and a device whose S/G is
+above the configured fraction can pace its segments down to fraction x G without showing throttling
+(issue 24, finding 7). ``reference_fraction_for`` takes the calibrated fraction of the device's
+class (``sustained.reference_fractions``, measured with ``bench --suite sustained``: its
+``segment_over_gemm``), never lower than any class the miner claims or is identified as. A throttled
+verdict is re-confirmed by a second run before it is carried for rounds (``confirmed``): the second
+run is judged against the first run's opening throughput too, so a device that throttles shows it
+again, while a noisy first run is forgiven. Every segment is a normal PoG challenge: the validator opens
 a few of them (``choose_segments``) and checks them with ``verify``.
 
 Pure functions over numbers and wire models; it does not run segments or talk to the worker.
@@ -20,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import math
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -90,6 +100,7 @@ class SustainedReport:
     throttled: bool
     factor: float  # multiplier for the score, 1.0 when within tolerance
     reference_tflops: float = 0.0  # validator-timed GEMM reference (0: none, the first window alone)
+    runs: int = 1  # 2: a throttled verdict was re-confirmed by a second run (``confirmed``)
 
 
 def sustained_factor(ratio: float, tolerance: float = 0.1, floor: float = 0.0) -> float:
@@ -130,6 +141,27 @@ def _reference(value: float | None) -> float:
     if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
         return 0.0
     return float(value) if math.isfinite(value) and value > 0 else 0.0
+
+
+def reference_fraction_for(classes, fractions: dict[str, float], default: float) -> float:
+    """The segment/GEMM fraction for a device of ``classes`` (claimed and identified model names):
+    the largest calibrated one among them (``default`` for a class not calibrated). A claim can only
+    raise it, so naming another class never loosens the reference."""
+    return max([fractions.get(name, default) for name in classes if name] or [default])
+
+
+def confirmed(first: SustainedReport, second: SustainedReport) -> SustainedReport:
+    """The verdict of a throttled run re-run at once: the milder of the two (noise is forgiven, a
+    throttling device shows it twice), marked ``runs=2``. The second run is analysed against
+    ``max(reference, first.first_tflops)`` (``confirmation_reference``), so pacing only lowers it."""
+    kept = second if second.factor > first.factor else first
+    return replace(kept, runs=2)
+
+
+def confirmation_reference(first: SustainedReport) -> float:
+    """What the confirming run is compared with: the original reference or the first run's opening
+    throughput, whichever is higher (a device that starts the second run hot is judged by its cool start)."""
+    return max(first.reference_tflops, first.first_tflops)
 
 
 def choose_segments(plan: SustainedPlan, count: int = 3, rng: np.random.Generator | None = None) -> list[int]:

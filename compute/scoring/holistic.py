@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from compute.scoring.score import ScoringError
 from compute.scoring.value import ValueShape
@@ -42,9 +42,20 @@ class GpuPart(_Frozen):
 class SustainedPart(_Frozen):
     tolerance: float = Field(default=0.1, ge=0, lt=1)
     floor: float = Field(default=0.0, ge=0, le=1)
-    # honest segment throughput / GEMM-round throughput (smaller segment shapes run a little slower):
-    # the reference the last segments are compared with is GEMM x this, whatever the first segments did
-    reference_fraction: float = Field(default=0.8, gt=0, le=1)
+    # honest segment throughput / GEMM-round throughput (segments are narrower GEMMs): the reference
+    # the last segments are compared with is GEMM x this, whatever the first segments did. Per class
+    # (a table model name or CPU) where calibrated (bench --suite sustained: segment_over_gemm); a
+    # miner's class is the largest of its claimed and identified ones (compute.pog.sustained)
+    reference_fraction: float = Field(default=0.8, gt=0, le=2)
+    reference_fractions: dict[str, float] = Field(default_factory=lambda: {"CPU": 1.0})
+
+    @field_validator("reference_fractions")
+    @classmethod
+    def _fractions_in_range(cls, value: dict[str, float]) -> dict[str, float]:
+        bad = {name: f for name, f in value.items() if not (isinstance(f, (int, float)) and 0 < f <= 2)}
+        if bad:
+            raise ValueError(f"reference_fractions must be in (0, 2]: {bad}")
+        return value
 
 
 class HostComponent(_Frozen):

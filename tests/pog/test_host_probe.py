@@ -37,10 +37,8 @@ from compute.pog.memory import (
     MemoryCommitment,
     MemoryEngine,
     MemoryOpening,
-    MemoryPolicy,
     choose_memory_openings,
     judge_memory_timing,
-    plan_memory,
     proven_bytes,
     verify_memory,
 )
@@ -271,14 +269,15 @@ def test_host_ram_is_credited_only_when_resident(engine, credited) -> None:
     assert proven == (challenge.matrix_bytes if credited else 0), timing.reasons
 
 
-def test_the_former_constant_bound_let_a_regenerating_host_through() -> None:
-    """The same regenerating prover against the former plan and bound (1e9 element-rounds/s for any
-    host, 32 rounds): it passed, so RAM it never held was credited."""
-    old = MemoryPolicy(max_regen_rate=1e9, host_stream_gbs=0.0, min_bandwidth_fraction=0.0)
-    challenge = plan_memory(0.004, 1.0, 1, fraction=1.0, passes=8, policy=old, rng=np.random.default_rng(5))
-    elements_cpu(np.arange(1, dtype=np.uint32), np.arange(8, dtype=np.uint32), round_keys(b"k" * 16, 0, 4))
-    proven, timing = _ram_round(NoRam, challenge, old)
-    assert proven == challenge.matrix_bytes, timing.reasons
+def test_the_former_constant_bound_was_below_what_one_core_regenerates() -> None:
+    """The former bound assumed 1e9 element-rounds/s for any host; the compiled mixer alone does more
+    on one core of this shared 2-core machine (best of 10 short runs; ~1e10 when it is quiet), so a
+    host of a few cores regenerated every pass in time and RAM it never held was credited."""
+    keys = round_keys(b"k" * 16, 0, 64)
+    rows, cols = np.arange(16, dtype=np.uint32), np.arange(4096, dtype=np.uint32)
+    elements_cpu(rows[:1], cols[:8], keys)  # compile
+    best = min(_timed(elements_cpu, rows, cols, keys)[1] for _ in range(10))
+    assert 16 * 4096 * 64 / best > 1e9
 
 
 def test_hiding_cores_to_loosen_the_ram_bound_costs_more_than_the_ram_term_pays() -> None:

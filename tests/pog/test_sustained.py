@@ -14,7 +14,10 @@ from compute.pog.sustained import (
     SustainedError,
     analyse_series,
     choose_segments,
+    confirmation_reference,
+    confirmed,
     plan_sustained,
+    reference_fraction_for,
     sustained_factor,
 )
 
@@ -144,3 +147,53 @@ def test_random_pacing_never_raises_the_ratio_above_the_reference_bound() -> Non
 def test_an_unusable_reference_falls_back_to_the_first_window(reference) -> None:
     report = analyse_series(0.0, _series([1.0] * 8 + [0.5] * 2), 2e12, reference_tflops=reference)
     assert report.ratio == pytest.approx(0.5) and report.reference_tflops == 0.0
+
+
+def _credit(factor: float) -> float:
+    """The GPU part of a score (one GPU of credit 1.0) under a sustained factor."""
+    from compute.scoring import HolisticConfig, HostEvidence, holistic_score
+
+    return holistic_score([1.0], HostEvidence(), False, factor, HolisticConfig()).gpu_part
+
+
+def test_pacing_hides_no_throttling_once_the_class_reference_is_calibrated() -> None:
+    """Issue 24, finding 7: a device whose segments honestly run at S = 1.25 x its GEMM figure G (the
+    CPU path here) throttles to 70 %. Against 0.8 G it paced every segment to 0.7 S and showed no
+    throttling (factor 1.00 vs 0.78 honest); against its class's calibrated fraction (S/G = 1.25) the
+    paced run is judged like the honest one and credited no more."""
+    gemm, s = 2.0, 2.5
+    honest_series = _series([s] * 4 + [0.7 * s] * 6)
+    paced_series = _series([0.7 * s] * 10)
+    old = 0.8 * gemm
+    calibrated = reference_fraction_for(["CPU"], {"CPU": s / gemm}, 0.8) * gemm
+    honest_old = analyse_series(0.0, honest_series, 2e12, reference_tflops=old)
+    paced_old = analyse_series(0.0, paced_series, 2e12, reference_tflops=old)
+    assert honest_old.factor == pytest.approx(0.7 / 0.9) and paced_old.factor == 1.0  # the finding
+    honest = analyse_series(0.0, honest_series, 2e12, reference_tflops=calibrated)
+    paced = analyse_series(0.0, paced_series, 2e12, reference_tflops=calibrated)
+    assert paced.factor == pytest.approx(honest.factor) == pytest.approx(0.7 / 0.9)
+    assert _credit(paced.factor) <= _credit(honest.factor) < _credit(paced_old.factor)
+
+
+def test_a_claimed_class_can_only_raise_the_reference_fraction() -> None:
+    fractions = {"H100 SXM": 0.9, "CPU": 1.0}
+    assert reference_fraction_for(["H100 SXM"], fractions, 0.8) == 0.9
+    assert reference_fraction_for(["H100 SXM", "RTX 4090"], fractions, 0.8) == 0.9  # a wrong claim: no lower
+    assert reference_fraction_for([None, "RTX 4090"], fractions, 0.8) == 0.8  # not calibrated: the default
+    assert reference_fraction_for([], fractions, 0.8) == 0.8
+
+
+def test_a_throttled_verdict_is_confirmed_by_a_second_run_and_noise_is_forgiven() -> None:
+    """Re-confirmation before a multi-round penalty: the second run is judged against the first run's
+    opening throughput too, so a throttling device (hot from its start) shows the same ratio, a
+    one-off dip is forgiven, and pacing the second run gains nothing."""
+    reference = 1.6
+    noisy = analyse_series(0.0, _series([2.0] * 8 + [1.6] * 2), 2e12, reference_tflops=reference)
+    assert noisy.throttled
+    clean = analyse_series(0.0, _series([2.0] * 10), 2e12, reference_tflops=confirmation_reference(noisy))
+    assert confirmed(noisy, clean).factor == 1.0 and confirmed(noisy, clean).runs == 2
+    throttler = analyse_series(0.0, _series([2.0] * 4 + [1.4] * 6), 2e12, reference_tflops=reference)
+    again = analyse_series(0.0, _series([1.4] * 10), 2e12, reference_tflops=confirmation_reference(throttler))
+    assert throttler.factor < 1.0 and confirmed(throttler, again).factor == pytest.approx(throttler.factor)
+    paced = analyse_series(0.0, _series([1.0] * 10), 2e12, reference_tflops=confirmation_reference(throttler))
+    assert confirmed(throttler, paced).factor == throttler.factor

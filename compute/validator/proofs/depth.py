@@ -48,7 +48,7 @@ from compute.pog import (
     verify_async,
     verify_memory,
 )
-from compute.pog.sustained import SustainedError
+from compute.pog.sustained import SustainedError, confirmation_reference, confirmed
 from compute.scoring import GpuTable
 from compute.validator.params import DepthParams
 from compute.validator.session.pog_session import PogSession, WorkerFailed
@@ -159,9 +159,22 @@ async def prove_sustained(
     """Segments back to back, stamped on arrival; a few opened and verified (always the last).
 
     ``reference_tflops`` is the validator-timed GEMM throughput of all the GPUs this round (times the
-    segment efficiency): the last segments are compared with it, not only with the miner's first.
-    A CPU machine runs segments of the GEMM round's own width ``cpu_m`` (small enough to keep), so
-    the reference compares like with like."""
+    class's calibrated segment efficiency): the last segments are compared with it, not only with the
+    miner's first. A CPU machine runs segments of the GEMM round's own width ``cpu_m`` (small enough
+    to keep), so the reference compares like with like. A throttled verdict is re-confirmed at once by
+    a second run judged against the first run's opening throughput too (``sustained.confirmed``)
+    before it is carried forward for rounds."""
+    args = (session, expected_tflops, gpu_count, cpu, depth, timeout, cpu_m, verify_workers)
+    report = await _sustained_run(*args, reference_tflops)
+    if not report.throttled:
+        return report
+    log.info("sustained run throttled (ratio %.3f): confirming with a second run", report.ratio)
+    return confirmed(report, await _sustained_run(*args, confirmation_reference(report)))
+
+
+async def _sustained_run(
+    session, expected_tflops, gpu_count, cpu, depth, timeout, cpu_m, verify_workers, reference_tflops
+) -> SustainedReport:
     if cpu:
         plan = plan_sustained(
             expected_tflops, "fp32", 1, depth.cpu_sustained_seconds, depth.cpu_sustained_seconds / 4, m=cpu_m

@@ -9,8 +9,9 @@ from __future__ import annotations
 import time
 
 from compute.pog import Challenge, uuid_change
+from compute.pog.sustained import reference_fraction_for
 from compute.protocol import MachineSpecs
-from compute.scoring import GpuTable
+from compute.scoring import GpuTable, identify
 from compute.store import PogResult
 from compute.validator.params import RoundParams
 from compute.validator.proofs.depth import (
@@ -24,6 +25,17 @@ from compute.validator.proofs.depth import (
 from compute.validator.proofs.evidence import Measured
 from compute.validator.proofs.sizing import expected_tflops
 from compute.validator.session.pog_session import PogSession
+
+
+def _segment_fraction(
+    params: RoundParams, table: GpuTable, names: list[str], measured: Measured, cpu: bool
+) -> float:
+    """The calibrated segment/GEMM fraction of this miner's class: the largest among the models it
+    claims and the one its measured throughput identifies (a claim can only raise it)."""
+    found = identify(measured.tflops.get("fp16"), measured.tflops.get("fp32"), None, None, table)
+    classes = [table.resolve_name(name) for name in names] + [found.model, "CPU" if cpu else None]
+    part = params.holistic.sustained
+    return reference_fraction_for(classes, part.reference_fractions, part.reference_fraction)
 
 
 async def prove_depth(
@@ -64,7 +76,7 @@ async def prove_depth(
         measured.tflops["fp32"] if cpu else expected_tflops(table, specs, "fp16") or measured.tflops["fp16"]
     )
     gemm = measured.tflops["fp32" if cpu else "fp16"]  # this round's GEMM, the validator's clock
-    reference = gemm * count * params.holistic.sustained.reference_fraction
+    reference = gemm * count * _segment_fraction(params, table, names, measured, cpu)
     width = min(together[0].m, together[0].p, 1024)  # CPU segments as wide as the GEMM round
     measured.sustained = await prove_sustained(
         session,
