@@ -1,7 +1,9 @@
 """``python -m compute bench-hardening [--json]``: the miner's hardening figures, measured.
 
-- flood: a signed server in its own process, a 200-connection slow-body flood from 127.0.0.2 in
-  another, and signed calls from 127.0.0.1 meanwhile: answered share and p95 (target 100 %, <= 1 s);
+- flood: a signed server in its own process, a slow-body flood of ``--connections`` from each of
+  ``--addresses`` loopback addresses (127.0.0.2 on) in another, and signed calls from 127.0.0.1
+  meanwhile: answered share and p95 (target 100 %, <= 1 s; ``--addresses 40 --connections 100``
+  is the 4,000-connection flood of issue 28);
 - crash loop: ``kill -9`` at every step of allocate and release, ``--iterations`` times each, then a
   restart: ghost leases, orphans, failed restarts (target 0 / 0 / 0);
 - isolation (Docker, root): a lease container probes another tenant's SSH, the host gateway and a
@@ -33,8 +35,9 @@ def _server_main(conn: Any) -> None:
     from bittensor.sp_core import Keypair
 
     from compute.protocol import HealthRequest, HealthResponse
-    from compute.transport import ServerLimits, SignedServer, serve_in_thread
+    from compute.transport import ServerLimits, SignedServer, raise_nofile_limit, serve_in_thread
 
+    raise_nofile_limit()  # as the miner does at start; the caps are sized against it
     server = SignedServer(Keypair.create_from_uri(MINER_URI), None, ServerLimits(rate_per_s=1000, burst=1000))
 
     @server.route("/v1/health", HealthRequest, HealthResponse)
@@ -50,12 +53,12 @@ def _server_main(conn: Any) -> None:
     running.stop()
 
 
-async def _flood(connections: int, calls: int) -> dict[str, Any]:
+async def _flood(connections: int, calls: int, addresses: int = 1) -> dict[str, Any]:
     from bittensor.sp_core import Keypair
 
     from compute.protocol import HealthRequest
     from compute.transport import KeyWallet, MinerClient
-    from compute.transport.flood import flood_process, p95, signed_latencies
+    from compute.transport.flood import flood_process, loopback_sources, p95, signed_latencies
 
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
@@ -69,7 +72,10 @@ async def _flood(connections: int, calls: int) -> dict[str, Any]:
             return await client.call(f"127.0.0.1:{port}", miner, HealthRequest())
 
         await call()
-        flood = flood_process(port, connections=connections, mode="slow-body", seconds=calls * 0.5 + 30)
+        sources = loopback_sources(addresses)
+        flood = flood_process(
+            port, sources=sources, connections=connections, mode="slow-body", seconds=calls * 0.5 + 30
+        )
         await asyncio.sleep(3.0)
         answered, failed = await signed_latencies(call, calls, interval_s=0.1)
         flood.kill()
@@ -77,7 +83,8 @@ async def _flood(connections: int, calls: int) -> dict[str, Any]:
     refused = parent.recv()
     server.join(10)
     return {
-        "flood_connections": connections,
+        "flood_connections": connections * addresses,
+        "flood_addresses": addresses,
         "signed_calls": calls,
         "answered_pct": round(100.0 * len(answered) / calls, 1),
         "p95_s": round(p95(answered), 3),
@@ -108,7 +115,10 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m compute bench-hardening", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--connections", type=int, default=200, help="slow-body connections (200)")
+    parser.add_argument(
+        "--connections", type=int, default=200, help="slow-body connections per flood address (200)"
+    )
+    parser.add_argument("--addresses", type=int, default=1, help="flood source addresses, 127.0.0.2 on (1)")
     parser.add_argument("--calls", type=int, default=40, help="signed calls during the flood (40)")
     parser.add_argument("--iterations", type=int, default=20, help="kills per step in the crash loop (20)")
     parser.add_argument(
@@ -121,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     result: dict[str, Any] = {"load_average": [round(x, 2) for x in os.getloadavg()]}
     if "flood" not in args.skip:
-        result["flood"] = asyncio.run(_flood(args.connections, args.calls))
+        result["flood"] = asyncio.run(_flood(args.connections, args.calls, args.addresses))
     if "crash" not in args.skip:
         result["crash_loop"] = _crash(args.iterations, args.backend)
     if "isolation" not in args.skip:

@@ -26,7 +26,7 @@ from .client import (
     RequestTimeout,
     TransportError,
 )
-from .guard import ConnectionGuard, GuardLimits, raise_nofile_limit
+from .guard import ConnectionGuard, GuardLimits, fit_to_nofile, raise_nofile_limit
 from .policy import AccessPolicy, Forbidden, PolicyUnavailable
 from .ratelimit import Busy, PrioritySemaphore, RateLimiter
 from .server import (
@@ -65,6 +65,7 @@ __all__ = [
     "WalletError",
     "current_signed",
     "load_wallet",
+    "fit_to_nofile",
     "raise_nofile_limit",
     "response_message",
     "serve",

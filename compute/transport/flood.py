@@ -80,9 +80,17 @@ class Flood:
                     return
 
 
-def _flood_main(port: int, source: str, connections: int, mode: Mode, path: str, seconds: float) -> None:
+def _flood_main(
+    port: int, sources: tuple[str, ...], connections: int, mode: Mode, path: str, seconds: float
+) -> None:
+    from compute.transport.guard import raise_nofile_limit
+
+    raise_nofile_limit()  # an attacker holds as many sockets as its own machine allows
+
     async def run() -> None:
-        async with Flood(port, source, connections, mode, path):
+        async with contextlib.AsyncExitStack() as stack:
+            for source in sources:
+                await stack.enter_async_context(Flood(port, source, connections, mode, path))
             await asyncio.sleep(seconds)
 
     asyncio.run(run())
@@ -96,10 +104,13 @@ def flood_process(
     mode: Mode = "slow-body",
     path: str = "/v1/health",
     seconds: float = 30.0,
+    sources: tuple[str, ...] = (),
 ) -> mp.process.BaseProcess:
-    """Run a ``Flood`` in its own process (as a real attacker would be: not sharing our CPU time)."""
+    """Run a ``Flood`` in its own process (as a real attacker would be: not sharing our CPU time).
+
+    ``sources``: several source addresses (``connections`` from each) instead of ``source``."""
     process = mp.get_context("spawn").Process(
-        target=_flood_main, args=(port, source, connections, mode, path, seconds), daemon=True
+        target=_flood_main, args=(port, sources or (source,), connections, mode, path, seconds), daemon=True
     )
     process.start()
     return process
@@ -122,6 +133,12 @@ async def signed_latencies(
     return answered, failed
 
 
+def loopback_sources(count: int, first: int = 2) -> tuple[str, ...]:
+    """``count`` distinct loopback source addresses, 127.0.0.``first`` on (never .0 or .255)."""
+    ks = range(first - 1, first - 1 + count)
+    return tuple(f"127.0.{k // 254}.{k % 254 + 1}" for k in ks)
+
+
 def p95(values: list[float]) -> float:
     """The 95th percentile (nearest rank); 0.0 for no values."""
     if not values:
@@ -130,4 +147,4 @@ def p95(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, int(round(0.95 * len(ordered) + 0.5)) - 1)]
 
 
-__all__ = ["Flood", "flood_process", "p95", "signed_latencies"]
+__all__ = ["Flood", "flood_process", "loopback_sources", "p95", "signed_latencies"]

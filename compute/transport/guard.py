@@ -4,7 +4,13 @@ A peer that never authenticates can still hold sockets, send headers or a body o
 time, or open thousands of connections. This module bounds all of that before any handler runs:
 
 - ``ConnectionGuard`` counts open connections, in total and per remote address, and refuses a
-  new one over either cap with a bare ``503`` and a close (no task, no parsing).
+  new one over either cap with a bare ``503`` and a close (no task, no parsing). The last
+  ``known_reserve`` slots are kept for *known* addresses (ones that recently sent a request the
+  server authenticated and admitted), so a flood of strangers from many addresses cannot take the
+  slots the validators connect with.
+- ``fit_to_nofile`` sizes the caps against the process's open-file limit (which the miner first
+  raises to its hard limit, ``raise_nofile_limit``), leaving room for everything else the process
+  keeps open: a flood is refused by the caps, never by ``EMFILE`` ("Too many open files").
 - ``guarded_protocol`` is uvicorn's h11 protocol with that guard and a header deadline: a
   connection must deliver complete request headers within ``header_timeout_s`` of opening (or
   of its previous response), else it is closed. The body deadline and the per-address cap on
@@ -22,9 +28,9 @@ import asyncio
 import logging
 import resource
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -43,9 +49,34 @@ class GuardLimits:
     max_connections_per_ip: int = 128
     header_timeout_s: float = 10.0
     backlog: int = 2048
-    connect_rate_per_ip: float = 50.0  # new connections per second per address (token bucket)
-    connect_burst_per_ip: float = 200.0
+    connect_rate_per_ip: float = 10.0  # new connections per second per address (token bucket)
+    connect_burst_per_ip: float = 50.0
     log_interval_s: float = 10.0
+    known_reserve: int = 256  # slots only addresses that authenticated recently may take
+    known_ttl_s: float = 3600.0  # how long an address stays known after its last admitted request
+    max_known: int = 4096  # addresses remembered (least recently admitted forgotten first)
+
+
+RESERVED_FDS = 512  # what the process keeps open besides API connections: stores, engines, leases, logs
+
+
+def fit_to_nofile(limits: GuardLimits, nofile: int) -> GuardLimits:
+    """``limits`` with caps that fit in ``nofile`` open files (``RESERVED_FDS`` kept for the rest)."""
+    total = max(64, min(limits.max_connections, nofile - RESERVED_FDS))
+    reserve = min(limits.known_reserve, total // 4)
+    per_ip = min(limits.max_connections_per_ip, max(8, (total - reserve) // 16))
+    return replace(
+        limits,
+        max_connections=total,
+        known_reserve=reserve,
+        max_connections_per_ip=per_ip,
+        backlog=min(limits.backlog, total),
+    )
+
+
+def open_file_limit() -> int:
+    """This process's soft ``RLIMIT_NOFILE``."""
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
 @dataclass
@@ -91,6 +122,27 @@ class ConnectionGuard:
         self.total = 0
         self.per_ip: Counter[str] = Counter()
         self.connects = RateLimiter(self.limits.connect_rate_per_ip, self.limits.connect_burst_per_ip)
+        self.known: OrderedDict[str, float] = OrderedDict()  # address -> when it stops being known
+        self.clock = time.monotonic
+        # set by the server while unknown addresses hold all the unauthenticated requests they may:
+        # a new connection from one of them is then refused here, before any parsing (the cheapest)
+        self.strangers_full = False
+
+    def trust(self, address: str) -> None:
+        """``address`` sent a request that was authenticated and admitted: it may use the reserve."""
+        self.known[address] = self.clock() + self.limits.known_ttl_s
+        self.known.move_to_end(address)
+        while len(self.known) > self.limits.max_known:
+            self.known.popitem(last=False)
+
+    def is_known(self, address: str) -> bool:
+        until = self.known.get(address)
+        if until is None:
+            return False
+        if until < self.clock():
+            del self.known[address]
+            return False
+        return True
 
     def admit(self, address: str) -> bool:
         if self.connects.take(address) > 0:
@@ -98,6 +150,13 @@ class ConnectionGuard:
             return False
         if self.total >= self.limits.max_connections:
             self.refusals.note("connections (server full)", address)
+            return False
+        stranger = not self.is_known(address)
+        if stranger and self.total >= self.limits.max_connections - self.limits.known_reserve:
+            self.refusals.note("connections (full for unknown addresses)", address)
+            return False
+        if stranger and self.strangers_full:
+            self.refusals.note("connections (unauthenticated requests full)", address)
             return False
         if self.per_ip[address] >= self.limits.max_connections_per_ip:
             self.refusals.note("connections (per-address cap)", address)
@@ -203,10 +262,11 @@ def throttle_noisy_loggers() -> None:
             target.addFilter(ThrottleFilter(one_line=one_line))
 
 
-def raise_nofile_limit(wanted: int = 65536) -> tuple[int, int]:
-    """Raise the soft ``RLIMIT_NOFILE`` toward ``wanted`` (capped by the hard limit); returns it."""
+def raise_nofile_limit() -> tuple[int, int]:
+    """Raise the soft ``RLIMIT_NOFILE`` to the hard limit (``fs.nr_open`` when unlimited); returns
+    (soft, hard). The hard limit is the operator's (pm2's shell, ``LimitNOFILE=`` of a unit)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    target = hard if hard != resource.RLIM_INFINITY else _nr_open()
     if soft < target:
         try:
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
@@ -216,9 +276,19 @@ def raise_nofile_limit(wanted: int = 65536) -> tuple[int, int]:
     return soft, hard
 
 
+def _nr_open() -> int:
+    try:
+        return int(open("/proc/sys/fs/nr_open").read())  # noqa: SIM115, PTH123 - one tiny read
+    except (OSError, ValueError):
+        return 1 << 20
+
+
 __all__ = [
+    "RESERVED_FDS",
     "ConnectionGuard",
     "GuardLimits",
+    "fit_to_nofile",
+    "open_file_limit",
     "RefusalLog",
     "ThrottleFilter",
     "guarded_protocol",

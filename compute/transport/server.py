@@ -46,7 +46,7 @@ from starlette.responses import Response
 from compute.protocol import ErrorCode, ErrorResponse, RequestFailed
 
 from .auth import HEADER_RESPONSE_HOTKEY, HEADER_RESPONSE_SIGNATURE, KeyWallet, sign_response
-from .guard import ConnectionGuard, GuardLimits
+from .guard import ConnectionGuard, GuardLimits, fit_to_nofile, open_file_limit
 from .policy import AccessPolicy, Forbidden, PolicyUnavailable
 from .ratelimit import Busy, PrioritySemaphore, RateLimiter, retry_after_header
 from .running import RunningServer, serve, serve_in_thread
@@ -110,8 +110,10 @@ class ServerLimits:
     max_connections_per_ip: int = 128
     max_preauth_per_ip: int = 64
     backlog: int = 2048
-    connect_rate_per_ip: float = 50.0
-    connect_burst_per_ip: float = 200.0
+    connect_rate_per_ip: float = 10.0
+    connect_burst_per_ip: float = 50.0
+    known_reserve: int = 256  # connections kept for addresses of admitted callers (see guard)
+    max_preauth_strangers: int = 256  # unauthenticated requests in flight from all unknown addresses
 
 
 @dataclass(frozen=True)
@@ -166,17 +168,18 @@ class SignedServer:
         self.slots = PrioritySemaphore(self.limits.max_concurrency, self.limits.max_waiting)
         self.insecure_disable_auth = insecure_disable_auth
         lim = self.limits
-        self.guard = ConnectionGuard(
-            GuardLimits(
-                lim.max_connections,
-                lim.max_connections_per_ip,
-                lim.header_timeout_s,
-                lim.backlog,
-                lim.connect_rate_per_ip,
-                lim.connect_burst_per_ip,
-            )
+        guard_limits = GuardLimits(
+            lim.max_connections,
+            lim.max_connections_per_ip,
+            lim.header_timeout_s,
+            lim.backlog,
+            lim.connect_rate_per_ip,
+            lim.connect_burst_per_ip,
+            known_reserve=lim.known_reserve,
         )
+        self.guard = ConnectionGuard(fit_to_nofile(guard_limits, open_file_limit()))
         self._preauth: Counter[str] = Counter()
+        self._strangers = 0  # unauthenticated requests in flight from unknown addresses
         if insecure_disable_auth:
             logger.warning("SignedServer hotkey=%s runs WITHOUT authentication (benchmark only)", self.hotkey)
         self._routes: dict[str, _Route] = {}
@@ -218,6 +221,7 @@ class SignedServer:
                 body = await self._read_body(request)
                 caller = self._authenticate(request, body)
             priority = self._admit(caller.hotkey_ss58)
+            self.guard.trust(address)  # an admitted caller's address keeps the reserved slots open
             try:
                 signed = RawSigned(
                     route.path, body, {k: v for k, v in request.headers.items() if k.lower() in _AUTH_HEADERS}
@@ -253,10 +257,25 @@ class SignedServer:
                 f"more than {self.limits.max_preauth_per_ip} unauthenticated requests in flight from {address}",
                 {"Retry-After": "1", "Connection": "close"},
             )
+        stranger = not self.guard.is_known(address)
+        if stranger and self._strangers >= self.limits.max_preauth_strangers:
+            # every slow body costs the event loop work per byte: unknown addresses share a bounded
+            # number of them, so that a flood from many addresses cannot slow the validators' answers
+            self.guard.refusals.note("requests (unauthenticated, all unknown addresses)", address)
+            raise _Refusal(
+                429,
+                ErrorCode.RATE_LIMITED,
+                "too many unauthenticated requests in flight; retry shortly",
+                {"Retry-After": "1", "Connection": "close"},
+            )
         self._preauth[address] += 1
+        self._strangers += stranger
+        self.guard.strangers_full = self._strangers >= self.limits.max_preauth_strangers
         try:
             yield
         finally:
+            self._strangers -= stranger
+            self.guard.strangers_full = self._strangers >= self.limits.max_preauth_strangers
             self._preauth[address] -= 1
             if self._preauth[address] <= 0:
                 del self._preauth[address]

@@ -150,7 +150,7 @@ def test_throttle_filter_bounds_a_noisy_logger():
     assert sum(throttle.filter(r) for r in records) == 3
 
 
-def test_nofile_limit_is_raised_toward_the_hard_limit():
+def test_nofile_limit_is_raised_to_the_hard_limit():
     import resource
 
     from compute.transport import raise_nofile_limit
@@ -158,7 +158,34 @@ def test_nofile_limit_is_raised_toward_the_hard_limit():
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(256, hard), hard))
     try:
-        raised, _ = raise_nofile_limit(4096)
-        assert raised == min(4096, hard) and resource.getrlimit(resource.RLIMIT_NOFILE)[0] == raised
+        raised, told = raise_nofile_limit()
+        assert raised == hard == told and resource.getrlimit(resource.RLIMIT_NOFILE)[0] == hard
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+@pytest.mark.parametrize(
+    ("nofile", "total", "per_ip", "reserve"),
+    [(1024, 512, 24, 128), (4096, 2048, 112, 256), (1048576, 2048, 112, 256), (300, 64, 8, 16)],
+)
+def test_connection_caps_fit_the_open_file_limit(nofile, total, per_ip, reserve):
+    from compute.transport import GuardLimits, fit_to_nofile
+
+    fitted = fit_to_nofile(GuardLimits(), nofile)
+    assert (fitted.max_connections, fitted.max_connections_per_ip, fitted.known_reserve) == (
+        total,
+        per_ip,
+        reserve,
+    )
+    assert fitted.backlog <= fitted.max_connections
+
+
+def test_the_last_slots_are_kept_for_known_addresses():
+    from compute.transport import GuardLimits
+
+    guard = ConnectionGuard(GuardLimits(max_connections=10, known_reserve=3, max_connections_per_ip=100))
+    admitted = [guard.admit(f"10.0.0.{i}") for i in range(9)]
+    assert admitted == [True] * 7 + [False] * 2  # strangers stop at 10 - 3
+    guard.trust("192.0.2.1")
+    assert guard.admit("192.0.2.1") and guard.admit("192.0.2.1") and guard.admit("192.0.2.1")
+    assert not guard.admit("192.0.2.1")  # the total cap holds for everyone
