@@ -408,6 +408,24 @@ class RentalReceiptsResponse(Message):
     receipts: list[RentalReceipt] = Field(default_factory=list, max_length=64)
 
 
+class LeaseEndRequest(Message):
+    """validator -> miner: did the renter release this rental itself? (docs/collateral.md)"""
+
+    kind: Literal["lease_end"] = "lease_end"
+    lease_id: LeaseId
+
+
+class LeaseEndResponse(Message):
+    """miner -> validator: the renter's own signed deallocate request, when it released the lease.
+
+    ``released`` None: the miner holds no release by the renter (a lease that died inside its
+    term is then the miner's failure)."""
+
+    kind: Literal["lease_end"] = "lease_end"
+    lease_id: LeaseId
+    released: SignedRequest | None = None
+
+
 class LeaseResponse(Message):
     kind: Literal["lease"] = "lease"
     lease: LeaseInfo
@@ -458,6 +476,7 @@ Request = (
     | DeallocateRequest
     | ListLeasesRequest
     | RentalReceiptsRequest
+    | LeaseEndRequest
     | TemplatesRequest
     | ListVolumesRequest
     | DeleteVolumeRequest
@@ -475,6 +494,7 @@ ROUTES: dict[type[Message], tuple[str, type[Message]]] = {
     DeallocateRequest: ("/v1/leases/deallocate", DeallocateResponse),
     ListLeasesRequest: ("/v1/leases/list", ListLeasesResponse),
     RentalReceiptsRequest: ("/v1/leases/receipts", RentalReceiptsResponse),
+    LeaseEndRequest: ("/v1/leases/end", LeaseEndResponse),
     TemplatesRequest: ("/v1/templates", TemplatesResponse),
     ListVolumesRequest: ("/v1/volumes/list", ListVolumesResponse),
     DeleteVolumeRequest: ("/v1/volumes/delete", DeleteVolumeResponse),
@@ -533,6 +553,8 @@ __all__ = [
     "HealthRequest",
     "HealthResponse",
     "ImageRef",
+    "LeaseEndRequest",
+    "LeaseEndResponse",
     "LeaseHealth",
     "LeaseIdle",
     "LeaseInfo",

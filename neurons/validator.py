@@ -45,6 +45,7 @@ from compute.validator import (  # noqa: E402
     round_step_timeout,
     wandb_wanted,
 )
+from compute.validator.collateral.wiring import build_collateral  # noqa: E402
 
 logger = logging.getLogger("neurons.validator")
 
@@ -110,8 +111,25 @@ async def run(s: ValidatorSettings) -> int:
     )
     scoring = ScoringConfig(rented_bonus=s.rented_bonus, ema_alpha=s.ema_alpha, missed_decay=s.missed_decay)
     setter = WeightSetter(chain, wallet, store, VERSION_KEY)
+    collateral = build_collateral(
+        s.collateral,
+        hotkey=wallet.hotkey,
+        wallet_name=common.wallet_name,
+        wallet_path=common.wallet_path,
+        data_dir=s.data_dir,
+        chain=chain,
+        store=store,
+        miners=client,
+    )
+    factors = collateral.credit if collateral is not None else None
     weights_loop = WeightsLoop(
-        chain, store, setter, keypair.ss58, interval_blocks=s.weights_blocks, credit_step=s.credit_step
+        chain,
+        store,
+        setter,
+        keypair.ss58,
+        interval_blocks=s.weights_blocks,
+        credit_step=s.credit_step,
+        credit_factors=factors,
     )
     runner: LoopRunner | None = None
 
@@ -149,9 +167,11 @@ async def run(s: ValidatorSettings) -> int:
         check_seconds=s.check_seconds,
         interval_s=interval_s,
         credit_step=s.credit_step,
+        credit_factors=factors,
     )
     release_loop = ReleaseLoop(client, block_seconds)
-    runner = LoopRunner(chain_block_source(chain), [release_loop, round_loop, weights_loop])
+    loops = [release_loop, round_loop, weights_loop] + ([collateral.desk] if collateral is not None else [])
+    runner = LoopRunner(chain_block_source(chain), loops)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, runner.stop.set)
@@ -180,6 +200,8 @@ async def run(s: ValidatorSettings) -> int:
     finally:
         announce.cancel()
         await dashboard.close()
+        if collateral is not None:
+            collateral.close()
         wandb.close()
         await client.aclose()
         for renter in renters:

@@ -47,6 +47,7 @@ ORDER: dict[str, list[set[str]]] = {
         {"proofs"},
         {"check"},
         {"round"},
+        {"collateral"},
         {"tools"},
         {"__main__"},
     ],

@@ -173,6 +173,22 @@ class BtChain:
         self._raise_for(result, "set_weights")
         log.info("weights set netuid=%d uids=%d version_key=%d", self.netuid, len(clean), version_key)
 
+    def associate_evm_key(self, wallet: Any, account: Any) -> int:
+        """Link the EVM ``account`` (an eth_account LocalAccount) to the wallet's hotkey on this
+        subnet (``associate_evm_key``: signed by the hotkey, proven by the EVM key over the current
+        block); the block the proof was made for. Rate-limited by the chain to once a day per neuron."""
+        from bittensor.evm import association_proof
+
+        hotkey = wallet.hotkey.ss58_address
+        signature, block = association_proof(account, hotkey, self.block())
+        intent = bt.AssociateEvmKey(
+            netuid=self.netuid, evm_key=account.address, block_number=block, signature=signature
+        )
+        result = self._call(lambda c: c.execute(intent, wallet), "associate_evm_key", write=True)
+        self._raise_for(result, "associate_evm_key")
+        log.info("EVM key %s associated with hotkey=%s netuid=%d", account.address, hotkey, self.netuid)
+        return block
+
     def _raise_for(self, result: Any, what: str) -> None:
         if not result.success:
             error = result.error or bt.ChainError(result.message or f"{what} failed")

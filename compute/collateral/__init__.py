@@ -20,7 +20,14 @@ from compute.collateral.errors import (
     EvidenceError,
     EvmKeyError,
 )
-from compute.collateral.identity import checked_h160, h160_to_ss58, hotkey_bytes32, machine_id
+from compute.collateral.identity import (
+    CPU_MACHINE,
+    checked_h160,
+    h160_to_ss58,
+    hotkey_bytes32,
+    machine_id,
+    machine_of,
+)
 
 _LAZY = {
     "CollateralClient": "compute.collateral.chain",
@@ -45,9 +52,15 @@ _LAZY = {
     "parse_signed": "compute.collateral.evidence",
     "check_evidence": "compute.collateral.evidence",
     "evidence_hash": "compute.collateral.evidence",
+    "LeaseReport": "compute.collateral.lease",
+    "ReportedLease": "compute.collateral.lease",
+    "SignedLease": "compute.collateral.lease",
+    "check_report": "compute.collateral.lease",
+    "released_at": "compute.collateral.lease",
 }
 
 __all__ = [
+    "CPU_MACHINE",
     "DEFAULT_FLOOR",
     "BuildError",
     "ChainUnavailable",
@@ -60,6 +73,7 @@ __all__ = [
     "h160_to_ss58",
     "hotkey_bytes32",
     "machine_id",
+    "machine_of",
     *_LAZY,
 ]
 

@@ -2,19 +2,20 @@
 
 Two kinds, both naming the miner hotkey, the machine and its proven GPU count:
 
-- ``failed_rental``: a lease dead inside its signed term. It carries the renter's own
-  btauth/1-signed allocate request (the receipt: it binds the miner hotkey, the term and the
-  renter's EVM address, none of which the miner or a validator can forge) and the probes of at
-  least ``MIN_PROBES`` distinct validators, each signed by its validator's hotkey, that found the
-  lease's SSH endpoint dead inside that term.
+- ``failed_rental``: a lease dead inside its signed term. It carries the rental as both parties
+  signed it (``compute.collateral.lease``: the renter's btauth/1-signed allocate request, which
+  binds the miner hotkey, the term and the renter's EVM address, and the miner's signed answer,
+  which names the lease's SSH endpoint) and the probes of at least ``MIN_PROBES`` distinct
+  validators, each signed by its validator's hotkey, that found that endpoint dead for at least
+  ``min_dead_s`` seconds inside that term.
 - ``cheat``: a round whose proof failed by mathematics (a wrong opened row, a root of another
   challenge): the challenge, the verdict's reasons and the transcript digest, signed by the
-  validator that ran it. Any validator re-verifies it from the transcript it serves.
+  validator that ran it.
 
 One validator assembles the evidence and serves it signed (:class:`SignedEvidence`); every other
-validator fetches it, runs :func:`check` (signatures, receipt, probes, term) and attests the same
-hash. What it deliberately does not do: probe leases or run rounds (the validator does), or talk
-to the contract (``compute.collateral.chain``).
+validator fetches it, runs :func:`check` (signatures, both halves of the rental, probes, term) and
+attests the same hash. What it deliberately does not do: probe leases or run rounds (the validator
+does), or talk to the contract (``compute.collateral.chain``).
 """
 
 from __future__ import annotations
@@ -22,19 +23,19 @@ from __future__ import annotations
 import json
 from typing import Annotated, Literal
 
-from bittensor import http_auth
 from bittensor.sp_core import Keypair, verify
 from eth_utils import keccak
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from compute.collateral.chain import KIND_CHEAT, KIND_FAILED_RENTAL, ZERO_ADDRESS, SlashProposal
 from compute.collateral.errors import EvidenceError
-from compute.protocol import ROUTES, AllocateRequest, EvmAddress, Hotkey, LeaseId, SignedRequest
+from compute.collateral.lease import LeaseReport, ReportedLease, SignedLease, check_report
+from compute.protocol import EvmAddress, Hotkey, LeaseId, SignedRequest
 
 EVIDENCE_DOMAIN = b"compute-evidence/1|"
 PROBE_DOMAIN = b"compute-probe/1|"
-ALLOCATE_PATH = ROUTES[AllocateRequest][0]
 MIN_PROBES = 2
+MIN_DEAD_S = 600.0  # how long a probe must have found the endpoint dead (the miner's recovery time)
 Hex32 = Annotated[str, Field(pattern=r"^0x[0-9a-f]{64}$")]
 SigHex = Annotated[str, Field(pattern=r"^0x[0-9a-f]{128}$")]
 
@@ -44,10 +45,12 @@ class _Model(BaseModel):
 
 
 class LeaseProbe(_Model):
-    """One validator found the lease's SSH endpoint dead (signed by that validator's hotkey)."""
+    """One validator found the lease's SSH endpoint dead from ``since`` to ``at`` on every try
+    (its own clock), signed by that validator's hotkey."""
 
     validator: Hotkey
     lease_id: LeaseId
+    since: float = Field(ge=0)
     at: float = Field(ge=0)
     endpoint: str = Field(max_length=64)
     reason: str = Field(max_length=200)
@@ -66,7 +69,11 @@ class FailedRentalEvidence(_Model):
     gpus: int = Field(ge=1, le=64)
     lease_id: LeaseId
     receipt: SignedRequest  # the renter's own signed allocate request
+    lease: SignedLease  # the miner's signed answer to it: the endpoint the probes tried
     probes: tuple[LeaseProbe, ...] = Field(min_length=1, max_length=64)
+
+    def report(self) -> LeaseReport:
+        return LeaseReport(miner_hotkey=self.miner_hotkey, receipt=self.receipt, lease=self.lease)
 
 
 class CheatEvidence(_Model):
@@ -105,10 +112,13 @@ def _sign(keypair: Keypair, message: bytes) -> str:
     return "0x" + bytes(keypair.sign(message)).hex()
 
 
-def sign_probe(keypair: Keypair, lease_id: str, at: float, endpoint: str, reason: str) -> LeaseProbe:
+def sign_probe(
+    keypair: Keypair, lease_id: str, since: float, at: float, endpoint: str, reason: str
+) -> LeaseProbe:
     unsigned = LeaseProbe(
         validator=keypair.ss58_address,
         lease_id=lease_id,
+        since=since,
         at=at,
         endpoint=endpoint,
         reason=reason,
@@ -141,36 +151,12 @@ def parse_signed(raw: bytes | str) -> SignedEvidence:
     return signed
 
 
-class _AnyNonce:
-    def check_and_store(self, hotkey_ss58: str, nonce_ns: int) -> bool:
-        return True
-
-
-def renter_of(receipt: SignedRequest, miner_hotkey: str) -> tuple[str, AllocateRequest, float]:
-    """(renter hotkey, its allocate request, signed at) from a receipt; EvidenceError otherwise."""
-    if receipt.path != ALLOCATE_PATH:
-        raise EvidenceError(f"receipt is for {receipt.path!r}, not an allocation")
-    headers = {k.lower(): v for k, v in receipt.headers.items()}
-    try:
-        nonce = int(headers.get(http_auth.HEADER_NONCE.lower(), ""))
-        caller = http_auth.verify(
-            receipt.headers,
-            receipt.body.encode(),
-            method="POST",
-            path=receipt.path,
-            self_hotkey_ss58=miner_hotkey,
-            nonce_store=_AnyNonce(),
-            now_ns=nonce,
-        )
-        request = AllocateRequest.model_validate_json(receipt.body)
-    except ValueError:
-        raise EvidenceError("receipt has no valid nonce or body") from None
-    except http_auth.AuthError as error:
-        raise EvidenceError(f"receipt signature does not verify ({error})") from None
-    return caller.hotkey_ss58, request, nonce / 1e9
-
-
-def check(signed: SignedEvidence, validators: frozenset[str], min_probes: int = MIN_PROBES) -> SlashProposal:
+def check(
+    signed: SignedEvidence,
+    validators: frozenset[str],
+    min_probes: int = MIN_PROBES,
+    min_dead_s: float = MIN_DEAD_S,
+) -> SlashProposal:
     """Everything a validator checks before attesting; the proposal to attest, or EvidenceError.
 
     ``validators`` are the hotkeys whose probes count (the subnet's validator-permitted hotkeys).
@@ -180,27 +166,31 @@ def check(signed: SignedEvidence, validators: frozenset[str], min_probes: int = 
     evidence = signed.evidence
     if isinstance(evidence, CheatEvidence):
         return proposal_for(evidence, ZERO_ADDRESS)
-    renter, request, signed_at = renter_of(evidence.receipt, evidence.miner_hotkey)
-    if renter == evidence.miner_hotkey:
-        raise EvidenceError("the miner rented to itself")
-    if request.purpose != "rental":
-        raise EvidenceError("the receipt is not a rental")
-    if request.renter_evm is None:
-        raise EvidenceError("the renter signed no EVM address: nobody to compensate")
-    term_end = signed_at + request.duration_s
+    lease = check_report(evidence.report())
+    if lease.lease_id != evidence.lease_id:
+        raise EvidenceError("the miner's answer is for another lease")
+    counted = counted_probes(evidence.probes, lease, validators, min_dead_s)
+    if len(counted) < min_probes:
+        raise EvidenceError(f"{len(counted)} validators saw the lease dead; {min_probes} needed")
+    return proposal_for(evidence, lease.renter_evm)
+
+
+def counted_probes(
+    probes: tuple[LeaseProbe, ...], lease: ReportedLease, validators: frozenset[str], min_dead_s: float
+) -> set[str]:
+    """The validators whose probes show ``lease`` dead long enough inside its term; EvidenceError
+    for any probe that is not about this lease, outside the term, or not signed by its validator."""
     counted = set()
-    for probe in evidence.probes:
-        if probe.lease_id != evidence.lease_id:
-            raise EvidenceError(f"probe of {probe.validator} is for another lease")
-        if not (signed_at <= probe.at <= term_end):
+    for probe in probes:
+        if probe.lease_id != lease.lease_id or probe.endpoint != lease.endpoint:
+            raise EvidenceError(f"probe of {probe.validator} is for another lease or endpoint")
+        if not (lease.signed_at <= probe.since <= probe.at <= lease.term_end):
             raise EvidenceError(f"probe of {probe.validator} at {probe.at:.0f} is outside the signed term")
         if not _verifies(probe.validator, probe.message(), probe.signature):
             raise EvidenceError(f"probe signature of {probe.validator} does not verify")
-        if probe.validator in validators:
+        if probe.validator in validators and probe.at - probe.since >= min_dead_s:
             counted.add(probe.validator)
-    if len(counted) < min_probes:
-        raise EvidenceError(f"{len(counted)} validators saw the lease dead; {min_probes} needed")
-    return proposal_for(evidence, request.renter_evm)
+    return counted
 
 
 def proposal_for(evidence: FailedRentalEvidence | CheatEvidence, renter: EvmAddress | str) -> SlashProposal:

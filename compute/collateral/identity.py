@@ -23,7 +23,7 @@ from compute.collateral.errors import EvmKeyError
 
 MACHINE_DOMAIN = b"compute-machine/1"
 
-__all__ = ["h160_to_ss58", "hotkey_bytes32", "machine_id", "checked_h160"]
+__all__ = ["CPU_MACHINE", "h160_to_ss58", "hotkey_bytes32", "machine_id", "machine_of", "checked_h160"]
 
 
 def hotkey_bytes32(ss58: str) -> bytes:
@@ -56,3 +56,13 @@ def machine_id(gpu_uuids: Iterable[str], host_key: str | None = None) -> bytes:
     if host_key:
         parts.append(b"host:" + host_key.strip().encode())
     return keccak(b"\x00".join(parts))
+
+
+# A machine without GPUs (the CPU demo): one per hotkey, since a lease's host key names one lease only.
+CPU_MACHINE = keccak(MACHINE_DOMAIN + b"\x00cpu")
+
+
+def machine_of(gpu_uuids: Iterable[str]) -> bytes:
+    """The machine a validator reads a miner's deposit for: its proven GPU set, or ``CPU_MACHINE``."""
+    uuids = [u for u in gpu_uuids if u.strip()]
+    return machine_id(uuids) if uuids else CPU_MACHINE

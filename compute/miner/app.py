@@ -23,7 +23,7 @@ from fastapi import FastAPI
 
 from compute import __version__
 from compute.allocation import AllocationManager, HealthMonitor, TemplateCatalog, UnknownTemplate
-from compute.miner.receipts import rental_receipts, signed_receipt
+from compute.miner.receipts import keep_release, lease_release, rental_receipts, signed_receipt
 from compute.protocol import (
     AllocateRequest,
     AvailabilityResponse,
@@ -37,6 +37,8 @@ from compute.protocol import (
     ExtendLeaseRequest,
     HealthRequest,
     HealthResponse,
+    LeaseEndRequest,
+    LeaseEndResponse,
     LeaseInfo,
     LeaseResponse,
     LeaseStatusRequest,
@@ -199,6 +201,7 @@ def build_miner_app(
         await _logged(
             "deallocate", caller, req.lease_id, manager.deallocate(caller.hotkey_ss58, req.lease_id)
         )
+        await keep_release(manager, req.lease_id)
         return DeallocateResponse(lease_id=req.lease_id)
 
     @route(ListLeasesRequest)
@@ -221,6 +224,10 @@ def build_miner_app(
     @route(RentalReceiptsRequest)
     async def receipts(req: RentalReceiptsRequest, caller: Caller) -> RentalReceiptsResponse:
         return RentalReceiptsResponse(receipts=await rental_receipts(manager))
+
+    @route(LeaseEndRequest)
+    async def lease_end(req: LeaseEndRequest, caller: Caller) -> LeaseEndResponse:
+        return LeaseEndResponse(lease_id=req.lease_id, released=await lease_release(manager, req.lease_id))
 
     return server.app
 

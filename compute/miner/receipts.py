@@ -58,4 +58,20 @@ async def rental_receipts(manager: AllocationManager) -> list[RentalReceipt]:
     return await asyncio.to_thread(_rental_receipts, manager)
 
 
-__all__ = ["MAX_RECEIPTS", "rental_receipts", "signed_receipt"]
+async def keep_release(manager: AllocationManager, lease_id: str) -> None:
+    """Keep the owner's signed deallocate request being served: proof that the renter ended the
+    lease itself, shown to validators asked to slash the miner for it (docs/collateral.md)."""
+    receipt = signed_receipt()
+    if receipt is not None:
+        await asyncio.to_thread(manager.store.set_release, lease_id, receipt)
+
+
+async def lease_release(manager: AllocationManager, lease_id: str) -> SignedRequest | None:
+    """The renter's signed release of ``lease_id``, if it released it itself."""
+    receipt = await asyncio.to_thread(manager.store.release, lease_id)
+    if receipt is None:
+        return None
+    return SignedRequest(path=receipt.path, body=receipt.body, headers=receipt.headers)
+
+
+__all__ = ["MAX_RECEIPTS", "keep_release", "lease_release", "rental_receipts", "signed_receipt"]

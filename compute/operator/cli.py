@@ -23,6 +23,7 @@ from compute.chain import ChainError, MetagraphSnapshot, connect
 from compute.logs import configure_logging
 from compute.operator.book import BookError, LeaseBook
 from compute.operator.commands import HANDLERS, Result
+from compute.operator.commands_collateral import COLLATERAL_HANDLERS, add_collateral_commands
 from compute.operator.commands_shell import SHELL_HANDLERS, add_shell_commands
 from compute.operator.errors import EXIT_USAGE, OperatorError, Refused, UsageError
 from compute.operator.feed import fetch_feed
@@ -41,6 +42,8 @@ _REGISTER_FLAGS = (
     "register.pog_db",
     "register.dashboard",
     "register.dashboard_hotkey",
+    "register.renter_evm",
+    "register.validators",
     "validator.data_dir",
     "json",
 )
@@ -68,6 +71,13 @@ def _add_register_args(parser: argparse.ArgumentParser) -> None:
         "--register.dashboard_hotkey",
         help="the validator hotkey (ss58) the dashboard's figures must be signed by (default: any "
         "hotkey with a validator permit)",
+    )
+    group.add_argument(
+        "--register.renter_evm",
+        help="your EVM address (0x...), signed into each rental: a failed rental's slash is owed to it",
+    )
+    group.add_argument(
+        "--register.validators", help="comma-separated validator evidence URLs `report` sends to"
     )
     group.add_argument("--json", action="store_true", default=None, help="print JSON instead of tables")
 
@@ -175,6 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     volume_delete.add_argument("--hotkey", help="the miner holding it (default: from your book)")
     volume_delete.add_argument("--uid", type=int, help="the miner holding it, by uid")
     add_shell_commands(sub)
+    add_collateral_commands(sub)
     sub("interactive", "a simple menu driving the same commands")
     return parser
 
@@ -237,16 +248,33 @@ async def _run(
             netuid=settings.netuid,
             verified=verified,
             deadline_s=timeout * 2,
+            renter_evm=_renter_evm(args),
         )
         if args.command == "interactive":
             from compute.operator.interactive import run_menu
 
             return await run_menu(op, parser, out)
         args.out_stream, args.err_stream = out.file, err.file  # exec streams a command's output
-        handler = HANDLERS.get(args.command) or SHELL_HANDLERS[args.command]
+        handler = (
+            HANDLERS.get(args.command)
+            or SHELL_HANDLERS.get(args.command)
+            or COLLATERAL_HANDLERS[args.command]
+        )
         result = await handler(op, args)
         emit(out, result, bool(args.json))
     return result.exit_code
+
+
+def _renter_evm(args: argparse.Namespace) -> str | None:
+    value = getattr(args, "register.renter_evm", None)
+    if value is None:
+        return None
+    from compute.collateral import EvmKeyError, checked_h160
+
+    try:
+        return checked_h160(value)
+    except EvmKeyError as exc:
+        raise UsageError(f"--register.renter_evm: {exc}") from None
 
 
 def emit(out: Console, result: Result, as_json: bool) -> None:

@@ -28,6 +28,7 @@ from compute.transport import (
     PeerUnreachable,
     Rejected,
     RequestTimeout,
+    SignedExchange,
     TransportError,
 )
 
@@ -35,7 +36,9 @@ logger = logging.getLogger(__name__)
 
 
 class Client(Protocol):
-    async def call(self, endpoint: str, hotkey: str, request: Message) -> Any: ...
+    async def call(
+        self, endpoint: str, hotkey: str, request: Message, *, record: list[SignedExchange] | None = None
+    ) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -51,11 +54,17 @@ class MinerRef:
         return f"uid {uid} ({self.hotkey[:10]}…)"
 
 
-async def call(client: Client, miner: MinerRef, request: Message) -> Any:
-    """Send ``request`` to ``miner``; raise an ``OperatorError`` subclass on any failure."""
+async def call(
+    client: Client, miner: MinerRef, request: Message, record: list[SignedExchange] | None = None
+) -> Any:
+    """Send ``request`` to ``miner``; raise an ``OperatorError`` subclass on any failure.
+
+    With ``record``, the signed exchange (request and the miner's signed answer) is appended to it."""
     if not miner.endpoint:
         raise MinerOffline(f"miner {miner.label()} is not serving an axon")
     try:
+        if record is not None:
+            return await client.call(miner.endpoint, miner.hotkey, request, record=record)
         return await client.call(miner.endpoint, miner.hotkey, request)
     except Rejected as exc:
         logger.info(

@@ -41,6 +41,7 @@ from compute.operator.keys import (
     ssh_command,
     write_known_hosts,
 )
+from compute.operator.rentals import save_rental
 from compute.operator.rpc import Client, MinerRef, call
 from compute.protocol import (
     AllocateRequest,
@@ -56,7 +57,7 @@ from compute.protocol import (
     RestartLeaseRequest,
     SshAccess,
 )
-from compute.transport import RequestTimeout
+from compute.transport import RequestTimeout, SignedExchange
 
 logger = logging.getLogger(__name__)
 
@@ -92,8 +93,13 @@ class Operator:
         concurrency: int = 32,
         deadline_s: float = 30.0,
         clock: Callable[[], float] = time.time,
+        renter_evm: str | None = None,
     ) -> None:
         self.hotkey = hotkey
+        # Where collateral slashed for a failed rental is owed (signed into each allocate request);
+        # with it, each rental as both sides signed it is kept under <data_dir>/rentals.
+        self.renter_evm = renter_evm
+        self.rentals_dir = Path(data_dir) / "rentals"
         self.client = client
         self._metagraph_source = metagraph
         self._metagraph: MetagraphSnapshot | None = None
@@ -171,6 +177,7 @@ class Operator:
                 duration_s=duration_s,
                 ssh_public_key=key.public_line,
                 idempotency_key=secrets.token_urlsafe(18),  # one per machine asked
+                renter_evm=self.renter_evm,
             )
             try:
                 info = await self._allocate_on(machine.ref, request)
@@ -193,7 +200,13 @@ class Operator:
         of (a timeout used to move on to the next machine, leaving the first one's lease running)."""
         for attempt in range(ALLOCATE_TRIES):
             try:
-                return (await call(self.client, miner, request)).lease
+                if request.renter_evm is None:
+                    return (await call(self.client, miner, request)).lease
+                record: list[SignedExchange] = []
+                lease = (await call(self.client, miner, request, record)).lease
+                if record:
+                    save_rental(self.rentals_dir, miner.hotkey, record[-1])
+                return lease
             except (MinerOffline, MinerRefused) as exc:
                 retry = _timed_out(exc) or getattr(exc, "miner_code", "") == ErrorCode.BUSY
                 if not retry or attempt == ALLOCATE_TRIES - 1:

@@ -24,6 +24,7 @@ from .client import (
     PeerUnreachable,
     Rejected,
     RequestTimeout,
+    SignedExchange,
     TransportError,
 )
 from .guard import ConnectionGuard, GuardLimits, fit_to_nofile, raise_nofile_limit
@@ -58,6 +59,7 @@ __all__ = [
     "RawSigned",
     "Rejected",
     "RequestTimeout",
+    "SignedExchange",
     "RunningServer",
     "ServerLimits",
     "SignedServer",

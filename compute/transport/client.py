@@ -73,6 +73,19 @@ class InvalidResponse(TransportError):
     """A signed response whose body does not match the expected model (or is too large)."""
 
 
+@dataclass(frozen=True)
+class SignedExchange:
+    """One answered call as both sides signed it: the request (path, body, btauth/1 headers) and
+    the miner's signed response (body, ``compute-resp/1`` signature). Kept by a caller that must
+    later show a third party what the miner answered (a renter's rental: docs/collateral.md)."""
+
+    path: str
+    body: bytes
+    headers: dict[str, str]
+    response: bytes
+    signature: str
+
+
 @dataclass
 class _Peer:
     http: httpx.AsyncClient
@@ -147,11 +160,21 @@ class MinerClient:
         return peer
 
     async def call(
-        self, endpoint: str, hotkey: str, request: BaseModel, *, timeout: float | None = None
+        self,
+        endpoint: str,
+        hotkey: str,
+        request: BaseModel,
+        *,
+        timeout: float | None = None,
+        record: list[SignedExchange] | None = None,
     ) -> Any:
-        """Send a ``compute.protocol`` request; path and response model come from ``route_for``."""
+        """Send a ``compute.protocol`` request; path and response model come from ``route_for``.
+
+        With ``record``, a successful signed exchange is appended to it."""
         path, response_model = route_for(request)  # type: ignore[arg-type]
-        return await self.request(endpoint, hotkey, path, request, response_model, timeout=timeout)
+        return await self.request(
+            endpoint, hotkey, path, request, response_model, timeout=timeout, record=record
+        )
 
     async def request(
         self,
@@ -162,6 +185,7 @@ class MinerClient:
         response_model: type[M],
         *,
         timeout: float | None = None,
+        record: list[SignedExchange] | None = None,
     ) -> M:
         """POST ``body`` to ``endpoint`` + ``path`` signed for ``hotkey``; parse as ``response_model``."""
         raw = body.model_dump_json().encode()
@@ -191,12 +215,17 @@ class MinerClient:
             )
         if 200 <= status < 300:
             try:
-                return response_model.model_validate_json(content)
+                parsed = response_model.model_validate_json(content)
             except ValidationError as exc:
                 raise InvalidResponse(
                     f"{where}: response is not a valid {response_model.__name__}: "
                     f"{exc.error_count()} error(s), first: {printable(exc.errors()[0]['msg'], 300)}"
                 ) from None
+            if record is not None and not self.insecure_no_auth:
+                signed = {k: v for k, v in headers.items() if k.lower().startswith("x-bittensor")}
+                signature = resp_headers.get(HEADER_RESPONSE_SIGNATURE, "")
+                record.append(SignedExchange(path, raw, signed, content, signature))
+            return parsed
         try:
             error = ErrorResponse.model_validate_json(content)
             code, reason = error.code, error.reason

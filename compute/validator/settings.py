@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from compute.collateral.settings import CollateralSettings, add_collateral_args, collateral_from_args
 from compute.settings import CommonSettings, SettingsError, add_common_args, common_from_args, load_dotenv
 
 _SS58 = re.compile(r"^[1-9A-HJ-NP-Za-km-z]{46,48}$")
@@ -71,6 +72,7 @@ class ValidatorSettings(BaseModel):
     dashboard_host: str = Field("127.0.0.1", min_length=1, max_length=255)
     dashboard_full: bool = False  # also GPU UUIDs, lease endpoints and shared-device evidence
     verify_workers: int = Field(-1, ge=-1, le=256)  # processes recomputing big proofs; -1: one per core
+    collateral: CollateralSettings = Field(default_factory=CollateralSettings)  # off without an RPC
 
     @field_validator("trusted_renters", mode="before")
     @classmethod
@@ -264,7 +266,10 @@ def validator_from_args(ns: argparse.Namespace, env: Mapping[str, str] | None = 
     """Build :class:`ValidatorSettings`; raises ``SettingsError`` naming the bad flag."""
     if env is None:
         env = {**load_dotenv(getattr(ns, "env_file", None) or ".env"), **os.environ}
-    values: dict[str, object] = {"common": common_from_args(ns, env)}
+    values: dict[str, object] = {
+        "common": common_from_args(ns, env),
+        "collateral": collateral_from_args(ns, env),
+    }
     for flag, (field, _kind, _text) in _FLAGS.items():
         value = _lookup(ns, env, flag)
         if value is not None:
@@ -289,7 +294,7 @@ def validator_from_args(ns: argparse.Namespace, env: Mapping[str, str] | None = 
 
 def parse_validator(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> ValidatorSettings:
     parser = argparse.ArgumentParser(prog="neurons/validator.py", description="Compute subnet validator")
-    add_validator_args(add_common_args(parser))
+    add_collateral_args(add_validator_args(add_common_args(parser)))
     return validator_from_args(parser.parse_args(argv), env)
 
 

@@ -12,7 +12,6 @@ from bittensor.sp_core import Keypair
 from compute.collateral.chain import KIND_CHEAT, KIND_FAILED_RENTAL
 from compute.collateral.errors import EvidenceError
 from compute.collateral.evidence import (
-    ALLOCATE_PATH,
     CheatEvidence,
     FailedRentalEvidence,
     canonical,
@@ -23,8 +22,9 @@ from compute.collateral.evidence import (
     sign_probe,
 )
 from compute.collateral.identity import machine_id
-from compute.protocol import AllocateRequest, Requirements, SignedRequest
-from compute.transport import KeyWallet
+from compute.collateral.lease import ALLOCATE_PATH, SignedLease
+from compute.protocol import AllocateRequest, LeaseInfo, LeaseResponse, Requirements, SignedRequest, SshAccess
+from compute.transport import KeyWallet, sign_response
 
 MINER = Keypair.create_from_uri("//ev-miner")
 RENTER = Keypair.create_from_uri("//ev-renter")
@@ -33,6 +33,27 @@ PERMITTED = frozenset(v.ss58_address for v in VALIDATORS)
 RENTER_EVM = "0x" + "ab" * 20
 LEASE = "0" * 31 + "1"
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl renter"
+ENDPOINT = "10.0.0.1:40001"
+DEAD_S = 600.0
+
+
+def lease_answer(
+    signed: SignedRequest, renter: str, miner: Keypair = MINER, lease_id: str = LEASE
+) -> SignedLease:
+    """The miner's signed answer to that request, as register.py records it."""
+    nonce = int(signed.headers[http_auth.HEADER_NONCE])
+    lease = LeaseInfo(
+        lease_id=lease_id,
+        owner_hotkey=renter,
+        purpose="rental",
+        state="active",
+        requirements=Requirements(gpu_count=2),
+        ssh=SshAccess(host="10.0.0.1", port=40001, username="root", host_key="ssh-ed25519 AAAAhost"),
+        created_at=nonce / 1e9,
+        expires_at=nonce / 1e9 + 86_400,
+    )
+    body = LeaseResponse(lease=lease).model_dump_json()
+    return SignedLease(body=body, signature=sign_response(miner, nonce, body.encode()))
 
 
 def receipt(
@@ -50,17 +71,27 @@ def receipt(
     return SignedRequest(path=ALLOCATE_PATH, body=body.decode(), headers=dict(headers)), time.time()
 
 
-def failed_rental(probers=VALIDATORS[:2], at_offset: float = 60.0, **kw) -> FailedRentalEvidence:
+def failed_rental(
+    probers=VALIDATORS[:2],
+    at_offset: float = 60.0 + DEAD_S,
+    dead_s: float = DEAD_S,
+    endpoint: str = ENDPOINT,
+    answer=None,
+    **kw,
+) -> FailedRentalEvidence:
     signed, start = receipt(**kw)
+    at = start + at_offset
     probes = tuple(
-        sign_probe(v, LEASE, start + at_offset, "10.0.0.1:40001", "connection refused") for v in probers
+        sign_probe(v, LEASE, max(start, at - dead_s), at, endpoint, "connection refused") for v in probers
     )
+    renter = kw.get("signer", RENTER).ss58_address
     return FailedRentalEvidence(
         miner_hotkey=MINER.ss58_address,
         machine="0x" + machine_id(["GPU-1", "GPU-2"]).hex(),
         gpus=2,
         lease_id=LEASE,
         receipt=signed,
+        lease=answer(signed, renter) if answer else lease_answer(signed, renter),
         probes=probes,
     )
 
@@ -95,7 +126,14 @@ def test_evidence_with_a_forged_serving_signature_or_content_is_refused() -> Non
         (lambda: failed_rental(probers=VALIDATORS[:1]), "1 validators saw"),
         (lambda: failed_rental(probers=[VALIDATORS[0], Keypair.create_from_uri("//x")]), "1 validators saw"),
         (lambda: failed_rental(at_offset=2 * 86_400), "outside the signed term"),
-        (lambda: failed_rental(at_offset=-600), "outside the signed term"),
+        (lambda: failed_rental(at_offset=-600, dead_s=0), "outside the signed term"),
+        (lambda: failed_rental(dead_s=DEAD_S / 2), "1 validators saw|0 validators saw"),
+        (lambda: failed_rental(endpoint="10.0.0.9:22"), "another lease or endpoint"),
+        (
+            lambda: failed_rental(answer=lambda s, r: lease_answer(s, r, miner=RENTER)),
+            "not the miner's signed answer",
+        ),
+        (lambda: failed_rental(answer=lambda s, r: lease_answer(s, r, lease_id="f" * 32)), "another lease"),
         (lambda: failed_rental(renter_evm=None), "no EVM address"),
         (lambda: failed_rental(signer=MINER), "rented to itself"),
         (lambda: failed_rental(body_edit=lambda b: b.replace(b"ab" * 20, b"cd" * 20)), "does not verify"),
@@ -105,6 +143,10 @@ def test_evidence_with_a_forged_serving_signature_or_content_is_refused() -> Non
         "probe-by-outsider",
         "after-term",
         "before-term",
+        "dead-too-briefly",
+        "endpoint-the-miner-never-named",
+        "answer-not-signed-by-the-miner",
+        "answer-for-another-lease",
         "no-renter-evm",
         "self-rental",
         "renter-swapped",

@@ -59,6 +59,12 @@ CREATE TABLE IF NOT EXISTS lease_receipts (
     body TEXT NOT NULL,
     headers TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS lease_releases (
+    lease_id TEXT PRIMARY KEY,
+    path TEXT NOT NULL,
+    body TEXT NOT NULL,
+    headers TEXT NOT NULL
+);
 """
 _INDEXES = """
 CREATE UNIQUE INDEX IF NOT EXISTS leases_idem ON leases(owner_hotkey, idempotency_key)
@@ -172,6 +178,22 @@ class LeaseStore(LockedDb):
             .execute("SELECT path, body, headers FROM lease_receipts WHERE lease_id=?", (lease_id,))
             .fetchone()
         )
+        return None if row is None else Receipt(row[0], row[1], json.loads(row[2]))
+
+    def set_release(self, lease_id: str, receipt: Receipt) -> None:
+        """Keep the owner's signed deallocate request, the first one only (the miner's proof that
+        the renter ended the lease itself: docs/collateral.md)."""
+        with self._tx() as conn:
+            conn.execute(
+                "INSERT OR IGNORE INTO lease_releases VALUES (?,?,?,?)",
+                (lease_id, receipt.path, receipt.body, json.dumps(dict(receipt.headers))),
+            )
+
+    def release(self, lease_id: str) -> Receipt | None:
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT path, body, headers FROM lease_releases WHERE lease_id=?", (lease_id,)
+            ).fetchone()
         return None if row is None else Receipt(row[0], row[1], json.loads(row[2]))
 
     def _update(self, lease_id: str, assignment: str, value: object) -> None:

@@ -30,6 +30,8 @@ from pathlib import Path
 
 from compute.sqlitedb import immediate, open_db
 
+from .evm import associate as associate_evm
+from .evm import evm_keys as read_evm_keys
 from .records import (
     RAO_PER_TAO,
     SCHEMA_SQL,
@@ -321,6 +323,19 @@ class SimChainState:
                 " axon_version = ?, axon_block = ? WHERE netuid = ? AND uid = ?",
                 (axon.ip, axon.port, axon.ip_type, axon.protocol, axon.version, self.block(), netuid, uid),
             )
+
+    def associate_evm_key(
+        self, netuid: int, hotkey: str, evm_key: str, block_number: int, signature: bytes
+    ) -> int:
+        """Apply ``associate_evm_key`` (compute.chain.sim.evm); the neuron's uid."""
+        with self._write() as conn:
+            self._subnet(conn, netuid)
+            return associate_evm(conn, netuid, hotkey, evm_key, block_number, signature, self.block())
+
+    def evm_keys(self, netuid: int) -> dict[int, tuple[str, int]]:
+        """uid -> (EVM address, block) of the neurons that associated an EVM key on ``netuid``."""
+        with self._write() as conn:
+            return read_evm_keys(conn, netuid)
 
     def set_weights(
         self, netuid: int, hotkey: str, dests: list[int], values: list[int], version_key: int

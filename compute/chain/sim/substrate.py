@@ -86,6 +86,7 @@ class SimSubstrate:
             ("SubtensorModule", "ValidatorPermit"): lambda p: self._column(p, lambda n: n.validator_permit),
             ("SubtensorModule", "Active"): lambda p: self._column(p, lambda n: True),
             ("SubtensorModule", "Axons"): self._q_axon,
+            ("SubtensorModule", "AssociatedEvmAddress"): self._q_evm_key,
         }
 
     # Display / lifecycle ----------------------------------------------------------
@@ -232,6 +233,17 @@ class SimSubstrate:
                 version=int(args["version"]),
             )
             self.state.serve_axon(int(args["netuid"]), signer, axon)
+        elif (call.call_module, call.call_function) == ("SubtensorModule", "associate_evm_key"):
+            signature = args["signature"]
+            if isinstance(signature, str):
+                signature = bytes.fromhex(signature.removeprefix("0x"))
+            self.state.associate_evm_key(
+                int(args["netuid"]),
+                signer,
+                str(args["evm_key"]),
+                int(args["block_number"]),
+                bytes(signature),
+            )
         elif (call.call_module, call.call_function) in (
             ("SubtensorModule", "set_mechanism_weights"),
             ("SubtensorModule", "set_weights"),
@@ -268,6 +280,9 @@ class SimSubstrate:
             if neuron.uid == uid:
                 return neuron.hotkey
         return None
+
+    def _q_evm_key(self, params: list) -> tuple[str, int] | None:
+        return self.state.evm_keys(int(params[0])).get(int(params[1]))
 
     def _q_last_update(self, params: list) -> list[int]:
         return [n.last_update for n in self.state.neurons(_netuid_of_index(int(params[0])))]

@@ -34,7 +34,7 @@ from compute.validator.report.progress import RoundProgress
 from compute.validator.report.table import print_round_table, round_table
 from compute.validator.report.wandb_log import WandbLogger
 from compute.validator.round.schedule import check_probability, due_uids, fresh_rng, start_offsets
-from compute.validator.round.weights import WeightsError, WeightSetter, weights_from_scores
+from compute.validator.round.weights import CreditFactors, WeightsError, WeightSetter, weights_from_scores
 
 log = logging.getLogger(__name__)
 
@@ -191,8 +191,10 @@ class RoundLoop(BlockLoop):
         interval_s: float = 0.0,
         rng: random.Random | None = None,
         credit_step: float = 0.0,
+        credit_factors: CreditFactors | None = None,
     ) -> None:
         self.chain, self.store, self.client, self.own_hotkey = chain, store, client, own_hotkey
+        self.credit_factors = credit_factors  # e.g. the collateral posted (validator.collateral)
         self.params, self.table, self.scoring = params, table, scoring
         self.interval_blocks, self.step_timeout = interval_blocks, step_timeout
         self.concurrency, self.allow_same_ip = concurrency, allow_same_ip
@@ -332,17 +334,34 @@ class RoundLoop(BlockLoop):
         not_skipped = [n for n in metagraph.neurons if n.uid not in skipped | untested]  # not missed
         updates = score_updates(results, self.store.scores(), not_skipped, self.scoring, self.own_hotkey)
         self.store.finish_round(record.round_id, updates)
-        self._report(record.round_id, results, metagraph)
+        self._report(record.round_id, results, metagraph, await self._factors(metagraph))
         self.rounds_done += 1
         if self.rounds_limit and self.rounds_done >= self.rounds_limit and self.on_limit is not None:
             await self.on_limit()
 
-    def _report(self, round_id: int, results: list[PogResult], metagraph: MetagraphSnapshot) -> None:
+    async def _factors(self, metagraph: MetagraphSnapshot) -> Mapping[int, float] | None:
+        """The weights' credit factors for the round's table (None when there are none or they fail:
+        the report only shows them; the weights loop reads its own)."""
+        if self.credit_factors is None:
+            return None
+        try:
+            return await self.credit_factors(metagraph)
+        except Exception:  # noqa: BLE001 - a report boundary: the round stands
+            log.exception("credit factors unavailable for the round's table")
+            return None
+
+    def _report(
+        self,
+        round_id: int,
+        results: list[PogResult],
+        metagraph: MetagraphSnapshot,
+        factors: Mapping[int, float] | None = None,
+    ) -> None:
         """Table and wandb: what people read. The round is already closed; nothing here may undo
         it or keep ``rounds_done`` from counting it (a report that raises is logged, never fatal)."""
         try:
             scores = self.store.scores()
-            weights = weights_from_scores(scores, metagraph, self.own_hotkey, self.credit_step)
+            weights = weights_from_scores(scores, metagraph, self.own_hotkey, self.credit_step, factors)
             plain = {uid: rec.score for uid, rec in scores.items()}
             if self.show_table:
                 print_round_table(round_table(round_id, results, plain, weights))
@@ -365,9 +384,11 @@ class WeightsLoop(BlockLoop):
         interval_blocks: int,
         step_timeout: float = 600.0,
         credit_step: float = 0.0,
+        credit_factors: CreditFactors | None = None,
     ) -> None:
         self.chain, self.store, self.setter, self.own_hotkey = chain, store, setter, own_hotkey
         self.credit_step = credit_step  # the consensus step (compute.scoring.consensus)
+        self.credit_factors = credit_factors  # factors in [0, 1] read when weights are set
         self.interval_blocks, self.step_timeout = interval_blocks, step_timeout
         self._idle_logged = False
 
@@ -380,7 +401,10 @@ class WeightsLoop(BlockLoop):
             self._idle_logged = True
             return
         metagraph = await asyncio.wait_for(asyncio.to_thread(self.chain.metagraph), 60)
-        weights = weights_from_scores(self.store.scores(), metagraph, self.own_hotkey, self.credit_step)
+        factors = await self.credit_factors(metagraph) if self.credit_factors is not None else None
+        weights = weights_from_scores(
+            self.store.scores(), metagraph, self.own_hotkey, self.credit_step, factors
+        )
         try:
             await self.setter.set(weights, block)
         except WeightsError as exc:

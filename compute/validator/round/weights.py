@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from compute import VERSION_KEY
@@ -29,18 +29,25 @@ class WeightsError(Exception):
     """Weights could not be set (the reason is the last chain error)."""
 
 
+CreditFactors = Callable[[MetagraphSnapshot], Awaitable[Mapping[int, float]]]
+
+
 def weights_from_scores(
     scores: Mapping[int, ScoreRecord],
     metagraph: MetagraphSnapshot,
     own_hotkey: str | None = None,
     credit_step: float = 0.0,
+    factors: Mapping[int, float] | None = None,
 ) -> dict[int, float]:
     """L1-normalised weights for registered uids whose stored hotkey still owns the uid.
 
-    ``credit_step`` > 0 floors each score onto a geometric grid first (the consensus step)."""
+    ``factors`` (uid -> a factor in [0, 1], e.g. the collateral posted) multiply each score first;
+    a factor above 1 is read as 1, so a factor can only lower a credit. ``credit_step`` > 0 then
+    floors each credit onto a geometric grid (the consensus step)."""
     current = {n.uid: n.hotkey for n in metagraph.neurons}
+    factors = factors or {}
     kept = {
-        uid: rec.score
+        uid: rec.score * min(1.0, max(0.0, factors.get(uid, 1.0)))
         for uid, rec in scores.items()
         if current.get(uid) == rec.hotkey and rec.hotkey != own_hotkey
     }

@@ -1,0 +1,113 @@
+"""Build the validator's collateral parts from its settings (the entry point only calls this).
+
+With ``--collateral.rpc`` unset it returns nothing and the validator has no collateral factor at
+all. Otherwise: a contract client (signing with the validator's EVM key when it has one:
+``COLLATERAL_EVM_KEY``, or the keystore unlocked by ``BT_WALLET_PASSWORD``; without one the
+validator reads deposits and checks evidence but never attests), the credit factor for the
+weights, the desk loop and, with ``--collateral.port``, the evidence surface in its own thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from compute.chain import Chain
+from compute.collateral import EvmKeyError
+from compute.collateral.settings import CollateralSettings
+from compute.transport import MinerClient, RunningServer
+from compute.validator.collateral.book import CollateralBook, default_root
+from compute.validator.collateral.credit import CollateralCredit, VerifiedSource
+from compute.validator.collateral.desk import CollateralDesk
+from compute.validator.collateral.judging import Judge
+from compute.validator.collateral.peers import Peers
+from compute.validator.collateral.probing import Prober
+from compute.validator.collateral.surface import serve_surface
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CollateralParts:
+    credit: CollateralCredit
+    desk: CollateralDesk
+    surface: RunningServer | None
+
+    def close(self) -> None:
+        if self.surface is not None:
+            self.surface.stop()
+
+
+def evm_account(settings: CollateralSettings, wallet_name: str, wallet_path: Path) -> Any | None:
+    """The validator's EVM signing account, or None (read-only) with a warning saying why."""
+    from compute.collateral.keys import account_from_hex, load_account
+
+    try:
+        if settings.evm_key_hex is not None:
+            return account_from_hex(settings.evm_key_hex.get_secret_value())
+        if settings.wallet_password is not None:
+            env = {"BT_WALLET_PASSWORD": settings.wallet_password.get_secret_value()}
+            return load_account(env, wallet_name, wallet_path, settings.evm_key)
+    except EvmKeyError as error:
+        log.warning("collateral: no usable EVM key (%s); reading deposits only, never attesting", error)
+        return None
+    log.warning(
+        "collateral: no COLLATERAL_EVM_KEY (or BT_WALLET_PASSWORD for the keystore): reading deposits "
+        "and checking evidence only, never attesting"
+    )
+    return None
+
+
+def build_collateral(
+    settings: CollateralSettings,
+    *,
+    hotkey: Any,  # the validator's hotkey Keypair: signs probes and evidence
+    wallet_name: str,
+    wallet_path: Path,
+    data_dir: Path,
+    chain: Chain,
+    store: VerifiedSource,
+    miners: MinerClient,
+) -> CollateralParts | None:
+    if not settings.enabled:
+        return None
+    from web3 import Web3
+
+    from compute.collateral.chain import CollateralClient
+
+    w3 = Web3(Web3.HTTPProvider(settings.rpc, request_kwargs={"timeout": 30}))
+    account = evm_account(settings, wallet_name, wallet_path)
+    client = CollateralClient(w3, settings.address, account)
+    book = CollateralBook(default_root(data_dir))
+    peers = Peers(settings.peers)
+    prober = Prober(hotkey, book, settings.probe_seconds, settings.dead_seconds)
+    judge = Judge(
+        keypair=hotkey,
+        book=book,
+        peers=peers,
+        store=store,
+        miners=miners,
+        client=client if account is not None else None,
+        dead_s=settings.dead_seconds,
+        leader_grace_s=3 * settings.sync_seconds,
+        clock=time.time,
+    )
+    desk = CollateralDesk(chain, book, peers, prober, judge, settings.sync_seconds)
+    surface = serve_surface(book, settings.host, settings.port) if settings.port else None
+    credit = CollateralCredit(client, store, settings.floor)
+    log.info(
+        "collateral on: contract %s at %s, floor %.2f, attesting as %s, surface %s, %d peers",
+        settings.address,
+        settings.rpc,
+        settings.floor,
+        account.address if account is not None else "nobody",
+        surface.url if surface else "off",
+        len(settings.peers),
+    )
+    return CollateralParts(credit, desk, surface)
+
+
+__all__ = ["CollateralParts", "build_collateral", "evm_account"]
