@@ -60,9 +60,9 @@ ORDER: dict[str, list[set[str]]] = {
     ],
     "compute.localnet": [
         {"processes", "cheaters"},
-        {"cheat_miners"},
+        {"cheat_miners", "lease_killer"},
         {"network"},
-        {"images", "report", "consensus"},
+        {"images", "report", "consensus", "collateral"},
     ],
 }
 

@@ -42,6 +42,8 @@ _LAZY = {
     "Mirror": "compute.collateral.deploy",
     "local_chain": "compute.collateral.devchain",
     "LocalChain": "compute.collateral.devchain",
+    "LocalEvm": "compute.collateral.devchain",
+    "serve_local": "compute.collateral.devchain",
     "load_account": "compute.collateral.keys",
     "FailedRentalEvidence": "compute.collateral.evidence",
     "CheatEvidence": "compute.collateral.evidence",

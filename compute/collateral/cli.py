@@ -6,8 +6,10 @@ claim; the contract build, the gas benchmark and a local dev chain.
     reclaim  --collateral.amount TAO   (ask)  |  --collateral.finalize  |  --collateral.cancel
     status   [--collateral.gpus N]     (deposit, required amount, next slash, open proposals)
     claim    (a renter: pay what the contract owes the key's address to it)
+    associate (link the EVM key to the wallet's hotkey on the subnet: associate_evm_key)
     build    [--check]  (compile contracts/ with solcjs into the committed artifact, or compare)
     bench    [--json]   (gas per deposit, attest, slash, claim and reclaim)
+    devchain [--devchain.port P]  (a local EVM with the contracts deployed, served on 127.0.0.1)
 
 The hotkey whose deposit is meant is the wallet's (``--wallet.name/--wallet.hotkey/--wallet.path``,
 only its public part is read); the EVM key signs (``compute.collateral.keys``).
@@ -65,6 +67,9 @@ def _chain_args(parser: argparse.ArgumentParser) -> None:
         dest="gpu_uuids",
         help="comma-separated GPU UUIDs: the machine id is derived",
     )
+    group.add_argument(
+        "--collateral.cpu", dest="cpu", action="store_true", help="a machine without GPUs (one per hotkey)"
+    )
     group.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -100,6 +105,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p = sub.add_parser("claim", help="a renter: receive the compensation owed to the EVM key's address")
     _chain_args(p)
+    p = sub.add_parser("associate", help="link the EVM key to the wallet's hotkey (associate_evm_key)")
+    add_common_args(p)
+    p.add_argument(
+        "--collateral.evm_key",
+        dest="evm_key",
+        help="keystore name under <wallet>/evmkeys (COLLATERAL_EVM_KEY wins)",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p = sub.add_parser("devchain", help="serve a local EVM with the contracts deployed (Ctrl-C stops it)")
+    p.add_argument(
+        "--devchain.port", dest="port", type=int, default=0, help="port on 127.0.0.1 (default: free)"
+    )
+    p.add_argument(
+        "--devchain.netuid", dest="netuid", type=int, default=27, help="subnet the stake source reads"
+    )
+    p.add_argument(
+        "--devchain.rate", dest="rate", type=float, default=1.0, help="TAO per GPU-day (default 1)"
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
     p = sub.add_parser("build", help="compile contracts/ into the committed artifact (solcjs)")
     p.add_argument("--check", action="store_true", help="only compare the artifact with a fresh compile")
     p.add_argument(
@@ -121,6 +145,10 @@ def main(argv: list[str] | None = None) -> int:
             from compute.collateral.bench import report
 
             return report(args)
+        if args.command == "associate":
+            return _associate(args)
+        if args.command == "devchain":
+            return _devchain(args)
         return _chain_command(args)
     except (CollateralError, SettingsError) as error:
         sys.stderr.write(f"error: {error}\n")
@@ -156,7 +184,13 @@ def _machine(args: argparse.Namespace) -> bytes:
         return bytes.fromhex(text)
     if args.gpu_uuids:
         return machine_id(u for u in args.gpu_uuids.split(","))
-    raise SettingsError("name the machine: --collateral.machine HEX or --collateral.gpu_uuids U1,U2")
+    if args.cpu:
+        from compute.collateral.identity import CPU_MACHINE
+
+        return CPU_MACHINE
+    raise SettingsError(
+        "name the machine: --collateral.machine HEX, --collateral.gpu_uuids U1,U2 or --collateral.cpu"
+    )
 
 
 def _chain_command(args: argparse.Namespace) -> int:
@@ -208,6 +242,60 @@ def _chain_command(args: argparse.Namespace) -> int:
         out["required_wei"] = client.required(args.gpus)
         out["next_slash_wei"] = client.next_slash_amount(hotkey, machine, args.gpus)
     return _print(out, args.json)
+
+
+def _associate(args: argparse.Namespace) -> int:
+    """``associate_evm_key`` through the SDK's intent: the hotkey signs, the EVM key proves itself."""
+    from compute.chain import ChainError, connect
+    from compute.collateral.keys import load_account
+    from compute.transport import WalletError, load_wallet
+
+    env = environment(args)
+    common = common_from_args(args, env)
+    account = load_account(env, common.wallet_name, common.wallet_path, args.evm_key or "default")
+    try:
+        wallet = load_wallet(common.wallet_name, common.wallet_hotkey, str(common.wallet_path))
+        chain = connect(common.chain_target, common.netuid)
+    except (WalletError, ChainError) as error:
+        raise SettingsError(str(error)) from None
+    try:
+        block = chain.associate_evm_key(wallet, account)
+    except ChainError as error:
+        raise CollateralError(f"associate_evm_key refused: {error}") from None
+    finally:
+        chain.close()
+    out = {"command": "associate", "hotkey": wallet.hotkey.ss58_address, "evm": account.address.lower()}
+    return _print(out | {"netuid": common.netuid, "block": block}, args.json)
+
+
+def _devchain(args: argparse.Namespace) -> int:
+    """Serve a local EVM with the contracts until interrupted; print where (and a funded test key)."""
+    import time
+
+    from compute.collateral.devchain import serve_local
+
+    local = serve_local(args.netuid, rate_tao=args.rate, port=args.port)
+    faucet = local.chain.accounts[-1]
+    out = {
+        "rpc": local.url,
+        "collateral": local.address,
+        "stake_source": str(local.stack.stake_source).lower(),
+        "metagraph_double": str(local.stack.mirror.metagraph).lower(),
+        "uid_lookup_double": str(local.stack.mirror.uid_lookup).lower(),
+        "keeper_key": "0x" + bytes(local.chain.accounts[0].key).hex(),
+        "faucet_key": "0x" + bytes(faucet.key).hex(),
+        "note": "eth-tester's public test keys: never use them anywhere else",
+    }
+    _print(out, args.json)
+    sys.stdout.flush()
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        local.stop()
+    return 0
 
 
 def _hotkey_ss58(wallet_name: str, hotkey: str, path: Path) -> str:

@@ -6,6 +6,12 @@ validators are separate processes, needs one chain they all reach: :func:`serve`
 chain behind a JSON-RPC endpoint (``python -m compute collateral devchain``), so every process
 talks to it through web3's HTTP provider exactly as it would to subtensor's EVM RPC.
 
+:func:`serve_local` does both for a whole local subnet: the served chain, the contracts deployed
+over the precompile doubles, and a :class:`LocalEvm` whose ``mirror`` copies a simulated chain into
+the doubles — each neuron's hotkey, stake and permit (what subtensor's metagraph precompile answers)
+and each ``associate_evm_key`` record (what its UID-lookup precompile answers). That keeper is the
+only part that is not subtensor's: on the real chain the precompiles read the runtime's state.
+
 What it deliberately does not do: emulate subtensor's precompiles (the doubles in
 contracts/test/Doubles.sol stand in for them) or persist state (the chain lives in memory).
 """
@@ -16,7 +22,7 @@ import json
 import logging
 import re
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from eth_account import Account
@@ -182,3 +188,86 @@ def rpc_app(chain: LocalChain) -> Any:
         return Response(content=handler.handle(body), media_type="application/json")
 
     return app
+
+
+# ------------------------------------------------------------------ a served local subnet EVM
+
+TAO_WEI = 10**18
+
+
+@dataclass
+class LocalEvm:
+    chain: LocalChain
+    stack: Any  # compute.collateral.deploy.Stack
+    server: Any  # compute.transport.RunningServer
+    _neurons: dict[int, tuple[str, int, bool]] = field(default_factory=dict)
+    _keys: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    @property
+    def address(self) -> str:
+        return str(self.stack.collateral).lower()
+
+    def account(self, tao: float = 100.0) -> Any:
+        """A new EVM key funded with ``tao`` (gas and deposits)."""
+        return self.chain.new_account(int(tao * TAO_WEI))
+
+    def balance(self, address: str) -> int:
+        w3 = self.chain.w3
+        return int(w3.eth.get_balance(w3.to_checksum_address(address)))
+
+    def mirror(self, state: Any, netuid: int) -> int:
+        """Copy neurons and EVM-key associations that changed into the doubles; how many changed."""
+        mirror = self.stack.mirror
+        changed = 0
+        for neuron in state.neurons(netuid):
+            row = (neuron.hotkey, int(neuron.stake_rao), bool(neuron.validator_permit))
+            if self._neurons.get(neuron.uid) != row:
+                mirror.set_neuron(neuron.uid, *row)
+                self._neurons[neuron.uid] = row
+                changed += 1
+        for uid, (key, _block) in state.evm_keys(netuid).items():
+            if self._keys.get(uid) != key:
+                mirror.associate(key, uid)
+                self._keys[uid] = key
+                changed += 1
+        return changed
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+def serve_local(
+    netuid: int,
+    rate_tao: float = 1.0,
+    reclaim_delay_s: int = 3600,
+    proposal_ttl_s: int = 3600,
+    port: int = 0,
+) -> LocalEvm:
+    """The served chain with the contracts deployed (needs the ``collateral`` extra)."""
+    from compute.collateral.chain import CollateralConfig
+    from compute.collateral.deploy import deploy_stack
+    from compute.transport import serve_in_thread
+
+    chain = local_chain()
+    config = CollateralConfig(
+        rate_per_gpu_day=int(rate_tao * TAO_WEI),
+        min_deposit=TAO_WEI // 10,
+        reclaim_delay_s=reclaim_delay_s,
+        proposal_ttl_s=proposal_ttl_s,
+    )
+    stack = deploy_stack(chain.w3, chain.accounts[0], config, netuid, doubles=True)
+    server = serve_in_thread(rpc_app(chain), "127.0.0.1", port)
+    # From now on every caller, this process included, goes through the served endpoint: eth-tester
+    # is not thread-safe and the endpoint answers one request at a time.
+    served = Web3(Web3.HTTPProvider(server.url, request_kwargs={"timeout": 60}))
+    chain.w3 = served
+    assert stack.mirror is not None
+    stack.mirror.w3 = served
+    logger.info(
+        "local EVM at %s: Collateral %s (%.2f TAO per GPU-day)", server.url, stack.collateral, rate_tao
+    )
+    return LocalEvm(chain, stack, server)

@@ -24,6 +24,7 @@ from rich.text import Text
 from compute.dashboard import build_app
 from compute.transport import serve_in_thread
 
+from .collateral import CollateralDemo, collateral_problems, render_collateral, run_story
 from .consensus import collect_consensus, consensus_problems, render_consensus
 from .images import choose_lease_image
 from .network import LocalNet, LocalnetError, Options
@@ -41,7 +42,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--miners", type=int, default=3, help="number of miners (default 3)")
     parser.add_argument("--rounds", type=int, default=1, help="validator rounds to run (default 1)")
     parser.add_argument(
-        "--validators", type=int, default=1, help="validators, each with its own stake (default 1)"
+        "--validators",
+        type=int,
+        default=None,
+        help="validators, each with its own stake (default 1; 3 with --collateral)",
     )
     parser.add_argument(
         "--backend",
@@ -84,6 +88,12 @@ def _parser() -> argparse.ArgumentParser:
         "one box, a canary-aware miner refusing real renters and a self-renter on its own coldkey",
     )
     parser.add_argument(
+        "--collateral",
+        action="store_true",
+        help="a local EVM with the collateral contract, deposits, a miner killing a renter's lease, "
+        "the validators' quorum slash and the renter's claim (fails if the renter is not compensated)",
+    )
+    parser.add_argument(
         "--logging.debug", dest="debug", action="store_true", help="debug logs from every process"
     )
     parser.add_argument(
@@ -118,6 +128,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds < 1:
         print("--rounds must be at least 1", file=sys.stderr)
         return 2
+    if args.validators is None:
+        args.validators = 3 if args.collateral else 1
+    if args.collateral and args.validators < 2:
+        print("--collateral needs at least 2 validators (a slash needs several validators' probes)", file=sys.stderr)
+        return 2
     if not 1 <= args.validators <= 16:
         print("--validators must be between 1 and 16", file=sys.stderr)
         return 2
@@ -142,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         dashboard_port=(args.dashboard_port or free_port()) if args.dashboard else 0,
         validators=args.validators,
         hosts=args.hosts,
+        collateral=args.collateral,
     )
     if args.hosts > 1 and args.backend != "docker":
         print("--hosts 2 needs --backend docker", file=sys.stderr)
@@ -158,18 +174,24 @@ def main(argv: list[str] | None = None) -> int:
         console.print(Text.assemble((f"[{name}] ", "dim"), line), highlight=False, soft_wrap=True)
 
     net = LocalNet(options, REPO_ROOT, on_line=show)
+    demo = CollateralDemo(net) if options.collateral else None
     started = time.monotonic()
     try:
         net.create()
         if options.hosts > 1:
             net.start_second_host()
-        miners = net.start_miners()
-        net.wait_for_miners(miners)
         if options.dashboard_port:
             console.print(f"dashboard: http://127.0.0.1:{options.dashboard_port}/")
-        net.run_validators(deadline=started + options.timeout_s)
+        if demo is not None:
+            demo.setup()
+            run_story(net, demo, options.rounds, deadline=started + options.timeout_s)
+        else:
+            net.wait_for_miners(net.start_miners())
+            net.run_validators(deadline=started + options.timeout_s)
         summary = collect_summary(net)
         summary["consensus"] = collect_consensus(net)
+        if demo is not None:
+            summary["collateral"] = demo.summary()
         if args.hold:
             held = finish(summary, started, options, args)
             hold_for_renters(net, args.hold, console)
@@ -181,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     finally:
         net.stop()
+        if demo is not None:
+            demo.stop()
     if args.hold:
         return 1 if held else 0
     problems = finish(summary, started, options, args)
@@ -194,6 +218,7 @@ def finish(summary: dict, started: float, options: Options, args: argparse.Names
     """Judge and print the demo's summary (JSON or tables); returns its problems."""
     summary["elapsed_s"] = round(time.monotonic() - started, 1)
     problems = summary_problems(summary, options.rounds) + consensus_problems(summary["consensus"])
+    problems += collateral_problems(summary)
     summary["ok"], summary["problems"] = not problems, problems
     if args.json:
         print(json.dumps(summary, indent=2), flush=True)
@@ -201,6 +226,7 @@ def finish(summary: dict, started: float, options: Options, args: argparse.Names
         out = Console(width=None if sys.stdout.isatty() else 160)
         render_summary(summary, out)
         render_consensus(summary["consensus"], out)
+        render_collateral(summary.get("collateral"), out)
     return problems
 
 

@@ -63,7 +63,9 @@ def build(workdir: Path, name: str, wallet: bt.Wallet, chain_metagraph, kill_aft
     low = 44500
     backend = EmbeddedBackend(data, ssh_host="127.0.0.1", bind_host="127.0.0.1", port_range=(low, low + 49))
     limits = ManagerLimits(max_cpu=2, max_memory_gb=4, max_disk_gb=10)
-    manager = LeaseKillerManager(LeaseStore(data / "leases.db"), backend, [], limits, kill_after_s=kill_after_s)
+    manager = LeaseKillerManager(
+        LeaseStore(data / "leases.db"), backend, [], limits, kill_after_s=kill_after_s
+    )
     specs = fixed_specs([], cpu_model="demo cpu", miner_version="lease-killer")
     policy = AccessPolicy(chain_metagraph, min_stake=100.0, require_permit=True, refresh_s=5.0)
     return build_miner_app(KeyWallet.from_wallet(wallet), policy, manager, lambda: specs, ServerLimits())
@@ -81,7 +83,13 @@ async def run(workdir: Path, chain_path: Path, name: str, kill_after_s: float) -
     task = asyncio.create_task(serve(app, "127.0.0.1", port, stop))
     await asyncio.sleep(0.3)
     chain.serve(wallet, "127.0.0.1", port)
-    log.info("%s hotkey=%s serving 127.0.0.1:%d, killing rentals after %.0fs", name, wallet.hotkey.ss58_address[:10], port, kill_after_s)
+    log.info(
+        "%s hotkey=%s serving 127.0.0.1:%d, killing rentals after %.0fs",
+        name,
+        wallet.hotkey.ss58_address[:10],
+        port,
+        kill_after_s,
+    )
     await stop.wait()
     await task
     chain.close()
@@ -90,7 +98,10 @@ async def run(workdir: Path, chain_path: Path, name: str, kill_after_s: float) -
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 4:
-        print("usage: python -m compute.localnet.lease_killer WORKDIR CHAIN_PATH NAME KILL_AFTER_S", file=sys.stderr)
+        print(
+            "usage: python -m compute.localnet.lease_killer WORKDIR CHAIN_PATH NAME KILL_AFTER_S",
+            file=sys.stderr,
+        )
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     asyncio.run(run(Path(args[0]), Path(args[1]), args[2], float(args[3])))

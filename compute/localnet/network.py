@@ -60,6 +60,7 @@ class Options:
     hosts: int = (
         1  # 2: miner1 rents out this engine and a second one (root; compute.allocation.docker.second_engine)
     )
+    collateral: bool = False  # the local EVM, deposits, a lease killer and a renter made whole
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,8 @@ class LocalNet:
         self.miners: list[Participant] = []
         self.cheaters: list[Participant] = []
         self.second_engine: SecondEngine | None = None
+        # validator name -> (extra flags, extra environment), e.g. --collateral.* and its EVM key
+        self.validator_extra: dict[str, tuple[list[str], dict[str, str]]] = {}
 
     # ------------------------------------------------------------------ setup
     def create(self) -> None:
@@ -361,11 +364,12 @@ class LocalNet:
             args += ["--validator.canary_rate", "1", "--validator.canary_hotkeys", OPERATOR_HOTKEY]
         if self.options.dashboard_port and validator is self.validator:
             args += ["--dashboard.port", str(self.options.dashboard_port)]
+        extra_args, extra_env = self.validator_extra.get(validator.name, ([], {}))
         child = self.processes.start(
             validator.name,
-            args,
+            args + extra_args,
             on_line=self.on_line,
-            extra_env=scoring_env,
+            extra_env={**(scoring_env or {}), **extra_env},
         )
         log.info("%s uid=%d running %d round(s)", validator.name, validator.uid, self.options.rounds)
         return child

@@ -99,6 +99,8 @@ class ProcessGroup:
         for child in self.children:
             if child._pump is not None:
                 child._pump.join(timeout=2)
+            if child.proc.stdout is not None and (child._pump is None or not child._pump.is_alive()):
+                child.proc.stdout.close()
 
 
 def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:

@@ -4,7 +4,8 @@ Rooms, lowest first (a room imports only rooms below it; ``tests/test_layers.py`
 the root modules ``settings``, ``params``, ``failures``; ``session`` (SSH channel to the worker) and
 ``report`` (table, progress, wandb) and ``journal`` (every granted lease released); ``rentals`` (receipts, canaries, ledger); ``fleet`` (dedup,
 oversight); ``proofs`` (GEMM, depth, hosts, evidence); ``check`` (one miner's test); ``round``
-(loops, schedule, weights); ``tools`` (simulations and benchmarks).
+(loops, schedule, weights); ``collateral`` (deposits into credit, the failed-rental desk; off without
+``--collateral.rpc``); ``tools`` (simulations and benchmarks).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A simulated chain (validators with their own stakes, a renter, miners); the local EVM served over
 JSON-RPC with the real contracts over the precompile doubles, kept in step with the simulated chain
-(``compute.localnet.evm``); EVM keys associated through the SDK's own ``AssociateEvmKey`` intent on
+(``compute.collateral.devchain.serve_local``); EVM keys associated through the SDK's own ``AssociateEvmKey`` intent on
 the simulated chain; the miner that kills rentals (``compute.localnet.lease_killer``) serving its
 real API; and each validator's real collateral parts (``build_collateral``: credit, desk, evidence
 surface) over its own store. Only the PoG round is not run: each validator's store holds the
@@ -25,8 +25,8 @@ import bittensor as bt
 from compute.chain import SimChainState, connect
 from compute.collateral import CPU_MACHINE
 from compute.collateral.chain import CollateralClient
+from compute.collateral.devchain import LocalEvm, serve_local
 from compute.collateral.settings import CollateralSettings
-from compute.localnet.evm import LocalEvm, start_local_evm
 from compute.localnet.lease_killer import build as build_killer
 from compute.operator import main as register_main
 from compute.store import PogResult, ScoreUpdate, ValidatorStore
@@ -155,7 +155,9 @@ def _wallet(root: Path, name: str) -> bt.Wallet:
 
 def verified(uid: int, hotkey: str, round_id: int = 1) -> PogResult:
     """What a round writes for a CPU machine it verified (the demo's miners have no GPU)."""
-    return PogResult(round_id, uid, hotkey, ok=True, sample=0.01, models=("cpu",), gpu_count=0, created=time.time())
+    return PogResult(
+        round_id, uid, hotkey, ok=True, sample=0.01, models=("cpu",), gpu_count=0, created=time.time()
+    )
 
 
 def record_verified(store: ValidatorStore, result: PogResult, score: float = 0.01) -> None:
@@ -167,7 +169,7 @@ def record_verified(store: ValidatorStore, result: PogResult, score: float = 0.0
 def build_story(root: Path, kill_after_s: float = 1.0, deposit_tao: float = 1.0) -> Story:
     state = SimChainState.create(root / "chain.db", netuid=NETUID, block_time=1.0)
     chain = connect(f"sim:{root / 'chain.db'}", NETUID)
-    evm = start_local_evm(NETUID)
+    evm = serve_local(NETUID)
     validators = []
     for index, stake in enumerate(STAKES):
         wallet = _wallet(root, f"validator{index + 1}")
@@ -196,7 +198,10 @@ def build_story(root: Path, kill_after_s: float = 1.0, deposit_tao: float = 1.0)
 
 
 def start_desks(
-    story: Story, dead_s: float = 2.0, only: tuple[int, ...] | None = None, keys: tuple[int, ...] | None = None
+    story: Story,
+    dead_s: float = 2.0,
+    only: tuple[int, ...] | None = None,
+    keys: tuple[int, ...] | None = None,
 ) -> None:
     """Each validator's real collateral parts, its surface on a free port, the others as peers.
 

@@ -57,7 +57,12 @@ def test_a_killed_lease_is_slashed_by_the_quorum_and_the_renter_claims_it(story:
         for digest in v.parts.desk.book.all_evidence()
     ]
     assert any(o and "slash executed" in o for o in outcomes), outcomes
-    probers = {p.validator for v in story.validators for s in v.parts.desk.book.all_evidence().values() for p in s.evidence.probes}
+    probers = {
+        p.validator
+        for v in story.validators
+        for s in v.parts.desk.book.all_evidence().values()
+        for p in s.evidence.probes
+    }
     assert len(probers) >= 2  # several validators' probes, not one
 
     before = story.evm.balance(renter)

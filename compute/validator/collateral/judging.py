@@ -211,8 +211,11 @@ class Judge:
         evidence = signed.evidence
         lease = check_report(evidence.report())
         view = self.view(metagraph, lease)
-        if view is None:
-            return "refused: this validator never verified the miner's machine"
+        if view is None:  # not (yet) tested by this validator: judge it once it has been
+            log.info(
+                "collateral lease=%s: no own verification of the miner yet; evidence waits", lease.lease_id
+            )
+            return None
         if evidence.machine != view.machine or evidence.gpus > view.gpus:
             return f"refused: names machine {evidence.machine[:10]} x{evidence.gpus}, proven {view.machine[:10]} x{view.gpus}"
         released = await self.released(metagraph, lease)

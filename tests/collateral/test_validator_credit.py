@@ -1,0 +1,136 @@
+"""Collateral scales credit: the real WeightsLoop reads every miner's deposit from the real contract
+(the local EVM over JSON-RPC) and sets weights on the simulated chain.
+
+Each miner below was verified with the same score; what differs is only what it posted. The honest
+deposit earns full credit; every way around posting it — nothing, too little for the proven GPUs,
+a deposit asked back right after it was read, a deposit for another machine, a second hotkey on the
+machine of a miner that did deposit — earns the floor of the ramp at most.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from story import NETUID, TAO, _wallet
+
+from compute import VERSION_KEY
+from compute.chain import SimChainState, connect
+from compute.collateral import machine_id
+from compute.collateral.chain import CollateralClient
+from compute.collateral.devchain import serve_local
+from compute.store import PogResult, ScoreUpdate, ValidatorStore
+from compute.validator import WeightSetter, WeightsLoop
+from compute.validator.collateral.credit import CollateralCredit
+
+FLOOR = 0.5
+# name -> (verified GPU UUIDs, credited GPUs, TAO deposited for which UUIDs, reclaim asked)
+MINERS = {
+    "honest": (("GPU-h1", "GPU-h2"), 2, 2.0, None, False),
+    "nothing": (("GPU-n1", "GPU-n2"), 2, 0.0, None, False),
+    "half": (("GPU-f1", "GPU-f2"), 2, 1.0, None, False),
+    "asked-back": (("GPU-r1", "GPU-r2"), 2, 2.0, None, True),
+    "other-machine": (("GPU-o1", "GPU-o2"), 2, 2.0, ("GPU-o1",), False),
+    "second-hotkey": (("GPU-h1", "GPU-h2"), 2, 0.0, None, False),  # honest's box, under another hotkey
+    "more-gpus": (("GPU-m1", "GPU-m2", "GPU-m3", "GPU-m4"), 4, 1.0, None, False),  # posted for one GPU
+}
+EXPECTED = {
+    "honest": 1.0,
+    "nothing": FLOOR,
+    "half": 0.75,
+    "asked-back": FLOOR,
+    "other-machine": FLOOR,
+    "second-hotkey": FLOOR,
+    "more-gpus": 0.625,
+}
+
+
+def test_weights_scale_by_collateral_and_every_dodge_earns_the_floor_at_most(tmp_path) -> None:
+    state = SimChainState.create(tmp_path / "chain.db", netuid=NETUID, block_time=1.0, weights_rate_limit=0)
+    chain = connect(f"sim:{tmp_path / 'chain.db'}", NETUID)
+    evm = serve_local(NETUID)
+    store = ValidatorStore(tmp_path / "validator.db")
+    try:
+        validator = _wallet(tmp_path, "validator")
+        state.register(validator.hotkey.ss58_address, validator.coldkeypub.ss58_address, 10_000.0, True)
+        from web3 import Web3
+
+        w3 = Web3(Web3.HTTPProvider(evm.url))
+        round_ = store.begin_round(1)
+        uids = {}
+        for name, (uuids, gpus, tao, deposit_for, reclaim) in MINERS.items():
+            wallet = _wallet(tmp_path, name)
+            uid = state.register(wallet.hotkey.ss58_address, wallet.coldkeypub.ss58_address, 10.0)
+            uids[name] = uid
+            account = evm.account()
+            chain.associate_evm_key(wallet, account)
+            evm.mirror(state, NETUID)
+            if tao:
+                client = CollateralClient(w3, evm.address, account)
+                machine = machine_id(deposit_for or uuids)
+                client.deposit(machine, int(tao * TAO))
+                if reclaim:  # the right moment: posted while being read, asked back right after
+                    client.request_reclaim(wallet.hotkey.ss58_address, machine, int(tao * TAO))
+            store.record_result(
+                PogResult(
+                    round_.round_id,
+                    uid,
+                    wallet.hotkey.ss58_address,
+                    ok=True,
+                    sample=1.0,
+                    gpu_count=gpus,
+                    credited_gpus=gpus,
+                    gpu_uuids=uuids,
+                    created=time.time(),
+                )
+            )
+        store.finish_round(
+            round_.round_id,
+            [ScoreUpdate(uid, state.neurons(NETUID)[uid].hotkey, 1.0) for uid in uids.values()],
+        )
+        credit = CollateralCredit(CollateralClient(w3, evm.address), store, FLOOR)
+        setter = WeightSetter(chain, validator, store, VERSION_KEY, backoff_s=0.1)
+        loop = WeightsLoop(
+            chain, store, setter, validator.hotkey.ss58_address, interval_blocks=1, credit_factors=credit
+        )
+        asyncio.run(loop.run_step(chain.block()))
+        weights = chain.weights(0)
+    finally:
+        store.close()
+        chain.close()
+        evm.stop()
+    total = sum(EXPECTED.values())
+    for name, factor in EXPECTED.items():
+        assert weights[uids[name]] == pytest.approx(factor / total, abs=2e-4), name
+    honest = weights[uids["honest"]]
+    for name in EXPECTED:
+        if name != "honest":
+            assert weights[uids[name]] <= 0.75 * honest + 1e-4, (
+                f"{name} earned {weights[uids[name]] / honest:.2f}x honest"
+            )
+
+
+def test_an_unreadable_contract_counts_no_deposit(tmp_path) -> None:
+    """A validator that cannot read the chain gives the floor (never full credit) to a miner it never read."""
+    from web3 import Web3
+
+    store = ValidatorStore(tmp_path / "validator.db")
+    round_ = store.begin_round(1)
+    store.record_result(
+        PogResult(
+            round_.round_id, 1, "5" * 48, ok=True, sample=1.0, gpu_uuids=("GPU-1",), created=time.time()
+        )
+    )
+    store.finish_round(round_.round_id, [ScoreUpdate(1, "5" * 48, 1.0)])
+    dead = CollateralClient(Web3(Web3.HTTPProvider("http://127.0.0.1:9")), "0x" + "11" * 20)
+    credit = CollateralCredit(dead, store, FLOOR, timeout_s=5)
+
+    class Graph:
+        neurons = (type("N", (), {"uid": 1, "hotkey": "5" * 48})(),)
+
+    try:
+        factors = asyncio.run(credit(Graph()))  # type: ignore[arg-type]
+    finally:
+        store.close()
+    assert factors == {1: FLOOR}
