@@ -131,7 +131,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.validators is None:
         args.validators = 3 if args.collateral else 1
     if args.collateral and args.validators < 2:
-        print("--collateral needs at least 2 validators (a slash needs several validators' probes)", file=sys.stderr)
+        print(
+            "--collateral needs at least 2 validators (a slash needs several validators' probes)",
+            file=sys.stderr,
+        )
         return 2
     if not 1 <= args.validators <= 16:
         print("--validators must be between 1 and 16", file=sys.stderr)

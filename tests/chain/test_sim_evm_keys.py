@@ -55,7 +55,9 @@ def test_a_proof_by_another_key_or_an_unregistered_hotkey_is_refused(chain_file,
     claimed, signer = Account.create(), Account.create()
     proof, block = association_proof(signer, wallet.hotkey.ss58_address, state.block())
     with pytest.raises(SimDispatchError, match="signed by"):
-        state.associate_evm_key(NETUID, wallet.hotkey.ss58_address, claimed.address, block, bytes.fromhex(proof[2:]))
+        state.associate_evm_key(
+            NETUID, wallet.hotkey.ss58_address, claimed.address, block, bytes.fromhex(proof[2:])
+        )
     stranger: bt.Wallet = make_wallet("stranger")
     chain = connect(f"sim:{chain_file}", NETUID)
     try:
@@ -66,7 +68,9 @@ def test_a_proof_by_another_key_or_an_unregistered_hotkey_is_refused(chain_file,
     assert state.evm_keys(NETUID) == {}
 
 
-def test_the_associate_command_links_the_key_from_the_environment(chain_file, make_wallet, tmp_path, monkeypatch, capsys) -> None:
+def test_the_associate_command_links_the_key_from_the_environment(
+    chain_file, make_wallet, tmp_path, monkeypatch, capsys
+) -> None:
     state = SimChainState.open(chain_file)
     wallet = make_wallet("miner")
     uid = state.register(wallet.hotkey.ss58_address, wallet.coldkeypub.ss58_address, 1.0)
