@@ -48,7 +48,7 @@ def lease_answer(
         purpose="rental",
         state="active",
         requirements=Requirements(gpu_count=2),
-        ssh=SshAccess(host="10.0.0.1", port=40001, username="root", host_key="ssh-ed25519 AAAAhost"),
+        ssh=SshAccess(host="10.0.0.1", port=40001, username="root", host_key=" ".join(KEY.split()[:2])),
         created_at=nonce / 1e9,
         expires_at=nonce / 1e9 + 86_400,
     )
