@@ -172,6 +172,8 @@ class MinerClient:
 
         With ``record``, a successful signed exchange is appended to it."""
         path, response_model = route_for(request)  # type: ignore[arg-type]
+        if record is None:  # subclasses that hook ``request`` need not know the keyword
+            return await self.request(endpoint, hotkey, path, request, response_model, timeout=timeout)
         return await self.request(
             endpoint, hotkey, path, request, response_model, timeout=timeout, record=record
         )

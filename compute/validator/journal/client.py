@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from compute.protocol import AllocateRequest, DeallocateRequest, ErrorCode, LeaseResponse
 from compute.store.journal import LeaseJournal
-from compute.transport import MinerClient, Rejected
+from compute.transport import MinerClient, Rejected, SignedExchange
 
 log = logging.getLogger(__name__)
 M = TypeVar("M", bound=BaseModel)
@@ -50,12 +50,15 @@ class JournaledClient(MinerClient):
         response_model: type[M],
         *,
         timeout: float | None = None,
+        record: list[SignedExchange] | None = None,
     ) -> M:
         if isinstance(body, AllocateRequest):
             return await self._allocate(endpoint, hotkey, path, body, response_model, timeout)
         if isinstance(body, DeallocateRequest):
             return await self._release(endpoint, hotkey, path, body, response_model, timeout)
-        return await super().request(endpoint, hotkey, path, body, response_model, timeout=timeout)
+        return await super().request(
+            endpoint, hotkey, path, body, response_model, timeout=timeout, record=record
+        )
 
     async def _allocate(
         self,
