@@ -14,6 +14,12 @@ from compute.validator.params import RoundParams
 
 CHUNK = 4096
 MAX_N = 1 << 26
+RUNS = 2  # timed runs per precision (the fastest counts), each of ``run_size(n)``
+
+
+def run_size(n: int) -> int:
+    """Inner size of each of the ``RUNS`` timed runs that together do about the work of ``n``."""
+    return max(min(CHUNK, n), n // RUNS // CHUNK * CHUNK)
 
 
 def challenge_size(

@@ -1,7 +1,7 @@
 """What one validator's proof costs a miner: GPU-held seconds of the round's GEMM proofs.
 
-``python -m compute.validator check-cost --device cuda --json`` plans the round's two challenges
-(fp16, fp32) sized for ``--gpu`` at ``target_seconds`` exactly as the validator sizes them, starts
+``python -m compute.validator check-cost --device cuda --json`` plans the round's challenges (two
+timed runs of half the inner size per precision, fp16 and fp32) sized for ``--gpu`` at ``target_seconds`` exactly as the validator sizes them, starts
 the self-contained PoG worker the validator ships over SSH, and times, on this clock: worker start
 to its first answer (interpreter, torch import, CUDA init), each commit (the GEMM and its Merkle
 commitment) and each opening. The sum is the GPU time one test holds a miner before the lease,
@@ -29,7 +29,7 @@ def make_plan(
     from compute.pog import choose_openings, new_challenge, worker_script
     from compute.scoring import load_gpu_table
     from compute.validator.params import RoundParams
-    from compute.validator.proofs.sizing import CHUNK, challenge_size
+    from compute.validator.proofs.sizing import CHUNK, RUNS, challenge_size, run_size
 
     table = load_gpu_table()
     model = table.models.get(table.resolve_name(gpu) or gpu)
@@ -39,16 +39,18 @@ def make_plan(
     steps = []
     for precision in ("fp16", "fp32"):
         m_, n_, p_ = challenge_size(params, precision, model.tflops(precision))
-        challenge = new_challenge(precision, m_, n_, p_, 1, chunk=min(CHUNK, n_))  # type: ignore[arg-type]
-        request = choose_openings(challenge, params.rows_per_gpu, params.cols_per_row)
-        steps.append(
-            {
-                "precision": precision,
-                "flops": 2.0 * m_ * n_ * p_,
-                "challenge": challenge.model_dump(mode="json"),
-                "request": request.model_dump(mode="json"),
-            }
-        )
+        n_ = run_size(n_)
+        for _ in range(RUNS):
+            challenge = new_challenge(precision, m_, n_, p_, 1, chunk=min(CHUNK, n_))  # type: ignore[arg-type]
+            request = choose_openings(challenge, params.rows_per_gpu, params.cols_per_row)
+            steps.append(
+                {
+                    "precision": precision,
+                    "flops": 2.0 * m_ * n_ * p_,
+                    "challenge": challenge.model_dump(mode="json"),
+                    "request": request.model_dump(mode="json"),
+                }
+            )
     source, _digest = worker_script()
     return {"gpu": gpu, "target_seconds": target_seconds, "worker": source, "steps": steps}
 
@@ -84,10 +86,11 @@ def run_plan(plan: dict[str, Any], device: str = "cuda") -> dict[str, Any]:
             for step in plan["steps"]:
                 _, commit_s = _ask(proc, {"op": "commit", "challenge": step["challenge"]})
                 _, open_s = _ask(proc, {"op": "open", "request": step["request"]})
-                name = step["precision"]
-                figures[f"{name}_commit_s"] = round(commit_s, 3)
-                figures[f"{name}_open_s"] = round(open_s, 3)
-                figures[f"{name}_tflops"] = round(step["flops"] / commit_s / 1e12, 2)
+                name = step["precision"]  # each precision's runs: held time adds up, the best run counts
+                figures[f"{name}_commit_s"] = round(figures.get(f"{name}_commit_s", 0.0) + commit_s, 3)
+                figures[f"{name}_open_s"] = round(figures.get(f"{name}_open_s", 0.0) + open_s, 3)
+                tflops = round(step["flops"] / commit_s / 1e12, 2)
+                figures[f"{name}_tflops"] = max(figures.get(f"{name}_tflops", 0.0), tflops)
             _ask(proc, {"op": "exit"})
         finally:
             if proc.poll() is None:

@@ -12,6 +12,7 @@ forged    commits random roots at once and computes only after the clock stopped
 memskip   memory proof: runs pass 1, then skips the passes (replays pass 1's vector without reading A)
 memregen  memory proof: never allocates A, regenerates it on every pass (right answers, too slow)
 throttle  honest, but each sustained segment takes longer than the one before (a throttling GPU)
+spike     honest, but its first timed commit stalls 2 s (a scheduler or network spike)
 garbage   answers every request with a line that is not JSON
 deepnest  answers info with JSON nested 20000 deep (RecursionError in json.loads)
 hugeint   answers info with memory_bytes 1e999 (Infinity: OverflowError in int())
@@ -48,7 +49,7 @@ def main(mode: str) -> None:
     if mode in ("garbage", "silent", *MALFORMED_INFO):
         return _broken(stdin, mode)
     original = ns["product_cpu"]
-    if mode in ("memskip", "memregen", "throttle"):
+    if mode in ("memskip", "memregen", "throttle", "spike"):
         return _depth_cheat(ns, stdin, mode)
     if mode == "partial":
 
@@ -125,13 +126,23 @@ def _depth_cheat(ns: dict, stdin, mode: str) -> None:
         engine_cls, build = ns["MemoryEngine"], ns["MemoryEngine"].build
         engine_cls.build = lambda self, spec, gpu: None
         engine_cls.multiply = lambda self, spec, gpu, a, x: ns["product_np"](build(self, spec, gpu), x)
+    elif mode == "spike":
+        engine_cls, honest = ns["ProverEngine"], ns["ProverEngine"].commit
+        calls = {"n": 0}
+
+        def commit(self, challenge, keep_previous=False):
+            calls["n"] += 1
+            time.sleep(2.0 if calls["n"] == 1 else 0.0)
+            return honest(self, challenge, keep_previous)
+
+        engine_cls.commit = commit
     else:
         engine_cls, honest = ns["ProverEngine"], ns["ProverEngine"].commit
         calls = {"n": 0}
 
         def commit(self, challenge, keep_previous=False):
             calls["n"] += 1
-            time.sleep(0.15 * max(0, calls["n"] - 3))  # the 2 GEMM rounds and the first segment run at speed
+            time.sleep(0.15 * max(0, calls["n"] - 5))  # the 4 GEMM runs and the first segment run at speed
             return honest(self, challenge, keep_previous)
 
         engine_cls.commit = commit
