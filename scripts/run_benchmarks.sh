@@ -19,6 +19,9 @@ if docker info >/dev/null 2>&1; then
   run allocation-docker python3 -m compute bench-allocation --backend docker --iterations 10 --json
 fi
 run dashboard         python3 -m compute bench-dashboard --json
+if python3 -c "import web3" 2>/dev/null; then
+  run collateral-gas  python3 -m compute collateral bench --json
+fi
 echo "== validator-64" >&2; python3 -m compute bench-validator --miners 64 | tee "$out/validator-64.txt"
 if [ "${1:-}" = "--gpu" ]; then
   run pog-cuda-fp16   python3 -m compute.pog bench --device cuda --precision fp16 --m 8192 --n 8192 --p 8192 --json
