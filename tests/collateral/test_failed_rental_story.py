@@ -15,7 +15,7 @@ import pytest
 from story import TAO, Story, build_story, start_desks
 
 from compute.collateral import CPU_MACHINE
-from compute.operator import EXIT_OK, EXIT_REFUSED
+from compute.operator import EXIT_OK, EXIT_REFUSED, EXIT_USAGE
 
 
 @pytest.fixture
@@ -41,8 +41,14 @@ def rent(story: Story) -> str:
 
 def test_a_killed_lease_is_slashed_by_the_quorum_and_the_renter_claims_it(story: Story) -> None:
     start_desks(story)
+    code, body = story.register(
+        "allocate", "--hotkey", story.miner.hotkey.ss58_address, "--register.renter_evm", "0x12"
+    )
+    assert code == EXIT_USAGE and "--register.renter_evm" in body["error"]["message"]
     lease = rent(story)
     assert (story.root / "register" / "rentals" / f"{lease}.json").is_file()
+    code, body = story.register("report", lease)
+    assert code == EXIT_USAGE and "--register.validators" in body["error"]["message"]
     code, body = story.register("report", lease, "--register.validators", story.validators[0].url)
     assert code == EXIT_OK and body["reported_to"][0]["accepted"], body
     contract = story.contract()
