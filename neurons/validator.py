@@ -119,7 +119,6 @@ async def run(s: ValidatorSettings) -> int:
         data_dir=s.data_dir,
         chain=chain,
         store=store,
-        miners=client,
     )
     factors = collateral.credit if collateral is not None else None
     weights_loop = WeightsLoop(

@@ -30,7 +30,7 @@ from compute.collateral.settings import CollateralSettings
 from compute.localnet.lease_killer import build as build_killer
 from compute.operator import main as register_main
 from compute.store import PogResult, ScoreUpdate, ValidatorStore
-from compute.transport import KeyWallet, MinerClient, serve_in_thread
+from compute.transport import serve_in_thread
 from compute.validator.collateral.wiring import CollateralParts, build_collateral
 
 NETUID = 27
@@ -44,7 +44,6 @@ class Validator:
     uid: int
     evm: Any
     store: ValidatorStore
-    client: MinerClient
     parts: CollateralParts | None = None
 
     @property
@@ -108,16 +107,12 @@ class Story:
 
     def play(self, until, timeout_s: float = 60.0, then_s: float = 0.0) -> bool:  # noqa: ANN001
         """Run every validator's desk step until ``until()`` holds (True) or the time is up, then
-        ``then_s`` more seconds of steps; one event loop, the validators' clients closed after."""
+        ``then_s`` more seconds of steps."""
 
         async def go() -> bool:
-            try:
-                done = await self._steps(until, timeout_s)
-                await self._steps(lambda: False, then_s)
-                return done
-            finally:
-                for v in self.validators:
-                    await v.client.aclose()
+            done = await self._steps(until, timeout_s)
+            await self._steps(lambda: False, then_s)
+            return done
 
         return asyncio.run(go())
 
@@ -177,7 +172,7 @@ def build_story(root: Path, kill_after_s: float = 1.0, deposit_tao: float = 1.0)
         account = evm.account()
         chain.associate_evm_key(wallet, account)  # the SDK's AssociateEvmKey, checked by the sim chain
         store = ValidatorStore(root / f"validator{index + 1}" / "validator.db")
-        validators.append(Validator(wallet, uid, account, store, MinerClient(KeyWallet.from_wallet(wallet))))
+        validators.append(Validator(wallet, uid, account, store))
     renter = _wallet(root, "renter")
     state.register(renter.hotkey.ss58_address, renter.coldkeypub.ss58_address, 1000.0, True)
     miner = _wallet(root, "killer")
@@ -238,5 +233,4 @@ def start_desks(
             data_dir=story.root / v.wallet.name,
             chain=chain,
             store=v.store,
-            miners=v.client,
         )

@@ -6,6 +6,10 @@ leases that are due (``probing``); assemble evidence for leases enough validator
 attest every evidence that holds (``judging``). The evidence surface (``surface``) serves the same
 book to renters and peers from its own thread.
 
+The desk's work runs on its own event loop in its own thread (``start``), so its SSH probes,
+signature checks and fetches never share a loop with the validator's timed proofs; the round
+loop's runner only awaits each step's result.
+
 What it deliberately does not do: score (``credit`` gives the weights their factor) or hold keys
 beyond the two it is handed (the hotkey signs probes and evidence, the EVM key attestations).
 """
@@ -14,8 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from compute.chain import Chain, MetagraphSnapshot
 from compute.collateral import EvidenceError
@@ -49,6 +55,33 @@ class CollateralDesk(BlockLoop):
         self._metagraph: MetagraphSnapshot | None = None
         self._metagraph_at = float("-inf")
         self._synced_at = float("-inf")
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self.on_close: Callable[[], Coroutine[Any, Any, None]] | None = (
+            None  # run on the desk's loop at close
+        )
+
+    def start(self) -> CollateralDesk:
+        """Run the desk's steps on a loop of its own, in a daemon thread named ``collateral``."""
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="collateral", daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        if self.on_close is not None:
+            try:
+                asyncio.run_coroutine_threadsafe(self.on_close(), loop).result(timeout_s)
+            except Exception:  # noqa: BLE001 - shutting down: log, never raise
+                log.warning("collateral desk did not close its clients cleanly")
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout_s)
+        if not thread.is_alive():
+            loop.close()
+        self._loop = self._thread = None
 
     async def metagraph(self) -> MetagraphSnapshot:
         if self._metagraph is None or time.monotonic() - self._metagraph_at > METAGRAPH_TTL_S:
@@ -57,6 +90,12 @@ class CollateralDesk(BlockLoop):
         return self._metagraph
 
     async def run_step(self, block: int) -> None:
+        if self._loop is None:
+            await self.step(block)
+            return
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.step(block), self._loop))
+
+    async def step(self, block: int) -> None:
         now = self.clock()
         metagraph = await self.metagraph()
         if now - self._synced_at >= self.sync_s:

@@ -18,7 +18,7 @@ from typing import Any
 from compute.chain import Chain
 from compute.collateral import EvmKeyError
 from compute.collateral.settings import CollateralSettings
-from compute.transport import MinerClient, RunningServer
+from compute.transport import KeyWallet, MinerClient, RunningServer
 from compute.validator.collateral.book import CollateralBook, default_root
 from compute.validator.collateral.credit import CollateralCredit, VerifiedSource
 from compute.validator.collateral.desk import CollateralDesk
@@ -37,6 +37,7 @@ class CollateralParts:
     surface: RunningServer | None
 
     def close(self) -> None:
+        self.desk.close()
         if self.surface is not None:
             self.surface.stop()
 
@@ -70,7 +71,6 @@ def build_collateral(
     data_dir: Path,
     chain: Chain,
     store: VerifiedSource,
-    miners: MinerClient,
 ) -> CollateralParts | None:
     if not settings.enabled:
         return None
@@ -84,6 +84,7 @@ def build_collateral(
     book = CollateralBook(default_root(data_dir))
     peers = Peers(settings.peers)
     prober = Prober(hotkey, book, settings.probe_seconds, settings.dead_seconds)
+    miners = MinerClient(KeyWallet(hotkey), timeout=30.0)  # the desk's own: used on the desk's loop only
     judge = Judge(
         keypair=hotkey,
         book=book,
@@ -95,7 +96,8 @@ def build_collateral(
         leader_grace_s=3 * settings.sync_seconds,
         clock=time.time,
     )
-    desk = CollateralDesk(chain, book, peers, prober, judge, settings.sync_seconds)
+    desk = CollateralDesk(chain, book, peers, prober, judge, settings.sync_seconds).start()
+    desk.on_close = miners.aclose
     surface = serve_surface(book, settings.host, settings.port) if settings.port else None
     credit = CollateralCredit(client, store, settings.floor)
     log.info(
