@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import sqlite3
 import time
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +24,7 @@ from fastapi import FastAPI
 
 from compute import __version__
 from compute.allocation import AllocationManager, HealthMonitor, TemplateCatalog, UnknownTemplate
+from compute.allocation.lease.failures import failure, is_disk_full
 from compute.miner.receipts import keep_release, lease_release, rental_receipts, signed_receipt
 from compute.protocol import (
     AllocateRequest,
@@ -106,6 +108,11 @@ def build_miner_app(
                     raise RequestFailed(
                         ErrorCode.BUSY, "the lease store is busy; retry shortly", 503
                     ) from None
+                except (OSError, sqlite3.Error) as exc:
+                    if not is_disk_full(exc):
+                        raise
+                    logger.error("%s: the miner's disk is full hotkey=%s: %s", path, caller.hotkey_ss58, exc)
+                    raise failure("the request", exc) from None  # a clean 507, never a 500
 
             return register(guarded)
 

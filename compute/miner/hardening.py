@@ -6,6 +6,9 @@
   is the 4,000-connection flood of issue 28);
 - crash loop: ``kill -9`` at every step of allocate and release, ``--iterations`` times each, then a
   restart: ghost leases, orphans, failed restarts (target 0 / 0 / 0);
+- volumes (Docker, root): ``kill -9`` after each step of creating and removing a hard volume,
+  ``--iterations``/10 times each, then a restart: volumes listed but unusable, strays, failed
+  restarts (target 0 / 0 / 0);
 - isolation (Docker, root): a lease container probes another tenant's SSH, the host gateway and a
   private address on a network this command creates: open paths (target 0).
 
@@ -100,6 +103,17 @@ def _crash(iterations: int, backend: str) -> dict[str, Any]:
     return {"backend": backend, "steps": list(STEPS), **report.__dict__}
 
 
+def _volumes(iterations: int) -> dict[str, Any]:
+    from compute.allocation.lifecycle.volcrash import STEPS, run_volume_crash_loop
+
+    try:
+        with tempfile.TemporaryDirectory(prefix="volcrash-") as tmp:
+            report = run_volume_crash_loop(Path(tmp), iterations)
+    except Exception as exc:  # no engine, no image, not root: say so instead of failing the bench
+        return {"skipped": f"{type(exc).__name__}: {exc}"}
+    return {"steps": list(STEPS), **report.__dict__}
+
+
 def _isolation() -> dict[str, Any]:
     from compute.miner.isolation_probe import probe_paths
 
@@ -125,7 +139,11 @@ def main(argv: list[str] | None = None) -> int:
         "--backend", choices=["embedded", "docker"], default="embedded", help="crash-loop backend"
     )
     parser.add_argument(
-        "--skip", nargs="*", default=[], choices=["flood", "crash", "isolation"], help="parts to skip"
+        "--skip",
+        nargs="*",
+        default=[],
+        choices=["flood", "crash", "volumes", "isolation"],
+        help="parts to skip",
     )
     args = parser.parse_args(argv)
     started = time.time()
@@ -134,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         result["flood"] = asyncio.run(_flood(args.connections, args.calls, args.addresses))
     if "crash" not in args.skip:
         result["crash_loop"] = _crash(args.iterations, args.backend)
+    if "volumes" not in args.skip:
+        result["volume_crash_loop"] = _volumes(max(1, args.iterations // 10))
     if "isolation" not in args.skip:
         result["isolation"] = _isolation()
     result["took_s"] = round(time.time() - started, 1)

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from compute.allocation.lease.backend import Backend, BackendError, MeasuresActivity, Placement
-from compute.allocation.lease.failures import BACKEND_TIMEOUT_S, EXPECTED, failure
+from compute.allocation.lease.failures import BACKEND_TIMEOUT_S, EXPECTED, failure, is_disk_full
 from compute.allocation.lease.records import LeaseRecord, Receipt
 from compute.allocation.lease.sshkeys import InvalidPublicKey, validate_public_key
 from compute.allocation.lease.store import DuplicateKey, GpuConflict, LeaseStore, StoredLease
@@ -182,6 +182,8 @@ class AllocationManager(Reconciler):
             public_key = validate_public_key(request.ssh_public_key)
         except InvalidPublicKey as exc:
             raise _fail(ErrorCode.INVALID_REQUEST, f"ssh_public_key refused: {exc}", 400) from None
+        if req.volume is not None and self.volumes is not None:
+            await self.volumes.measure(owner_hotkey, req.volume.name)  # du off the allocation lock
         lease, fresh = await self._reserve(owner_hotkey, request, public_key)
         if not fresh:
             return self._replayed(lease)
@@ -389,16 +391,34 @@ class AllocationManager(Reconciler):
             raise failure("restarting the lease failed", exc) from None
 
     async def _end(self, lease: StoredLease, state: Literal["expired", "released"]) -> None:
-        """Mark ended first, stop second: a crash between leaves an orphan reconcile stops."""
-        await asyncio.to_thread(self.store.end, lease.lease_id, state, self._clock())
+        """Mark ended first, stop second: a crash between leaves an orphan reconcile stops. On a
+        full disk the mark cannot be written: the lease is stopped first (its container's files
+        go, which frees space) and the mark written then; still full, a clean 507."""
+        stopped = False
         try:
-            await asyncio.wait_for(self.backend.stop(lease.lease_id), BACKEND_TIMEOUT_S)
+            await asyncio.to_thread(self.store.end, lease.lease_id, state, self._clock())
         except EXPECTED as exc:
-            logger.warning(
-                "stopping lease=%s failed (%s); marked %s, the sweep retries", lease.lease_id, exc, state
-            )
+            if not is_disk_full(exc):
+                raise failure("ending the lease failed", exc) from None
+            logger.warning("lease=%s: disk full, stopping it before it is marked %s", lease.lease_id, state)
+            await self._stop_quietly(lease.lease_id, state)
+            stopped = True
+            try:
+                await asyncio.to_thread(self.store.end, lease.lease_id, state, self._clock())
+            except EXPECTED as again:
+                raise failure("ending the lease failed", again) from None
+        if not stopped:
+            await self._stop_quietly(lease.lease_id, state)
         if self.volumes is not None:
             await self.volumes.released(lease)
+
+    async def _stop_quietly(self, lease_id: str, state: str) -> None:
+        try:
+            await asyncio.wait_for(self.backend.stop(lease_id), BACKEND_TIMEOUT_S)
+        except EXPECTED as exc:
+            logger.warning(
+                "stopping lease=%s failed (%s); marked %s, the sweep retries", lease_id, exc, state
+            )
 
     async def stop_idle(self, lease_id: str, idle_s: float) -> bool:
         """End an active lease whose idle stop fired: ``expired`` before its term. False when it

@@ -5,8 +5,9 @@ hotkey and name, so names never collide between renters or miners) labelled ``co
 ``compute.miner=<miner id>``, ``compute.owner=<hotkey>``, ``compute.volume=<name>`` and
 ``compute.size_gb``. Two ways of holding the size, chosen once per process (``mode``):
 
-- ``hard``: the volume's data lives in an ext4 filesystem image (a sparse file of ``size_gb`` GiB
-  under ``root/images``) loop-mounted at ``root/mnt/<volume>``; the Docker volume binds the
+- ``hard``: the volume's data lives in an ext4 filesystem image (a file of ``size_gb`` GiB under
+  ``root/images``, its blocks reserved with ``fallocate``, so the host disk can never be
+  overcommitted) loop-mounted at ``root/mnt/<volume>``; the Docker volume binds the
   ``data`` directory *inside* that filesystem, so a write past the size fails with ENOSPC in the
   container, and if the image is not mounted (a host reboot) the bind source does not exist and
   the container refuses to start instead of writing to the host disk. Needs root, ``mkfs.ext4``
@@ -14,6 +15,10 @@ hotkey and name, so names never collide between renters or miners) labelled ``co
 - ``watch``: a plain ``local`` volume; usage is measured with ``du`` in a throwaway container and
   reported (the keeper refuses new attaches over the size). Used where no hard limit is possible
   (no root, a remote engine).
+
+Either way a new volume must leave a margin of free disk (``MARGIN_MIN_BYTES`` or
+``MARGIN_SHARE`` of the disk); short of it the creation fails with "no space left on device",
+which the caller answers as a 507.
 
 Only volumes labelled with this miner's id are ever listed, mounted or removed. Blocking work
 runs in threads. What it deliberately does not do: decide who owns what, caps or retention
@@ -48,6 +53,8 @@ LABEL_VOLUME = "compute.volume"
 LABEL_SIZE = "compute.size_gb"
 _CMD_TIMEOUT_S = 120.0
 WATCH_CACHE_S = 60.0  # a watch-mode measurement (a container running du) is reused this long
+MARGIN_MIN_BYTES = 256 * 1024**2  # free disk a new volume must leave: at least this ...
+MARGIN_SHARE = 0.02  # ... or this share of the disk, whichever is more
 
 
 class VolumeError(BackendError):
@@ -160,6 +167,15 @@ class DockerVolumes:
         """GiB the volume's files use now (None when it cannot be measured)."""
         return await asyncio.to_thread(self._usage_gb, owner, name)
 
+    def cached_usage_gb(self, owner: str, name: str) -> float | None:
+        """The last ``usage_gb`` of a watched volume if still fresh, else None; never measures (no
+        container is started: safe to call under the allocation lock). Hard volumes: statvfs."""
+        dname = self.docker_name(owner, name)
+        if self.quota == "hard":
+            return self._usage_gb(owner, name)
+        cached = self._measured.get(dname)
+        return cached[1] if cached is not None and time.monotonic() - cached[0] < WATCH_CACHE_S else None
+
     async def found(self) -> list[FoundVolume]:
         """This miner's volumes on the engine, by label (another miner's are never listed)."""
         return await asyncio.to_thread(self._found)
@@ -179,6 +195,8 @@ class DockerVolumes:
         dname = self.docker_name(owner, name)
         if self.quota == "hard" and not self._image(dname).exists():
             self._make_image(dname, size_gb)
+        elif self.quota == "watch" and self._ours(dname) is None:
+            self._check_room(size_gb)  # a plain volume cannot reserve: at least the room must be there
         self._ensure_docker_volume(dname, self._labels(owner, name, size_gb))
         log.info(
             "volume=%s owner=%s docker=%s size_gb=%g quota=%s created",
@@ -263,10 +281,11 @@ class DockerVolumes:
         """Run ``argv`` in a throwaway container with ``volumes``; its stdout (VolumeError if it fails).
 
         Detached, waited for, then removed: ``containers.run(remove=True)`` may lose the output."""
-        container = self._client().containers.run(
-            self.helper_image, argv, volumes=volumes, detach=True, network_disabled=True
+        container = self._client().containers.create(
+            self.helper_image, argv, volumes=volumes, network_disabled=True
         )
-        try:
+        try:  # removed whatever happens: a container left "Created" would pin the volume forever
+            container.start()
             status = container.wait(timeout=_CMD_TIMEOUT_S)
             out = container.logs(stdout=True, stderr=False)
         finally:
@@ -310,22 +329,52 @@ class DockerVolumes:
     def _bind_opts(self, dname: str) -> dict[str, str]:
         return {"type": "none", "o": "bind", "device": str(self._data(dname))}
 
+    def _check_room(self, size_gb: float) -> None:
+        """Refuse (``no space left on device``: a 507) unless the disk under ``root`` holds
+        ``size_gb`` more and still keeps its margin for everything else (leases, stores, logs)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        disk = shutil.disk_usage(self.root)
+        margin = max(MARGIN_MIN_BYTES, int(disk.total * MARGIN_SHARE))
+        wanted = int(size_gb * GIB)
+        if disk.free - wanted < margin:
+            raise VolumeError(
+                f"no space left on device for a {size_gb:g} GiB volume: {disk.free / GIB:.2f} GiB free, "
+                f"{margin / GIB:.2f} GiB kept for the rest of the machine"
+            )
+
     def _make_image(self, dname: str, size_gb: float) -> None:
+        """The volume's ext4 image, its blocks *reserved* on the host disk (not sparse: a volume can
+        never take another tenant's space), written as ``.partial`` and renamed when complete."""
         image = self._image(dname)
         image.parent.mkdir(parents=True, exist_ok=True)
         partial = image.with_suffix(".partial")
-        with open(partial, "wb") as file:
-            file.truncate(int(size_gb * GIB))  # sparse: host disk is used as data is written
-        _run(["mkfs.ext4", "-q", "-F", "-m", "0", "-L", dname[-16:], str(partial)])
+        try:
+            self._check_room(size_gb)
+            self._reserve(partial, int(size_gb * GIB))
+            self._mkfs(partial, dname)
+        except BaseException:
+            partial.unlink(missing_ok=True)  # nothing half-made stays behind (a crash: reconcile)
+            raise
         partial.rename(image)
         self._mount(dname)
-        self._data(dname).mkdir(exist_ok=True)
+
+    def _reserve(self, path: Path, size: int) -> None:
+        with open(path, "wb") as file:
+            try:
+                os.posix_fallocate(file.fileno(), 0, size)  # the blocks are the volume's from now on
+            except OSError as exc:
+                raise VolumeError(f"cannot reserve {size / GIB:g} GiB for the volume: {exc}") from exc
+
+    def _mkfs(self, path: Path, dname: str) -> None:
+        # nodiscard: mke2fs would otherwise punch the reserved blocks back out of a regular file
+        _run(["mkfs.ext4", "-q", "-F", "-m", "0", "-E", "nodiscard", "-L", dname[-16:], str(path)])
 
     def _mount(self, dname: str) -> None:
         mnt = self._mnt(dname)
         mnt.mkdir(parents=True, exist_ok=True)
         if not os.path.ismount(mnt):
             _run(["mount", "-o", "loop,nodev,nosuid", str(self._image(dname)), str(mnt)])
+        self._data(mnt.name).mkdir(exist_ok=True)  # inside the mounted image (a crash may have come first)
 
     def _destroy_files(self, dname: str) -> None:
         mnt = self._mnt(dname)

@@ -9,7 +9,12 @@
 - Retention: when the last lease using a volume ends, its retention starts; ``expire_due``
   (the miner's sweep) removes volumes unused past it, data and all. ``delete`` removes one now,
   refused while attached.
-- ``reconcile`` (miner start) adopts this miner's labelled Docker volumes missing from the store.
+- Crash safety: a volume is written down ``creating`` before the driver makes it and ``removing``
+  before the driver removes it; ``reconcile`` (miner start) finishes both (a creation completed or
+  undone, a removal finished) and adopts this miner's labelled Docker volumes missing from the
+  store, so a ``kill -9`` at any point leaves no volume listed but unusable.
+- Watched volumes are measured (``measure``, ``du`` in a container) before the allocation lock is
+  taken; under it only the cached figure is read.
 
 Called by :class:`compute.allocation.lifecycle.manager.AllocationManager` under its allocation lock; the
 Docker work is the driver's (:class:`compute.allocation.volumes.driver.DockerVolumes`).
@@ -43,6 +48,8 @@ class VolumeDriver(Protocol):
     async def remove(self, owner: str, name: str) -> None: ...
 
     async def usage_gb(self, owner: str, name: str) -> float | None: ...
+
+    def cached_usage_gb(self, owner: str, name: str) -> float | None: ...
 
     async def found(self) -> list: ...
 
@@ -92,16 +99,41 @@ class VolumeKeeper:
                 409,
             )
         row = await asyncio.to_thread(self.store.get, owner, request.name)
+        if row is not None and row.state == "removing":  # a removal a crash interrupted: finish it
+            await self._remove(row, "removal interrupted by a restart, finished")
+            row = None
         if row is not None:
             await self._check_existing(row, request)
+            if row.state == "creating":  # a creation a crash interrupted: finish it (idempotent)
+                await self._make(row, undo=False)
             return row
         row = await self._admit_new(owner, request)
-        try:
-            await asyncio.wait_for(self.driver.create(owner, row.name, row.size_gb), BACKEND_TIMEOUT_S)
-        except (BackendError, OSError, asyncio.TimeoutError) as exc:
-            await asyncio.to_thread(self.store.delete, owner, row.name)
-            raise failure(f"volume {row.name!r} could not be created", exc) from None
+        await self._make(row, undo=True)
         return row
+
+    async def _make(self, row: VolumeRow, undo: bool) -> None:
+        """Have the driver make ``row``'s volume (idempotent), then mark it ready. A failure is the
+        caller's clean error (507 for a full disk); ``undo`` forgets a volume made in this call."""
+        try:
+            await asyncio.wait_for(self.driver.create(row.owner, row.name, row.size_gb), BACKEND_TIMEOUT_S)
+            await asyncio.to_thread(self.store.set_state, row.owner, row.name, "ready")
+        except (BackendError, OSError, sqlite3.Error, asyncio.TimeoutError) as exc:
+            if undo:
+                await self._undo(row)
+            raise failure(f"volume {row.name!r} could not be created", exc) from None
+
+    async def _undo(self, row: VolumeRow) -> None:
+        """Forget a volume that never became ready (nothing was ever written to it)."""
+        try:
+            await asyncio.wait_for(self.driver.remove(row.owner, row.name), BACKEND_TIMEOUT_S)
+            await asyncio.to_thread(self.store.delete, row.owner, row.name)
+        except (BackendError, OSError, sqlite3.Error, asyncio.TimeoutError) as exc:
+            log.warning(
+                "volume=%s owner=%s left 'creating' (finished or undone at restart): %s",
+                row.name,
+                row.owner,
+                exc,
+            )
 
     async def _check_existing(self, row: VolumeRow, request: VolumeRequest) -> None:
         if request.size_gb is not None and abs(request.size_gb - row.size_gb) > 1e-9:
@@ -110,8 +142,8 @@ class VolumeKeeper:
                 f"volume {row.name!r} exists with {row.size_gb:g} GB; ask without a size or delete it first",
                 409,
             )
-        if row.quota == "watch":
-            used = await self.driver.usage_gb(row.owner, row.name)
+        if row.quota == "watch":  # measured before the allocation lock was taken (measure())
+            used = self.driver.cached_usage_gb(row.owner, row.name)
             if used is not None and used > row.size_gb:
                 raise _refuse(
                     ErrorCode.VOLUME_QUOTA,
@@ -139,7 +171,7 @@ class VolumeKeeper:
         if sum(r.size_gb for r in rows) + size > lim.max_total_gb + 1e-9:
             raise _refuse(ErrorCode.VOLUME_QUOTA, f"this miner has no room for a {size:g} GB volume", 409)
         now = self._clock()
-        row = VolumeRow(owner, request.name, size, self.driver.quota, now, now, lim.retention_s)
+        row = VolumeRow(owner, request.name, size, self.driver.quota, now, now, lim.retention_s, "creating")
         if not await asyncio.to_thread(self.store.insert, row):
             raise _refuse(ErrorCode.BUSY, f"volume {request.name!r} is being created; retry", 409)
         return row
@@ -193,7 +225,15 @@ class VolumeKeeper:
             )
         await self._remove(row, "deleted by its owner")
 
+    async def measure(self, owner: str, name: str) -> None:
+        """Measure a watched volume's usage now, *before* the allocation lock is taken (``du`` in a
+        container may take long); ``claim`` then reads the cached figure."""
+        row = await asyncio.to_thread(self.store.get, owner, name)
+        if row is not None and row.quota == "watch" and row.state == "ready":
+            await self.driver.usage_gb(owner, name)
+
     async def _remove(self, row: VolumeRow, why: str) -> None:
+        await asyncio.to_thread(self.store.set_state, row.owner, row.name, "removing")  # journal first
         try:
             await asyncio.wait_for(self.driver.remove(row.owner, row.name), BACKEND_TIMEOUT_S)
         except (BackendError, OSError, asyncio.TimeoutError) as exc:
@@ -220,7 +260,19 @@ class VolumeKeeper:
         return gone
 
     async def reconcile(self) -> list[str]:
-        """Adopt this miner's labelled volumes the store lost; returns ``owner/name`` of each."""
+        """Finish what a crash interrupted (a creation is completed or undone, a removal finished),
+        then adopt this miner's labelled volumes the store lost; returns ``owner/name`` of each."""
+        for row in await asyncio.to_thread(self.store.all):
+            try:
+                if row.state == "removing":
+                    await self._remove(row, "removal interrupted by a restart, finished")
+                elif row.state == "creating":
+                    await self._make(row, undo=True)
+                    log.info(
+                        "volume=%s owner=%s creation interrupted by a restart, finished", row.name, row.owner
+                    )
+            except RequestFailed as exc:
+                log.warning("volume=%s owner=%s not recovered yet: %s", row.name, row.owner, exc.reason)
         known = {(r.owner, r.name) for r in await asyncio.to_thread(self.store.all)}
         adopted = []
         now = self._clock()
