@@ -225,6 +225,8 @@ class MinerSettings(BaseModel):
     blacklist_coldkeys: tuple[str, ...] = ()
     data_dir: Path = Path("~/.compute/miner")
     force_embedded: bool = False
+    # embedded leases' commands sandboxed from the miner's keys: auto = on off the local demo (sim:)
+    lease_sandbox: Literal["auto", "on", "off"] = "auto"
     gpus: tuple[int, ...] | None = None
     no_tenant_isolation: bool = False
     volume_max_gb: float = Field(1000.0, ge=0, le=1_000_000)  # all persistent volumes; 0 = no volumes
@@ -233,6 +235,7 @@ class MinerSettings(BaseModel):
     volume_quota: Literal["auto", "hard", "watch"] = "auto"
     hosts_file: Path | None = None  # YAML list of Docker hosts to rent out (None: this machine's engine)
     host_check_interval: float = Field(30.0, ge=1, le=3600)  # seconds between checks of the hosts
+    disk_check_interval: float = Field(30.0, ge=0, le=3600)  # Docker leases' disk watch; 0 = off
 
     @field_validator("ssh_port_range", mode="before")
     @classmethod
@@ -324,6 +327,11 @@ def add_miner_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         default=None,
         help="allow the embedded backend on the mainnet subnet (not recommended)",
     )
+    group.add_argument(
+        "--miner.lease_sandbox",
+        help="auto|on|off: run embedded leases' commands as their own uid with the miner's home, "
+        "wallets and data hidden (auto: on except on a simulated chain; needs root)",
+    )
     group.add_argument("--miner.gpus", help="comma-separated GPU indices to rent out (default all)")
     group.add_argument(
         "--miner.no_tenant_isolation",
@@ -349,6 +357,12 @@ def add_miner_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     group.add_argument(
         "--miner.hosts_file",
         help="YAML file of Docker hosts (local or remote engines) to rent out (default: this machine only)",
+    )
+    group.add_argument(
+        "--miner.disk_check_interval",
+        type=float,
+        help="seconds between measurements of Docker leases' own disk where the storage driver does "
+        "not enforce their size; a lease over it is stopped (30; 0 = off)",
     )
     group.add_argument(
         "--miner.host_check_interval",
@@ -413,8 +427,10 @@ _MINER_FLAGS = {
     "volume_max_gb_per_renter": "miner.volume_max_gb_per_renter",
     "volume_retention_days": "miner.volume_retention_days",
     "volume_quota": "miner.volume_quota",
+    "lease_sandbox": "miner.lease_sandbox",
     "hosts_file": "miner.hosts_file",
     "host_check_interval": "miner.host_check_interval",
+    "disk_check_interval": "miner.disk_check_interval",
 }
 _FLAG_NAMES = {
     **_MINER_FLAGS,

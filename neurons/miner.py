@@ -23,6 +23,7 @@ from compute.allocation import (  # noqa: E402
     ManagerLimits,
 )
 from compute.allocation.hosts.backend import MultiHostBackend  # noqa: E402
+from compute.allocation.lifecycle.diskwatch import DiskWatch  # noqa: E402
 from compute.allocation.lifecycle.hostwatch import check_and_recover  # noqa: E402
 from compute.allocation.lifecycle.idle import IDLE_INTERVAL_S  # noqa: E402
 from compute.chain import ChainError, connect  # noqa: E402
@@ -151,6 +152,10 @@ async def run(settings: MinerSettings) -> int:
             PeriodicLoop(
                 "hosts", settings.host_check_interval, lambda: check_and_recover(hosts_backend, manager)
             )
+        )
+    if settings.backend == "docker" and settings.disk_check_interval > 0:  # where disk_gb is advisory
+        loops.append(
+            PeriodicLoop("disk", settings.disk_check_interval, DiskWatch(manager).check_once, timeout_s=600.0)
         )
     if settings.health_interval > 0:
         loops.append(

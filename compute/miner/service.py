@@ -15,13 +15,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
+import subprocess
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from compute.allocation import BACKENDS, Backend, TemplateCatalog, TemplateError, load_templates
+from compute.allocation.embedded.sandbox import SandboxPaths
 from compute.allocation.volumes.keeper import VolumeKeeper, VolumeLimits
 from compute.allocation.volumes.store import VolumeStore
 from compute.chain import Chain, ChainError
@@ -98,7 +102,11 @@ def build_backend(
                 "docker, or pass --miner.force_embedded if you really mean it"
             )
         return BACKENDS["embedded"](
-            settings.data_dir, ssh_host=ssh_host, bind_host=settings.axon_ip, port_range=(low, high)
+            settings.data_dir,
+            ssh_host=ssh_host,
+            bind_host=settings.axon_ip,
+            port_range=(low, high),
+            sandbox=embedded_sandbox(settings),
         )
     from compute.specs import collect_docker
 
@@ -167,6 +175,42 @@ def build_multihost(
         lambda config: host_backend(config, miner_id, image, catalog, settings.axon_ip),
         image,
     )
+
+
+def embedded_sandbox(settings: MinerSettings) -> SandboxPaths | None:
+    """The sandbox of embedded leases (None: the local demo without one), checked by a real probe.
+
+    Off a simulated chain the embedded backend serves real renters, whose commands must not read
+    the miner's keys: the sandbox is required there, and refused means the miner does not start."""
+    from compute.allocation.embedded import sandbox
+
+    common = settings.common
+    demo = common.chain_target.startswith("sim:")
+    wanted = settings.lease_sandbox == "on" or (settings.lease_sandbox == "auto" and not demo)
+    if settings.lease_sandbox == "off" and not demo:
+        raise StartupError("--miner.lease_sandbox off is only for the local demo (a sim: chain)")
+    if not wanted:
+        return None
+    if not sandbox.available():
+        raise StartupError(
+            "the embedded backend serves renters here only with its lease sandbox (the miner's keys "
+            "hidden from leases), which needs the miner to run as root on Linux; run it as root, or "
+            "use --miner.backend docker"
+        )
+    paths = SandboxPaths.for_miner(common.wallet_path, settings.data_dir)
+    wallet = Path(os.path.expanduser(str(common.wallet_path)))
+    secrets = [str(p) for p in sorted(wallet.rglob("*")) if p.is_file()][:64]
+    secrets.append(str(settings.data_dir / "leases.db"))
+    try:
+        readable = sandbox.probe(paths.hide, paths.keep, secrets, str(settings.data_dir / "sandbox-probe"))
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise StartupError(f"the embedded lease sandbox does not work here: {exc}") from None
+    if readable:
+        raise StartupError(
+            f"the embedded lease sandbox leaves {readable[0]} readable; use --miner.backend docker"
+        )
+    logger.info("embedded leases sandboxed: own uid each; hidden: %s", ", ".join(paths.hide))
+    return paths
 
 
 def image_present(image: str, timeout_s: float = 10.0) -> bool:

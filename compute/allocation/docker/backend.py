@@ -56,6 +56,7 @@ log = logging.getLogger(__name__)
 
 CALL_DEADLINE_S = 60.0  # one Docker API call (a remote host's own deadline is in its hosts entry)
 START_DEADLINE_S = 120.0  # create, copy the files in and start one lease container (up to 3 tries)
+DISK_DEADLINE_S = 300.0  # measure every lease container's own layer (Docker walks each one)
 T = TypeVar("T")
 
 _LEASE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -241,6 +242,11 @@ class DockerBackend:
 
     async def running(self) -> set[str]:
         return await self._call(self._running)
+
+    async def disk_usage(self) -> dict[str, int]:
+        """Bytes each of this miner's live lease containers wrote to its own layer (``SizeRw``:
+        Docker walks the layer, so this is slow on big ones; the disk watch calls it rarely)."""
+        return await self._call(self._disk_usage, deadline_s=DISK_DEADLINE_S)
 
     async def activity(self, lease: LeaseRecord) -> Activity:
         """A sample for the idle watch (:mod:`compute.allocation.docker.activity`)."""
@@ -443,6 +449,19 @@ class DockerBackend:
             names = ", ".join(found.legacy[:10])
             log.warning("containers without a compute.miner label are left alone (not adopted): %s", names)
         return set(found.ours)
+
+    def _disk_usage(self) -> dict[str, int]:
+        try:
+            summaries = self._client().api.containers(
+                size=True, filters={"label": [f"{spec.LABEL_MINER}={self.miner_id}"]}
+            )
+        except DockerException as exc:
+            raise DockerUnavailable(f"Docker engine error: {exc}") from exc
+        return {
+            labels[spec.LABEL_LEASE_ID]: int(summary.get("SizeRw") or 0)
+            for summary in summaries
+            if (labels := summary.get("Labels") or {}).get(spec.LABEL_LEASE_ID)
+        }
 
     def _replace_authorized_key(self, container: Any, authorized_key: str) -> None:
         """Write ``authorized_keys.new`` then rename it over the old file (atomic when running)."""

@@ -20,9 +20,14 @@ ahead of the default ``PATH``; ``extra_env`` adds variables (e.g. ``PYTHONPATH``
 that identify the lease (``HOME``, ``LEASE_ID``, ``CUDA_VISIBLE_DEVICES``, ...) and ``PATH``
 itself cannot be overridden; a bad name or value raises ``ValueError`` at construction.
 
-What it deliberately does not do: isolate anything beyond that (processes run as the miner's
-user: limits are best effort), allocate a PTY, or forward ports/agents/X11. The miner wiring
-refuses this backend on the mainnet subnet unless forced.
+``sandbox`` (:mod:`.sandbox`; the miner sets it whenever it serves anyone but the local demo)
+runs every command as the lease's own unprivileged uid in a mount namespace where the miner's
+home, wallets and data directory are hidden: a renter cannot read the miner's keys or another
+lease's host key. Sandboxed leases have no SFTP (it would run in the miner's process).
+
+What it deliberately does not do: isolate anything beyond that (limits are best effort), allocate
+a PTY, or forward ports/agents/X11. The miner wiring refuses this backend on the mainnet subnet
+unless forced, and anywhere but the local demo without the sandbox.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from pathlib import Path
 
 import asyncssh
 
+from compute.allocation.embedded import sandbox
 from compute.allocation.embedded.activity import sample_lease
 from compute.allocation.embedded.lease_env import (
     DEFAULT_PATH,
@@ -49,6 +55,7 @@ from compute.allocation.embedded.lease_env import (
     check_extra_env,
     check_path_prefix,
 )
+from compute.allocation.embedded.sandbox import SandboxPaths
 from compute.allocation.lease.activity import Activity
 from compute.allocation.lease.atomic import remove_stale_temps, write_atomic
 from compute.allocation.lease.backend import BackendError
@@ -73,6 +80,7 @@ class _Lease:
     connections: dict[asyncssh.SSHServerConnection, asyncssh.SSHKey | None] = field(default_factory=dict)
     processes: set[asyncio.subprocess.Process] = field(default_factory=set)
     groups: set[int] = field(default_factory=set)  # process groups started, killed on stop
+    uid: int | None = None  # the lease's own uid when its commands run sandboxed
 
 
 class _LeaseServer(asyncssh.SSHServer):
@@ -128,6 +136,7 @@ class EmbeddedBackend:
         enforce_memory: bool = True,
         path_prefix: Sequence[str | os.PathLike[str]] = (),
         extra_env: Mapping[str, str] | None = None,
+        sandbox: SandboxPaths | None = None,
     ) -> None:
         self.root = Path(data_dir) / "embedded"
         self.ssh_host = ssh_host
@@ -136,6 +145,7 @@ class EmbeddedBackend:
         self.enforce_memory = enforce_memory
         self.path_prefix: tuple[str, ...] = check_path_prefix(path_prefix)
         self.extra_env: dict[str, str] = check_extra_env(extra_env or {})
+        self.sandbox = sandbox
         self._leases: dict[str, _Lease] = {}
         self._lock = asyncio.Lock()
 
@@ -211,13 +221,19 @@ class EmbeddedBackend:
         remove_stale_temps(directory)
         host_key = _load_or_make_host_key(key_file, lease.lease_id)
         ports = self._pick_ports(1 + lease.extra_ports, _previous_ports(state_file))
-        write_atomic(state_file, json.dumps({"ports": ports}).encode())
+        uid = None
+        if self.sandbox is not None:  # the lease's own uid, kept across restarts with its ports
+            taken = {s.uid for s in self._leases.values() if s.uid is not None}
+            uid = _previous_uid(state_file) or sandbox.lease_uid(lease.lease_id, taken)
+            os.chown(home, uid, uid)
+            os.chmod(home, 0o700)
+        write_atomic(state_file, json.dumps({"ports": ports, "uid": uid}).encode())
         line = " ".join(host_key.export_public_key("openssh").decode("ascii").split()[:2])
         try:
             authorized = asyncssh.import_public_key(lease.ssh_public_key)
         except (asyncssh.KeyImportError, ValueError) as exc:
             raise BackendError(f"public key does not parse: {exc}") from exc
-        return _Lease(lease, home, host_key, line, ports[0], ports[1:], authorized)
+        return _Lease(lease, home, host_key, line, ports[0], ports[1:], authorized, uid=uid)
 
     def _pick_ports(self, count: int, preferred: list[int]) -> list[int]:
         taken = {p for s in self._leases.values() for p in (s.port, *s.extra_ports)}
@@ -245,7 +261,10 @@ class EmbeddedBackend:
                 state.port,
                 server_host_keys=[state.host_key],
                 process_factory=lambda process: self._session(state, process),
-                sftp_factory=lambda chan: asyncssh.SFTPServer(chan, chroot=str(state.home).encode()),
+                # SFTP runs in the miner's process: sandboxed leases have none (a symlink could lead out)
+                sftp_factory=None
+                if self.sandbox is not None
+                else lambda chan: asyncssh.SFTPServer(chan, chroot=str(state.home).encode()),
                 allow_scp=False,
                 agent_forwarding=False,
                 x11_forwarding=False,
@@ -300,6 +319,9 @@ class EmbeddedBackend:
         """Run one exec/shell request; kill its process group when the channel closes first."""
         command = process.command
         argv = ["/bin/sh", "-c", command] if command is not None else ["/bin/sh"]
+        if self.sandbox is not None and state.uid is not None:
+            spec = sandbox.Spec(str(state.home), state.uid, state.uid, self.sandbox.hide, self.sandbox.keep)
+            argv = sandbox.command(spec, argv)
         memory = (
             state.record.memory_mb * 1024 * 1024 if self.enforce_memory and state.record.memory_mb else None
         )
@@ -424,6 +446,19 @@ def _load_or_make_host_key(key_file: Path, lease_id: str) -> asyncssh.SSHKey:
     host_key = asyncssh.generate_private_key("ssh-ed25519")
     write_atomic(key_file, host_key.export_private_key("openssh"), 0o600)
     return host_key
+
+
+def _previous_uid(state_file: Path) -> int | None:
+    """The lease's sandbox uid from before a restart (None when unknown)."""
+    try:
+        uid = json.loads(state_file.read_text()).get("uid")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return (
+        uid
+        if isinstance(uid, int) and sandbox.UID_BASE <= uid <= sandbox.UID_BASE + sandbox.UID_SPAN
+        else None
+    )
 
 
 def _previous_ports(state_file: Path) -> list[int]:

@@ -275,6 +275,26 @@ class MultiHostBackend:
             found |= here
         return found
 
+    async def disk_usage(self) -> dict[str, int]:
+        """Each up host's lease containers' own layer sizes (a host that misses it is marked down)."""
+        up = [(name, state) for name, state in self.hosts.items() if state.up]
+        answers = await asyncio.gather(*(s.backend.disk_usage() for _, s in up), return_exceptions=True)
+        found: dict[str, int] = {}
+        for (name, _), sizes in zip(up, answers, strict=True):
+            if isinstance(sizes, DockerUnavailable):
+                self.mark_down(name, str(sizes))
+            elif isinstance(sizes, BaseException):
+                raise sizes
+            else:
+                found.update(sizes)
+        return found
+
+    @property
+    def disk_limit_enforced(self) -> bool | None:
+        """Enforced only when every host's storage driver enforces it."""
+        known = [s.backend.disk_limit_enforced for s in self.hosts.values()]
+        return False if False in known else None if None in known else True
+
     async def close(self) -> None:
         for state in self.hosts.values():
             client = getattr(state.backend, "_client_obj", None)

@@ -420,6 +420,14 @@ class AllocationManager(Reconciler):
                 "stopping lease=%s failed (%s); marked %s, the sweep retries", lease_id, exc, state
             )
 
+    async def stop_over_disk(self, lease_id: str) -> bool:
+        """End an active lease that wrote past its disk size (the disk watch): ``expired``."""
+        lease = await asyncio.to_thread(self.store.get, lease_id)
+        if lease is None or lease.state != "active":
+            return False
+        await self._end(lease, "expired")
+        return True
+
     async def stop_idle(self, lease_id: str, idle_s: float) -> bool:
         """End an active lease whose idle stop fired: ``expired`` before its term. False when it
         had already ended."""
