@@ -8,8 +8,9 @@ it) is served by the default keys and agent of asyncssh, as ``ssh`` would.
 
 - ``LeaseAccess.of(entry)``: how to reach a lease in the book (refused unless it is active).
 - ``LeaseShell``: one asyncssh connection; ``run`` (stdout/stderr captured up to a cap or streamed
-  to a sink), ``put``/``get`` over SFTP (both backends serve it: the embedded one rooted at the
-  lease's home, Docker's ``internal-sftp``).
+  to a sink), ``put``/``get`` over SFTP (Docker's ``internal-sftp``, the demo's embedded leases
+  rooted at their home); a lease without SFTP (a sandboxed embedded lease) gets single files
+  streamed through ``cat`` instead.
 - ``wait_for_ssh``: retries until a login runs ``true``; connection failures are retried, a
   host-key mismatch or a refused key is not (both are answers, not delays).
 - ``ssh_argv``: the system OpenSSH command line for an interactive shell (``register.py ssh``).
@@ -26,7 +27,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 import asyncssh
 
@@ -45,6 +46,10 @@ logger = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 20.0
 MAX_CAPTURE_BYTES = 64 * 1024 * 1024  # per stream; more goes to a sink, not to memory
 _READ_CHUNK = 65536
+
+
+class _NoSftp(Exception):
+    """The lease has no SFTP subsystem (the embedded backend's sandboxed leases)."""
 
 
 class Sink(Protocol):
@@ -175,7 +180,7 @@ class LeaseShell:
         self,
         command: str,
         *,
-        input: bytes | str | None = None,
+        input: bytes | str | BinaryIO | None = None,
         timeout: float | None = None,
         stdout: Sink | None = None,
         stderr: Sink | None = None,
@@ -203,8 +208,12 @@ class LeaseShell:
                 dropped = dropped or len(chunk) > room
 
         async def feed() -> None:
-            if input is not None:
+            if isinstance(input, (bytes, str)):
                 process.stdin.write(input.encode() if isinstance(input, str) else input)
+            elif input is not None:  # a binary file: streamed, never read whole into memory
+                while chunk := input.read(_READ_CHUNK):
+                    process.stdin.write(chunk)
+                    await process.stdin.drain()
             process.stdin.write_eof()
 
         work = asyncio.gather(
@@ -242,22 +251,68 @@ class LeaseShell:
                 raise TransferFailed(f"{path}: no such local file or directory")
             if path.is_dir() and not recursive:
                 raise TransferFailed(f"{path} is a directory; copy it with -r")
-        await self._sftp(
-            "upload",
-            lambda sftp: sftp.put([str(Path(s).expanduser()) for s in sources], target, recurse=recursive),
-        )
+        try:
+            await self._sftp(
+                "upload",
+                lambda sftp: sftp.put(
+                    [str(Path(s).expanduser()) for s in sources], target, recurse=recursive
+                ),
+            )
+        except _NoSftp:
+            for source in sources:
+                await self._put_by_cat(Path(source).expanduser(), target)
 
     async def get(self, sources: Sequence[str], target: str | Path, recursive: bool = False) -> None:
         """Copy ``sources`` from the lease to the local ``target`` (a directory when several)."""
-        await self._sftp(
-            "download",
-            lambda sftp: sftp.get(list(sources), str(Path(target).expanduser()), recurse=recursive),
-        )
+        try:
+            await self._sftp(
+                "download",
+                lambda sftp: sftp.get(list(sources), str(Path(target).expanduser()), recurse=recursive),
+            )
+        except _NoSftp:
+            if recursive:
+                raise TransferFailed(
+                    f"lease {self.access.lease_id} offers no SFTP (a sandboxed embedded lease): copy single "
+                    "files, or a tar made with exec"
+                ) from None
+            for source in sources:
+                await self._get_by_cat(source, Path(target).expanduser(), several=len(sources) > 1)
+
+    async def _put_by_cat(self, path: Path, target: str) -> None:
+        """One file through ``cat`` on the lease (no SFTP there): into ``target``, or into it as a
+        directory when it is one."""
+        if path.is_dir():
+            raise TransferFailed(
+                f"lease {self.access.lease_id} offers no SFTP (a sandboxed embedded lease): copy single "
+                f"files, or a tar made with exec, not the directory {path}"
+            )
+        quoted, name = shlex.quote(target), shlex.quote(path.name)
+        line = f"if [ -d {quoted} ]; then exec cat > {quoted}/{name}; else exec cat > {quoted}; fi"
+        with path.open("rb") as handle:
+            done = await self.run(line, input=handle)
+        if not done.ok:
+            raise TransferFailed(
+                f"lease {self.access.lease_id}: upload of {path} failed: {done.stderr.strip()}"
+            )
+
+    async def _get_by_cat(self, source: str, target: Path, several: bool) -> None:
+        into = target / Path(source).name if several or target.is_dir() else target
+        partial = into.with_name(into.name + ".partial")
+        with partial.open("wb") as handle:
+            done = await self.run(f"exec cat {shlex.quote(source)}", stdout=handle)
+        if not done.ok:
+            partial.unlink(missing_ok=True)
+            raise TransferFailed(
+                f"lease {self.access.lease_id}: download of {source} failed: {done.stderr.strip()}"
+            )
+        partial.replace(into)
 
     async def _sftp(self, what: str, action) -> None:  # noqa: ANN001 - a coroutine factory
         try:
             async with self._conn.start_sftp_client() as sftp:
                 await action(sftp)
+        except asyncssh.ChannelOpenError as exc:
+            raise _NoSftp(str(exc)) from exc
         except asyncssh.SFTPError as exc:
             raise TransferFailed(f"lease {self.access.lease_id}: {what} failed: {exc.reason}") from exc
         except OSError as exc:

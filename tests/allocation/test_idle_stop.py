@@ -19,6 +19,7 @@ from allockit import RenterKey, new_renter_key
 
 from compute.allocation import AllocationManager, EmbeddedBackend, IdleWatch, LeaseStore
 from compute.allocation.docker.activity import gpu_percent, ssh_sessions
+from compute.allocation.embedded import sandbox
 from compute.allocation.lease.activity import Activity, IdleThresholds, judge
 from compute.allocation.lease.backend import BackendError
 from compute.protocol import (
@@ -247,6 +248,29 @@ async def test_a_gpu_lease_whose_gpu_use_cannot_be_read_is_never_stopped(tmp_pat
     await watch.check_once()
     assert await checks(watch, clock, 3) == [[], [], []]
     assert (await manager.status(OWNER, lease.lease_id)).idle.seen == "gpu use unknown"
+    await backend.stop(lease.lease_id)
+
+
+async def test_a_sandboxed_lease_working_with_a_cleared_environment_is_never_stopped(tmp_path, renter_key):
+    """Off the local demo an embedded lease runs as its own uid: every process of that uid counts,
+    even one that dropped ``LEASE_ID`` from its environment."""
+    if not sandbox.available():
+        pytest.skip("the lease sandbox needs root on Linux")
+    clock = Clock()
+    base = random.randrange(200, 590) * 100
+    paths = sandbox.SandboxPaths.for_miner(tmp_path / "wallets", tmp_path / "data")
+    backend = EmbeddedBackend(
+        tmp_path / "data", bind_host="127.0.0.1", port_range=(base, base + 99), sandbox=paths
+    )
+    manager = AllocationManager(LeaseStore(tmp_path / "leases.db"), backend, GPUS, clock=clock)
+    watch = IdleWatch(manager, clock=clock)
+    lease = await rent(manager, renter_key)
+    async with connect(lease, renter_key, "lease") as conn:
+        done = await conn.run(BURN.replace("nohup timeout", "nohup env -i timeout"), timeout=20)
+        assert done.exit_status == 0, done.stderr
+    await watch.check_once()
+    assert await checks(watch, clock, 3) == [[], [], []]
+    assert (await manager.status(OWNER, lease.lease_id)).idle.seen.startswith("cpu ")
     await backend.stop(lease.lease_id)
 
 

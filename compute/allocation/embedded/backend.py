@@ -197,7 +197,7 @@ class EmbeddedBackend:
         if state is None or state.acceptor is None:
             raise BackendError(f"lease {lease.lease_id} is not running on this backend")
         sessions = sum(1 for key in state.connections.values() if key is not None)
-        return await asyncio.to_thread(sample_lease, lease.lease_id, lease.gpus, sessions)
+        return await asyncio.to_thread(sample_lease, lease.lease_id, lease.gpus, sessions, state.uid)
 
     async def running(self) -> set[str]:
         return {lease_id for lease_id, state in self._leases.items() if state.acceptor is not None}
