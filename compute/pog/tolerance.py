@@ -19,7 +19,7 @@ tail of 3e-12 per entry, on top of the model's own margin).
 Every cheaper way to get the product makes an error that grows like sqrt(n) with a coefficient
 measured at production n (``CHEATS``, rms per sqrt(n)); the closest one sets ``S = c_min sqrt(n)``.
 The tolerance is the geometric mean ``sqrt(H S)``: the honest bound and the closest cheat sit the
-same factor ``sqrt(S / H)`` (``margin``) on either side of it, 2.6-3.9x at the validator's sizes.
+same factor ``sqrt(S / H)`` (``margin``) on either side of it, 2.55-3.16x (fp16) and 3.5-3.6x (fp32) at the validator's sizes.
 
 Pure math on numbers; it does not see a prover, an opening or a clock.
 """
