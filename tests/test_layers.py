@@ -45,6 +45,7 @@ ORDER: dict[str, list[set[str]]] = {
         {"rentals"},
         {"fleet"},
         {"proofs"},
+        {"lockstep"},
         {"check"},
         {"round"},
         {"collateral"},
@@ -59,7 +60,7 @@ ORDER: dict[str, list[set[str]]] = {
         {"lifecycle"},
     ],
     "compute.localnet": [
-        {"processes", "cheaters"},
+        {"processes", "cheaters", "one_device"},
         {"cheat_miners", "lease_killer"},
         {"network"},
         {"images", "report", "consensus", "collateral"},

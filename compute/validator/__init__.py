@@ -3,8 +3,9 @@
 Rooms, lowest first (a room imports only rooms below it; ``tests/test_layers.py`` holds the order):
 the root modules ``settings``, ``params``, ``failures``; ``session`` (SSH channel to the worker) and
 ``report`` (table, progress, wandb) and ``journal`` (every granted lease released); ``rentals`` (receipts, canaries, ledger); ``fleet`` (dedup,
-oversight); ``proofs`` (GEMM, depth, hosts, evidence); ``check`` (one miner's test); ``round``
-(loops, schedule, weights); ``collateral`` (deposits into credit, the failed-rental desk; off without
+oversight); ``proofs`` (GEMM, depth, hosts, evidence); ``lockstep`` (the window every timed proof
+runs in, at one moment, and the exclusivity judge); ``check`` (one miner's test); ``round``
+(loops, schedule, windows, weights); ``collateral`` (deposits into credit, the failed-rental desk; off without
 ``--collateral.rpc``); ``tools`` (simulations and benchmarks).
 """
 

@@ -39,6 +39,30 @@ class DepthParams:
 
 
 @dataclass(frozen=True)
+class LockstepParams:
+    """Bounds of a lockstep window (docs/presence.md): every prepare step is bounded by seconds above
+    the round trip measured for the miner in the same session, never by ``miner_timeout`` (the
+    bounds keep a window short; soundness comes from its gates and the residency judge); the memory
+    chain that proves exclusivity must begin within the measured round trip (capped) plus a slack of
+    the window's common moment, and lasts ``min_chain_s`` at the claimed model's table bandwidth
+    (three times the cap plus the slack, so no device that passes the time judge can run two chains
+    one after the other inside the bound)."""
+
+    step_s: float = 10.0  # specs, stale leases, info: each this many s above twice the round trip
+    allocate_s: float = 30.0  # the allocate call (a container start), with its idempotent retries
+    bootstrap_s: float = 30.0  # SSH and worker upload; the worker's engine start (torch, CUDA)
+    build_s: float = 10.0  # the memory build beyond its expected time at the table's rates
+    prepare_s: float = 120.0  # the window waits this long at most for every seat to be prepared
+    rtt_cap_s: float = 0.6  # a round trip above this is judged as this (distance buys no slack)
+    lead_slack_s: float = 0.3  # the chain's first pass may come this much after one round trip
+    min_chain_s: float = 2.7  # memory chain length at the table bandwidth: 3 x (cap + slack)
+
+    def after(self, step_s: float, rtt_s: float) -> float:
+        """The bound of a step: ``step_s`` above twice the measured round trip (capped)."""
+        return step_s + 2.0 * min(max(rtt_s, 0.0), self.rtt_cap_s)
+
+
+@dataclass(frozen=True)
 class MinerTarget:
     uid: int
     hotkey: str
@@ -51,7 +75,7 @@ class RoundParams:
 
     round_id: int
     block: int
-    miner_timeout: float = 300.0
+    miner_timeout: float = 300.0  # one miner's own test time (waiting at a window's gates not counted)
     retries: int = 1
     pog_m: int = 8192
     pog_n: int = 0
@@ -72,6 +96,7 @@ class RoundParams:
     own_canaries: frozenset[str] = frozenset()  # SSH public keys of this validator's canaries in term
     rental_probe_timeout: float = 15.0
     verify_workers: int = 0  # processes of the verification pool (compute.pog.verify_pool); 0: a thread
+    lockstep: LockstepParams = LockstepParams()
 
 
 def round_params(s: ValidatorSettings, holistic: HolisticConfig | None = None) -> RoundParams:

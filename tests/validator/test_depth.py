@@ -20,6 +20,7 @@ from compute.validator import (
     scored_result,
     sustained_due,
 )
+from compute.validator.params import LockstepParams
 from compute.validator.proofs.depth import MemoryOutcome, ScalingOutcome
 from compute.validator.report.wandb_log import result_figures
 from compute.validator.session.pog_session import DeviceInfo
@@ -73,7 +74,8 @@ async def test_worker_regenerating_memory_per_pass_is_credited_no_memory(
     start_miner, validator_client
 ) -> None:
     miner = start_miner("memregen", cheat="memregen")
-    result = await check_miner(validator_client, target(miner), small_params(), TABLE, SCORING)
+    params = small_params(lockstep=LockstepParams(min_chain_s=0.0))  # 16 passes: each rebuilds A
+    result = await check_miner(validator_client, target(miner), params, TABLE, SCORING)
     assert result.ok  # the answers are right: the round stands ...
     assert result.mem_proven_gb == 0.0 and not result.mem_gbs  # ... but no memory is credited
     assert any("regenerating A" in reason for reason in result.reasons), result.reasons

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from compute.scoring import GpuTable, ScoringConfig
 from compute.store import PogResult
 from compute.transport import MinerClient
+from compute.validator.lockstep.window import Seat
 from compute.validator.params import MinerTarget, RoundParams, failed_result
 from compute.validator.proofs.evidence import Measured, scored_result
 from compute.validator.rentals.truth import MinerNotes
@@ -34,6 +35,8 @@ class MinerCheck:
     notes: MinerNotes = field(default_factory=MinerNotes)
     started: float = field(default_factory=time.monotonic)  # monotonic, when this attempt began
     basis: PogResult | None = None  # the last verification of the WHOLE machine (see ``whole``)
+    seat: Seat | None = None  # this test's seat in the round's lockstep window
+    rtt_s: float = 0.0  # the round trip to the miner's API, measured by this test (specs)
 
     @property
     def uid(self) -> int:
@@ -54,6 +57,10 @@ class MinerCheck:
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
+
+    def bound(self, step_s: float) -> float:
+        """A prepare step's bound: ``step_s`` above twice the measured round trip (capped)."""
+        return self.params.lockstep.after(step_s, self.rtt_s)
 
     def failed(self, reasons: tuple[str, ...], timings: dict | None = None) -> PogResult:
         """This test failed: ``ok`` False, sample 0, with its reasons."""

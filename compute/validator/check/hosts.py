@@ -20,6 +20,7 @@ from compute.validator.check.context import MinerCheck
 from compute.validator.check.lease import leased
 from compute.validator.check.prove import MAX_GPUS_TESTED, prove_in_lease
 from compute.validator.failures import MinerFailed, MinerRented
+from compute.validator.lockstep.window import Seat
 from compute.validator.proofs.hostproof import MAX_HOSTS_TESTED, HostProof, combine_hosts
 
 log = logging.getLogger(__name__)
@@ -35,7 +36,17 @@ async def prove_hosts(check: MinerCheck, specs: MachineSpecs) -> PogResult:
     down = [h.name for h in specs.hosts if not h.up]
     if not up:
         raise MinerFailed(f"every host of this miner reports down: {', '.join(down)}")
-    outcomes = await asyncio.gather(*(_one_host(check, specs, h) for h in up))
+    seats = [check.seat.fork(f"uid {check.uid} host {h.name}") if check.seat else None for h in up]
+    if check.seat is not None:
+        check.seat.leave()  # the hosts' seats stand in for the miner's in the lockstep window
+    try:
+        outcomes = await asyncio.gather(
+            *(_one_host(check, specs, h, seat) for h, seat in zip(up, seats, strict=True))
+        )
+    finally:
+        for seat in seats:
+            if seat is not None:
+                seat.leave()
     if all(isinstance(o, MinerRented) for o in outcomes):
         raise AllHostsRented()
     proofs = [
@@ -56,8 +67,13 @@ def _claimed(specs: MachineSpecs, host: HostSpec) -> list[GpuSpec]:
     return [g for g in specs.gpus if g.index in wanted][:MAX_GPUS_TESTED]
 
 
-async def _one_host(check: MinerCheck, specs: MachineSpecs, host: HostSpec) -> HostProof | MinerRented:
-    """One host's proof; a failure is an unproven host (never an exception), rented is returned."""
+async def _one_host(
+    check: MinerCheck, specs: MachineSpecs, host: HostSpec, seat: Seat | None
+) -> HostProof | MinerRented:
+    """One host's proof; a failure is an unproven host (never an exception), rented is returned.
+
+    Every host has its own seat in the lockstep window: all of a miner's hosts hold their resident
+    matrices at the window's one moment."""
     started = check.elapsed()
     claimed = _claimed(specs, host)
     keys: frozenset[str] = frozenset()
@@ -71,10 +87,14 @@ async def _one_host(check: MinerCheck, specs: MachineSpecs, host: HostSpec) -> H
             if lease.info.host not in (None, host.name):
                 raise MinerFailed(f"asked for host {host.name}, the lease runs on {lease.info.host}")
             host_specs = specs.model_copy(update={"gpus": claimed, "hosts": []})
-            measured = await prove_in_lease(check, lease, claimed, host_specs)
+            measured = await prove_in_lease(check, lease, claimed, host_specs, seat)
     except MinerRented as exc:
+        if seat is not None:
+            seat.leave()
         return exc
     except MinerFailed as exc:
+        if seat is not None:
+            seat.leave()
         return HostProof(host.name, check.failed((f"host {host.name}: {exc}",)), keys, endpoints)
     measured.timings["total_s"] = check.elapsed() - started
     return HostProof(host.name, check.scored(measured), keys, endpoints)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -57,8 +58,12 @@ class Lease:
 
 
 async def fetch_specs(check: MinerCheck) -> MachineSpecs:
+    """The miner's specs (first contact, bounded by the step bound alone); measures the round trip."""
+    started = time.monotonic()
     try:
-        return (await check.call(SpecsRequest())).specs
+        specs = (await check.call(SpecsRequest(), timeout=check.params.lockstep.step_s)).specs
+        check.rtt_s = time.monotonic() - started
+        return specs
     except (RequestTimeout, PeerUnreachable) as exc:
         raise MinerUnreachable(f"specs: {exc}") from None
     except TransportError as exc:
@@ -91,12 +96,17 @@ async def allocate(
         requirements=Requirements(
             gpu_count=gpu_count, cpu_count=1, memory_gb=check.params.lease_memory_gb, disk_gb=1.0, host=host
         ),
-        duration_s=check.params.lease_seconds,
+        # the test's own time plus the longest the lockstep window may keep it waiting at the gates
+        duration_s=check.params.lease_seconds + int(check.params.lockstep.prepare_s),
         ssh_public_key=" ".join(key.export_public_key("openssh").decode().split()[:2]),
         purpose="validation",
         idempotency_key=secrets.token_urlsafe(18),  # one per test: retries get the same lease
     )
-    lease = await _allocate_once_or_replayed(check, request, gpu_count)
+    bound = check.bound(check.params.lockstep.allocate_s)
+    try:
+        lease = await asyncio.wait_for(_allocate_once_or_replayed(check, request, gpu_count), bound)
+    except asyncio.TimeoutError:  # a lease made after this expires on its own or is released as stale
+        raise MinerFailed(f"allocate took more than {bound:.0f}s (lockstep bound): not ready") from None
     if lease.ssh is None:
         await deallocate(check, lease.lease_id)
         raise MinerFailed("lease has no SSH access")
@@ -145,7 +155,9 @@ async def deallocate(check: MinerCheck, lease_id: str) -> None:
 async def release_stale(check: MinerCheck) -> None:
     """Release this validator's validation leases a killed run left on the miner (best effort)."""
     try:
-        listed = await asyncio.wait_for(check.call(ListLeasesRequest()), 15)
+        listed = await asyncio.wait_for(
+            check.call(ListLeasesRequest()), check.bound(check.params.lockstep.step_s)
+        )
     except (asyncio.TimeoutError, TransportError) as exc:
         log.debug("uid=%d listing own leases failed: %s", check.uid, exc)
         return

@@ -10,7 +10,8 @@ caller's deadline) cover a miner that could not be reached before a lease existe
 whose channel broke before anything was timed (``lease.open_session``); a failed proof is final.
 
 Each attempt is one ``MinerCheck`` (``context``) that every step takes: the lease (``lease``), the
-proof inside it (``prove``: GEMM then in-depth proofs), the rented path (``rented``) and, for a
+proof inside it (``prove``: the memory proof at the lockstep window's moment, then GEMM and the other
+in-depth proofs), the rented path (``rented``) and, for a
 multi-host miner, one lease and proof per host (``hosts``). Rented machines (the miner refuses a GPU
 validation lease for lack of capacity) must show receipts; a verified one gets a liveness lease and
 a decayed score of its last verification; a machine never verified scores 0. Canary rentals are
@@ -22,8 +23,11 @@ or the chain.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
+from collections.abc import Awaitable
+from typing import TypeVar
 
 from compute.scoring import GpuTable, ScoringConfig
 from compute.store import PogResult
@@ -34,12 +38,14 @@ from compute.validator.check.lease import fetch_specs, leased, release_stale
 from compute.validator.check.prove import MAX_GPUS_TESTED, prove_in_lease
 from compute.validator.check.rented import check_rented
 from compute.validator.failures import MinerFailed, MinerRented, MinerUnreachable
+from compute.validator.lockstep.window import Seat, Window
 from compute.validator.params import MinerTarget, RoundParams, failed_result
 from compute.validator.rentals.truth import MinerNotes
 
 log = logging.getLogger(__name__)
 
 _RETRY_BACKOFF_S = 2.0
+T = TypeVar("T")
 
 
 async def check_miner(
@@ -52,11 +58,43 @@ async def check_miner(
     deadline: float | None = None,
     notes: MinerNotes | None = None,
     basis: PogResult | None = None,
+    seat: Seat | None = None,
 ) -> PogResult | None:
     """Test ``target`` within ``params.miner_timeout`` (and before ``deadline``, monotonic); None when
     the validator itself failed (not the miner's zero). ``basis``: the miner's last verification of
     the whole machine (what rented GPUs of a partly rented machine are credited from; defaults to
-    ``previous`` when that one covered the whole machine)."""
+    ``previous`` when that one covered the whole machine). ``seat``: the test's seat in the round's
+    lockstep window; without one the test is a window of its own (its hosts, if any, share it)."""
+    if seat is not None:
+        try:
+            return await _check(
+                client, target, params, table, scoring, previous, deadline, notes, basis, seat
+            )
+        finally:
+            seat.leave()
+    async with Window(f"uid {target.uid}", prepare_s=params.lockstep.prepare_s) as window:
+        seat = window.seat(f"uid {target.uid}")
+        window.start()
+        try:
+            return await _check(
+                client, target, params, table, scoring, previous, deadline, notes, basis, seat
+            )
+        finally:
+            seat.leave()
+
+
+async def _check(
+    client: MinerClient,
+    target: MinerTarget,
+    params: RoundParams,
+    table: GpuTable,
+    scoring: ScoringConfig,
+    previous: PogResult | None,
+    deadline: float | None,
+    notes: MinerNotes | None,
+    basis: PogResult | None,
+    seat: Seat,
+) -> PogResult | None:
     notes = notes if notes is not None else MinerNotes()
     attempt = 0
     while True:
@@ -65,9 +103,9 @@ async def check_miner(
             budget = min(budget, deadline - time.monotonic())
         if budget <= 1:
             return _failure(target, params, ("round deadline reached before the test",), {})
-        check = MinerCheck(client, target, params, table, scoring, previous, notes, basis=basis)
+        check = MinerCheck(client, target, params, table, scoring, previous, notes, basis=basis, seat=seat)
         try:
-            return await asyncio.wait_for(_attempt(check), budget)
+            return await within(_attempt(check), budget, seat, deadline)
         except asyncio.TimeoutError:
             return _failure(target, params, (f"miner test exceeded {budget:.0f}s",), {})
         except MinerUnreachable as exc:
@@ -88,6 +126,30 @@ async def check_miner(
                 exc,
             )
             return None
+
+
+async def within(step: Awaitable[T], budget: float, seat: Seat, deadline: float | None = None) -> T:
+    """``step`` within ``budget`` seconds of its own time: the time its seat spends waiting at the
+    window's gates for other miners is not charged to it (never past ``deadline``, monotonic)."""
+    task = asyncio.ensure_future(step)
+    started, waited = time.monotonic(), seat.waited()
+    try:
+        while True:
+            end = started + budget + (seat.waited() - waited)
+            if deadline is not None:
+                end = min(end, deadline)
+            done, _ = await asyncio.wait({task}, timeout=max(0.0, end - time.monotonic()))
+            if done:
+                return task.result()
+            if time.monotonic() >= started + budget + (seat.waited() - waited) or (
+                deadline is not None and time.monotonic() >= deadline
+            ):
+                raise asyncio.TimeoutError
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
 
 
 async def _attempt(check: MinerCheck) -> PogResult:

@@ -65,6 +65,8 @@ async def check_rented(
         else:
             measured.timings["total_s"] = check.elapsed()
             return partly_rented_result(check, check.scored(measured), rented)
+    if check.seat is not None:
+        check.seat.leave()  # no GPU of it to prove at the lockstep window's moment
     async with leased(check, 0, note=False) as lease:
         await check_liveness(lease, params)
     return rented_result(check, fraction)

@@ -38,6 +38,7 @@ class Plan:
 
     canary: frozenset[int]
     together: frozenset[int]
+    groups: tuple[frozenset[int], ...] = ()  # each proven in one lockstep window
 
 
 @dataclass
@@ -95,7 +96,7 @@ class Oversight:
                 "suspect groups over %d uids (a NAT or data centre?) are not tested together", MAX_TOGETHER
             )
         together = frozenset().union(*small) & set(uids) if small else frozenset()
-        return Plan(canary, frozenset(together))
+        return Plan(canary, frozenset(together), tuple(group & set(uids) for group in small))
 
     def after_check(self, result: PogResult, notes: MinerNotes | None) -> PogResult:
         return apply_rental_factors(result, notes, self.ledger)

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from compute.pog import (
     Challenge,
@@ -51,9 +53,10 @@ from compute.pog import (
 from compute.pog.sustained import SustainedError, confirmation_reference, confirmed
 from compute.scoring import GpuTable
 from compute.validator.params import DepthParams
-from compute.validator.session.pog_session import PogSession, WorkerFailed
+from compute.validator.session.pog_session import MemoryGate, PogSession, WorkerFailed
 
 log = logging.getLogger(__name__)
+MAX_PASSES = 256  # MemoryChallenge.passes' bound
 
 
 class DepthRejected(Exception):
@@ -71,10 +74,20 @@ class MemoryOutcome:
     claimed_gb: float  # the table memory the challenge was sized from (never credited as such)
     reasons: tuple[str, ...] = ()
     proven_bytes: tuple[int, ...] = ()  # per GPU
+    started_at: float | None = None  # validator clock: the start nonce was written
+    arrivals: tuple[tuple[float, ...], ...] = ()  # per GPU, each pass line's arrival (validator clock)
 
     @property
     def all_proven(self) -> bool:
         return bool(self.proven) and all(self.proven)
+
+
+class LockstepGate(MemoryGate, Protocol):
+    """A lockstep window's gates (``compute.validator.lockstep``), told this proof's bounds first."""
+
+    def expect(self, build_s: float, chain_s: float) -> None: ...
+
+    async def chained(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -118,14 +131,30 @@ async def prove_memory(
     gpu_count: int,
     depth: DepthParams,
     timeout: float,
+    gate: LockstepGate | None = None,
+    min_chain_s: float = 0.0,
+    build_slack_s: float = 10.0,
 ) -> MemoryOutcome | None:
+    """The memory proof; with ``gate``, its build and start wait for the lockstep window's gates and
+    the chain lasts at least ``min_chain_s`` at the table's bandwidth (the exclusivity proof)."""
     shape = memory_shape(table, claimed_names, depth)
     if shape is None:
         log.info("memory proof skipped: claimed GPU model not in the table")
         return None
     memory_gb, bandwidth, policy = shape
     challenge = plan_memory(memory_gb, bandwidth, gpu_count, passes=depth.memory_passes, policy=policy)
-    timed = await session.memory_commit(challenge, timeout)
+    pass_s = challenge.matrix_bytes / (bandwidth * 1e9)  # one pass at the table's bandwidth
+    if min_chain_s > 0:
+        passes = min(MAX_PASSES, max(challenge.passes, math.ceil(min_chain_s / pass_s)))
+        challenge = challenge.model_copy(update={"passes": passes})
+    if gate is not None:
+        regen_s = challenge.n**2 * challenge.hash_rounds / policy.max_regen_rate
+        chain_s = challenge.passes * pass_s
+        gate.expect(build_slack_s + 16 * regen_s, build_slack_s + 4 * chain_s)
+        timeout = min(timeout, build_slack_s + 16 * regen_s + 4 * chain_s)
+    timed = await session.memory_commit(challenge, timeout, gate=gate)
+    if gate is not None:
+        await gate.chained()
     request = choose_memory_openings(challenge, depth.memory_open_passes)  # after every pass arrived
     opening = await session.memory_open(request, challenge.n, timeout)
     maths = await asyncio.to_thread(verify_memory, challenge, timed.commitment, request, opening)
@@ -141,7 +170,14 @@ async def prove_memory(
     )
     size = challenge.matrix_bytes / 1e9
     return MemoryOutcome(
-        proven, gbs, size if all(proven) else 0.0, memory_gb, tuple(timing.reasons[:3]), credited
+        proven,
+        gbs,
+        size if all(proven) else 0.0,
+        memory_gb,
+        tuple(timing.reasons[:3]),
+        credited,
+        timed.started_at,
+        tuple(tuple(times) for times in timed.arrivals),
     )
 
 

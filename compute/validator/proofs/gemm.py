@@ -27,13 +27,17 @@ async def prove_gemm(
     table: GpuTable,
     claimed: list,
     specs: MachineSpecs,
+    measured: Measured | None = None,
 ) -> tuple[Measured, tuple[Challenge, float]]:
-    """Throughput per precision; also the first challenge and its time (the scaling step's baseline)."""
-    devices = await session.info(params.miner_timeout)
+    """Throughput per precision; also the first challenge and its time (the scaling step's baseline).
+
+    ``measured``: what the test already measured in this session (its devices from ``info``)."""
     gpu_count = max(1, len(claimed))
-    if claimed and len(devices) < gpu_count:
-        raise MinerFailed(f"worker sees {len(devices)} devices, miner claims {gpu_count} GPUs")
-    measured = Measured({}, {}, devices, gpu_count if claimed else 0)
+    if measured is None:
+        devices = await session.info(params.miner_timeout)
+        if claimed and len(devices) < gpu_count:
+            raise MinerFailed(f"worker sees {len(devices)} devices, miner claims {gpu_count} GPUs")
+        measured = Measured({}, {}, devices, gpu_count if claimed else 0)
     together: tuple[Challenge, float] | None = None
     for precision in PRECISIONS:
         m, n, p = challenge_size(params, precision, expected_tflops(table, specs, precision))

@@ -28,6 +28,7 @@ from compute.store import PogResult, ScoreRecord, ScoreUpdate, ValidatorStore
 from compute.transport import MinerClient
 from compute.validator.check.miner import check_miner
 from compute.validator.fleet.oversight import Oversight
+from compute.validator.lockstep.window import Seat, Window
 from compute.validator.params import MinerTarget, RoundParams
 from compute.validator.rentals.truth import MinerNotes
 from compute.validator.report.progress import RoundProgress
@@ -35,6 +36,7 @@ from compute.validator.report.table import print_round_table, round_table
 from compute.validator.report.wandb_log import WandbLogger
 from compute.validator.round.schedule import check_probability, due_uids, fresh_rng, start_offsets
 from compute.validator.round.weights import CreditFactors, WeightsError, WeightSetter, weights_from_scores
+from compute.validator.round.windows import pack_windows
 
 log = logging.getLogger(__name__)
 
@@ -192,6 +194,7 @@ class RoundLoop(BlockLoop):
         rng: random.Random | None = None,
         credit_step: float = 0.0,
         credit_factors: CreditFactors | None = None,
+        timed_lock: asyncio.Lock | None = None,
     ) -> None:
         self.chain, self.store, self.client, self.own_hotkey = chain, store, client, own_hotkey
         self.credit_factors = credit_factors  # e.g. the collateral posted (validator.collateral)
@@ -210,6 +213,8 @@ class RoundLoop(BlockLoop):
         # schedule (compute.validator.round.schedule): random start offsets, GPU-time budget per miner
         self.spread_s, self.load_budget, self.check_seconds = spread_s, load_budget, check_seconds
         self.interval_s, self.rng, self.credit_step = interval_s, rng or fresh_rng(), credit_step
+        # one timed phase (builds and memory chains) at a time: this round's windows and presence checks
+        self.timed_lock = timed_lock or asyncio.Lock()
 
     def _chance(self, metagraph: MetagraphSnapshot) -> float:
         """The load budget's chance to test a miner this round (a test's GPU time plus its share of
@@ -224,12 +229,13 @@ class RoundLoop(BlockLoop):
         metagraph: MetagraphSnapshot,
         together: frozenset[int] = frozenset(),
         chance: float | None = None,
-    ) -> tuple[list[MinerTarget], set[int], dict[int, float]]:
-        """(targets due this round in start order, uids not drawn this round, start offsets).
+    ) -> tuple[list[MinerTarget], set[int], float]:
+        """(targets due this round, uids not drawn this round, seconds into the round to start).
 
         A miner this validator has no positive score for is always due (new or failing miners
         are tested at once); the others are drawn with the load budget's probability. Suspected
-        duplicates (``together``) are always due and start at once, at the same moment."""
+        duplicates (``together``) are always due. The round's lockstep windows start at one random
+        moment of the spread (drawn from the OS's randomness: a miner cannot predict it)."""
         chance = self._chance(metagraph) if chance is None else chance
         scores = self.store.scores()
         unscored = {
@@ -242,14 +248,12 @@ class RoundLoop(BlockLoop):
             | unscored
             | (together & {t.uid for t in targets})
         )
-        offsets = start_offsets(sorted(due - together), self.spread_s, self.rng) | dict.fromkeys(
-            due & together, 0.0
-        )
-        kept = sorted((t for t in targets if t.uid in due), key=lambda t: offsets[t.uid])
+        start_s = start_offsets([0], self.spread_s, self.rng)[0]
+        kept = [t for t in targets if t.uid in due]
         skipped = {t.uid for t in targets} - due
         if skipped:
             log.info("schedule: p=%.3f, %d miners not drawn this round", chance, len(skipped))
-        return kept, skipped, offsets
+        return kept, skipped, start_s
 
     async def run_step(self, block: int) -> None:
         metagraph = await asyncio.wait_for(asyncio.to_thread(self.chain.metagraph), 60)
@@ -262,7 +266,7 @@ class RoundLoop(BlockLoop):
         ]
         chance = self._chance(metagraph)
         plan = self.oversight.plan((t.uid for t in candidates), chance)
-        targets, skipped, offsets = self._schedule(candidates, metagraph, plan.together, chance)
+        targets, skipped, start_s = self._schedule(candidates, metagraph, plan.together, chance)
         log.info(
             "round=%d block=%d testing %d miners (%d already done)",
             record.round_id,
@@ -271,7 +275,6 @@ class RoundLoop(BlockLoop):
             len(done),
         )
         deadline = time.monotonic() + self.step_timeout * 0.9
-        gate = asyncio.Semaphore(self.concurrency)
         params = replace(
             params,
             trusted_renters=self.oversight.trusted(metagraph),
@@ -280,7 +283,7 @@ class RoundLoop(BlockLoop):
         )
         notes = {t.uid: MinerNotes() for t in targets}
         untested: set[int] = set()  # tests the validator itself failed (never the miner's zero)
-        started = time.monotonic()
+        windows = pack_windows(targets, plan.groups, self.concurrency)
         # canaries at their own moments; a miner's test and its canary take turns (one lock each)
         canary_targets = [t for t in candidates if t.uid in plan.canary]
         locks = {t.uid: asyncio.Lock() for t in canary_targets}
@@ -289,24 +292,21 @@ class RoundLoop(BlockLoop):
             self.client, canary_targets, params, notes, locks, self.spread_s, deadline, registered
         )
 
-        async def one(target: MinerTarget) -> None:
-            wait = started + offsets.get(target.uid, 0.0) - time.monotonic()
-            await asyncio.sleep(max(0.0, min(wait, deadline - time.monotonic() - params.miner_timeout)))
+        async def one(target: MinerTarget, seat: Seat) -> None:
             async with locks.get(target.uid) or contextlib.nullcontext():
-                # suspected duplicates skip the gate: they are challenged at the same moment
-                async with gate if target.uid not in plan.together else contextlib.nullcontext():
-                    previous = self.store.last_verified(target.uid, target.hotkey)
-                    result = await check_miner(
-                        self.client,
-                        target,
-                        params,
-                        self.table,
-                        self.scoring,
-                        previous,
-                        deadline,
-                        notes=notes[target.uid],
-                        basis=self.store.last_whole_verification(target.uid, target.hotkey),
-                    )
+                previous = self.store.last_verified(target.uid, target.hotkey)
+                result = await check_miner(
+                    self.client,
+                    target,
+                    params,
+                    self.table,
+                    self.scoring,
+                    previous,
+                    deadline,
+                    notes=notes[target.uid],
+                    basis=self.store.last_whole_verification(target.uid, target.hotkey),
+                    seat=seat,
+                )
             if target.uid in canaries:  # this round's canary counts in this round's factor
                 await asyncio.wait([canaries[target.uid]])
             if result is None:  # the validator's own error: not tested, neither scored nor decayed
@@ -319,7 +319,17 @@ class RoundLoop(BlockLoop):
         progress = RoundProgress(record.round_id, len(targets), every_s=self.progress_every_s)
         beat = asyncio.create_task(progress.heartbeat())
         try:
-            await asyncio.gather(*(one(t) for t in targets))
+            # the round's windows run one after the other, from one random moment in the spread
+            latest = deadline - time.monotonic() - len(windows) * params.miner_timeout
+            await asyncio.sleep(max(0.0, min(start_s, latest)))
+            for index, batch in enumerate(windows):
+                label = f"round {record.round_id} window {index + 1}/{len(windows)}"
+                async with Window(
+                    label, prepare_s=params.lockstep.prepare_s, timed_lock=self.timed_lock
+                ) as window:
+                    seats = {t.uid: window.seat(f"uid {t.uid}") for t in batch}
+                    window.start()
+                    await asyncio.gather(*(one(t, seats[t.uid]) for t in batch))
             await asyncio.gather(*canaries.values(), return_exceptions=True)
         finally:
             for task in canaries.values():

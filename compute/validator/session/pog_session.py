@@ -24,6 +24,7 @@ import secrets
 import shlex
 import time
 from dataclasses import dataclass
+from typing import Protocol
 
 import asyncssh
 
@@ -100,6 +101,17 @@ class TimedSeries:
     sent_at: float  # the validator's clock when the segments were written
     arrivals: list[float]  # one per segment line
     commitments: list[Commitment]
+
+
+class MemoryGate(Protocol):
+    """A lockstep window's gates around one memory proof (``compute.validator.lockstep``): the build
+    waits for every seat to be prepared, the start nonce for every seat to be built."""
+
+    async def before_build(self) -> None: ...
+
+    async def before_start(self) -> None: ...
+
+    def started(self, at: float) -> None: ...
 
 
 def bootstrap_command(device: str = "auto") -> str:
@@ -290,12 +302,15 @@ class PogSession:
         return TimedCommitment(commitment, elapsed)
 
     async def memory_commit(
-        self, challenge: MemoryChallenge, timeout: float, slot: str = "memory"
+        self, challenge: MemoryChallenge, timeout: float, slot: str = "memory", gate: MemoryGate | None = None
     ) -> TimedMemory:
         """Build A (``memory_build``), then send the start nonce (``memory_commit``) and stamp every
         ``memory_pass`` line per GPU on arrival; the chain cannot begin before the start is sent.
-        ``slot="ram"``: the same proof resident in host memory (``ram_build``, ``ram_commit``)."""
+        ``slot="ram"``: the same proof resident in host memory (``ram_build``, ``ram_commit``).
+        ``gate``: a lockstep window's gates, awaited before the build and before the start."""
         gpus, passes, build, commit = challenge.gpu_count, challenge.passes, f"{slot}_build", f"{slot}_commit"
+        if gate is not None:
+            await gate.before_build()
         sent_at = time.monotonic()
         ready = await self._request(
             {"op": build, "challenge": challenge.build_message()},
@@ -310,8 +325,12 @@ class PogSession:
         ):
             raise WorkerProtocolError(f"{build}: reply is for another challenge")
         arrivals: list[list[float]] = [[] for _ in range(gpus)]
+        if gate is not None:
+            await gate.before_start()
         self._send({"op": commit, "request": challenge.start_message()})
         started = time.monotonic()
+        if gate is not None:
+            gate.started(started)
         while True:
             raw = await self._read_line(SMALL_LINE + gpus * passes * 80, timeout)
             now = time.monotonic()
@@ -424,6 +443,7 @@ __all__ = [
     "BOOTSTRAP",
     "ChannelBroken",
     "DeviceInfo",
+    "MemoryGate",
     "PogSession",
     "PogSessionError",
     "SshFailed",

@@ -1,0 +1,146 @@
+"""One device behind several leases: the emulated GPU the demo's and the tests' cheaters share.
+
+A GPU holds one resident matrix at a time; a CPU does not (the demo's honest miners are CPUs, and
+RAM is plentiful). To play the cheats of issue 23 for real on this machine, the cheating miners'
+leases run this worker instead of ``python3``: it speaks the bootstrap honestly, runs the genuine
+worker source, and adds one *device*: an exclusive lock file every lease of the cheater shares. The
+memory proof's matrix is resident only while a lease holds the device, and the device runs at the
+claimed model's table figures (each pass takes the matrix's bytes over the table bandwidth; a
+build at least regenerating the matrix at the table's fastest regeneration rate), as a GPU at its
+table figures would. The cheater picks WHEN a lease takes the device (``MODE``), its best plays:
+
+- ``wait-info``: the lease waits for the device before answering ``info`` and holds it to the end
+  (finding 1: the serialising lease);
+- ``wait-build``: answers at once, waits for the device when asked to build, frees it right after
+  its chain (serialise only the resident part);
+- ``late-start``: answers the build at once without the device (a lie), takes the device when the
+  start nonce comes, builds, then runs its chain (the chain begins as early as the device allows).
+
+With one lease at a time every mode is an honest single device: its credit is the device's honest
+share, the yardstick of the cheater tests. ``device_bin`` writes the ``python3`` shim a lease's
+``PATH`` starts with (``EmbeddedBackend(path_prefix=...)``). Demo and tests only: nothing in the
+miner imports it. Run as a script it is the worker (stdlib and numpy only, like the real one).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import stat
+import sys
+import time
+import types
+from pathlib import Path
+
+MODES = ("wait-info", "wait-build", "late-start")
+TABLE_GBS = 0.1  # the claimed model's bandwidth: the CPU fallback's (the validator's cpu_bandwidth_gbs)
+REGEN_RATE = 1e9  # element-rounds/s: the validator's cpu_regen_rate (its fastest plausible rebuild)
+
+
+def device_bin(root: Path, device: Path, mode: str, gbs: float = TABLE_GBS) -> Path:
+    """A directory whose ``python3`` runs this worker on ``device`` in ``mode`` (put it first on PATH)."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    directory = root / f"device-{mode}"
+    directory.mkdir(parents=True, exist_ok=True)
+    shim = directory / "python3"
+    shim.write_text(
+        f'#!/bin/sh\nexec "{sys.executable}" -u "{Path(__file__).resolve()}" "{device}" {mode} {gbs}\n'
+    )
+    shim.chmod(shim.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return directory
+
+
+class Device:
+    """The exclusive device: an ``flock`` on one file every lease of the cheater opens."""
+
+    def __init__(self, path: str) -> None:
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        self.held = False
+
+    def take(self) -> None:
+        if not self.held:
+            fcntl.flock(self.fd, fcntl.LOCK_EX)  # blocks while another lease holds it
+            self.held = True
+
+    def free(self) -> None:
+        if self.held:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            self.held = False
+
+
+def _patch(ns: dict, device: Device, mode: str, gbs: float) -> None:
+    """The memory proof's engine (``memory_*`` ops, not the host RAM proof) runs on the device."""
+    plain, prover, memory_op = ns["MemoryEngine"], ns["ProverEngine"], ns["_memory_op"]
+    info = prover.info
+
+    class DeviceEngine(plain):  # type: ignore[misc, valid-type]
+        def multiply(self, spec, gpu, a, x):  # a pass reads the matrix at the table's bandwidth
+            started = time.perf_counter()
+            out = super().multiply(spec, gpu, a, x)
+            time.sleep(max(0.0, 4 * spec.n * spec.n / (gbs * 1e9) - (time.perf_counter() - started)))
+            return out
+
+        def prepare(self, challenge):
+            if mode == "late-start":  # "ready" at once, nothing built: the device comes with the start
+                self._lied = challenge
+                self._built = ns["parse_memory_challenge"](challenge)
+                return {"challenge_id": self._built.challenge_id, "build_s": [0.0] * self._built.gpu_count}
+            return self._build_on_device(challenge)
+
+        def _build_on_device(self, challenge):  # the device, and at least a table-rate rebuild
+            device.take()
+            started = time.perf_counter()
+            ready = super().prepare(challenge)
+            spec = self._built
+            rebuild = spec.n * spec.n * spec.hash_rounds / REGEN_RATE
+            time.sleep(max(0.0, rebuild - (time.perf_counter() - started)))
+            return ready
+
+        def commit(self, request, emit=None):
+            try:
+                if mode == "late-start":
+                    self._build_on_device(self._lied)
+                return super().commit(request, emit)
+            finally:
+                if mode != "wait-info":
+                    device.free()  # the matrix is gone with the chain: the device serves the next lease
+
+    def on_device(box, engine, op, message, emit):
+        ns["MemoryEngine"] = DeviceEngine if op.startswith("memory_") else plain
+        try:
+            return memory_op(box, engine, op, message, emit)
+        finally:
+            ns["MemoryEngine"] = plain
+
+    def waited_info(self):
+        device.take()  # the serialising lease: nothing is answered before the device is free
+        return info(self)
+
+    ns["_memory_op"] = on_device
+    if mode == "wait-info":
+        prover.info = waited_info
+
+
+def main(argv: list[str]) -> int:
+    device_path, mode, gbs = argv[0], argv[1], float(argv[2])
+    sys.modules["torch"] = None  # type: ignore[assignment]  # the device is emulated: numpy only
+    stdin = sys.stdin.buffer
+    size = int(stdin.readline(32))
+    source = stdin.read(size)
+    sys.stdout.write(hashlib.sha256(source).hexdigest() + "\n")
+    sys.stdout.flush()
+    module = types.ModuleType("pog_worker_lib")
+    sys.modules[module.__name__] = module  # dataclasses look their module up
+    exec(compile(source, "pog_worker", "exec"), module.__dict__)
+    device = Device(device_path)
+    _patch(module.__dict__, device, mode, gbs)
+    try:
+        return int(module.__dict__["serve"](stdin, sys.stdout, "cpu"))
+    finally:
+        device.free()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
