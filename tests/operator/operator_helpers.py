@@ -39,3 +39,25 @@ def book_entry(
         expires_at=3601.0,
         updated_at=1.0,
     )
+
+
+def run_measured(argv: list[str], env: dict[str, str]) -> tuple[int, str, int, float]:
+    """Run ``argv`` to its end: (exit code, stdout, peak resident KiB, seconds). The peak is the
+    child's own ``VmHWM`` after ``exec`` (``ru_maxrss`` would also count the pre-``exec`` copy of
+    a large test process)."""
+    import subprocess
+    import time
+    from pathlib import Path
+
+    started = time.monotonic()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    status, peak = Path(f"/proc/{proc.pid}/status"), 0
+    while proc.poll() is None:
+        try:
+            line = next(x for x in status.read_text().splitlines() if x.startswith("VmHWM:"))
+            peak = max(peak, int(line.split()[1]))
+        except (OSError, StopIteration, ValueError):
+            pass
+        time.sleep(0.02)
+    out = proc.stdout.read().decode() if proc.stdout else ""
+    return proc.returncode, out, peak, time.monotonic() - started

@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +21,7 @@ import httpx
 import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
+from operator_helpers import run_measured
 from test_resources_proven import validator_key, write_store
 
 from compute.dashboard import build_app
@@ -186,13 +185,8 @@ def test_a_slow_or_huge_dashboard_is_cut_off_in_time_with_bounded_memory(subnet,
     server = hostile(mode)
     argv = [sys.executable, str(REPO / "neurons" / "register.py"), *subnet.flags("operator_a")]
     argv += ["--register.timeout", "5", "--register.dashboard", server.url, "resources", "--json"]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    started = time.monotonic()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    _, status, usage = os.wait4(proc.pid, 0)
-    took = time.monotonic() - started
-    out = proc.stdout.read().decode() if proc.stdout else ""
-    assert os.waitstatus_to_exitcode(status) == EXIT_USAGE, out
+    code, out, peak_kib, took = run_measured(argv, {**os.environ, "PYTHONPATH": str(REPO)})
+    assert code == EXIT_USAGE, out
     assert ("within 5s" if mode == "drip" else "more than") in out
     assert took < 5 + 20  # the deadline holds for the whole answer (start-up of the process aside)
-    assert usage.ru_maxrss < 300 * 1024  # KiB: the cap holds (a 256 MiB answer took 670 MB before)
+    assert peak_kib < 300 * 1024  # the cap holds (a 256 MiB answer took 670 MB before)
