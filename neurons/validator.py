@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from compute import VERSION_KEY, __version__  # noqa: E402
 from compute.chain import ChainError, MetagraphSnapshot, connect  # noqa: E402
+from compute.collateral import CollateralError  # noqa: E402
 from compute.dashboard import DashboardOptions, start_dashboard  # noqa: E402
 from compute.logs import configure_logging  # noqa: E402
 from compute.scoring import ScoringConfig, load_gpu_table, load_holistic_config  # noqa: E402
@@ -220,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(settings.common.debug, settings.common.trace, settings.common.logging_dir, "validator")
     try:
         return asyncio.run(run(settings))
-    except (WalletError, ChainError) as exc:
+    except (WalletError, ChainError, CollateralError) as exc:
         logger.error("validator cannot start: %s", exc)
         return 1
 

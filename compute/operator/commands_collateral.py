@@ -80,9 +80,14 @@ async def cmd_report(op: Operator, args: argparse.Namespace) -> Result:
 
 
 def _claim(args: argparse.Namespace) -> dict[str, Any]:
-    from web3 import Web3
+    try:
+        from web3 import Web3
 
-    from compute.collateral.chain import CollateralClient
+        from compute.collateral.chain import CollateralClient
+    except ImportError as error:
+        raise UsageError(
+            f"claim needs the collateral extra: pip install -e '.[collateral]' ({error})"
+        ) from None
     from compute.collateral.keys import load_account
 
     env = environment(args)

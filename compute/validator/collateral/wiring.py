@@ -5,6 +5,8 @@ all. Otherwise: a contract client (signing with the validator's EVM key when it 
 ``COLLATERAL_EVM_KEY``, or the keystore unlocked by ``BT_WALLET_PASSWORD``; without one the
 validator reads deposits and checks evidence but never attests), the credit factor for the
 weights, the desk loop and, with ``--collateral.port``, the evidence surface in its own thread.
+The parts need the ``collateral`` extra (web3); they are imported only when collateral is on, so a
+validator installed without it runs as before.
 """
 
 from __future__ import annotations
@@ -13,19 +15,16 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compute.chain import Chain
-from compute.collateral import EvmKeyError
+from compute.collateral import CollateralError, EvmKeyError
 from compute.collateral.settings import CollateralSettings
 from compute.transport import KeyWallet, MinerClient, RunningServer
-from compute.validator.collateral.book import CollateralBook, default_root
-from compute.validator.collateral.credit import CollateralCredit, VerifiedSource
-from compute.validator.collateral.desk import CollateralDesk
-from compute.validator.collateral.judging import Judge
-from compute.validator.collateral.peers import Peers
-from compute.validator.collateral.probing import Prober
-from compute.validator.collateral.surface import serve_surface
+
+if TYPE_CHECKING:  # the parts need the collateral extra (web3): imported only when collateral is on
+    from compute.validator.collateral.credit import CollateralCredit, VerifiedSource
+    from compute.validator.collateral.desk import CollateralDesk
 
 log = logging.getLogger(__name__)
 
@@ -74,9 +73,21 @@ def build_collateral(
 ) -> CollateralParts | None:
     if not settings.enabled:
         return None
-    from web3 import Web3
+    try:
+        from web3 import Web3
 
-    from compute.collateral.chain import CollateralClient
+        from compute.collateral.chain import CollateralClient
+    except ImportError as error:
+        raise CollateralError(
+            f"--collateral.rpc needs the collateral extra (pip install -e '.[collateral]'): {error}"
+        ) from None
+    from compute.validator.collateral.book import CollateralBook, default_root
+    from compute.validator.collateral.credit import CollateralCredit
+    from compute.validator.collateral.desk import CollateralDesk
+    from compute.validator.collateral.judging import Judge
+    from compute.validator.collateral.peers import Peers
+    from compute.validator.collateral.probing import Prober
+    from compute.validator.collateral.surface import serve_surface
 
     w3 = Web3(Web3.HTTPProvider(settings.rpc, request_kwargs={"timeout": 30}))
     account = evm_account(settings, wallet_name, wallet_path)
