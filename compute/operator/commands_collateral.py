@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 from rich.console import Console
 
+from compute import safejson
 from compute.collateral.errors import CollateralError
 from compute.operator.commands import Result, resolve_lease_id
 from compute.operator.errors import Refused, UsageError
@@ -49,7 +50,7 @@ async def _post(http: httpx.AsyncClient, url: str, body: bytes) -> dict[str, Any
     except httpx.HTTPError as error:
         return {"url": url, "accepted": False, "detail": f"unreachable: {error}"}
     try:
-        answer = response.json()
+        answer = safejson.loads(response.content)
     except ValueError:
         answer = {}
     if response.status_code == 202:

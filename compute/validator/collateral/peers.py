@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 from pydantic import ValidationError
 
+from compute import safejson
 from compute.collateral import EvidenceError
 from compute.collateral.evidence import LeaseProbe, SignedEvidence, parse_signed
 from compute.collateral.lease import LeaseReport
@@ -38,7 +39,7 @@ class Peers:
         if response.status_code != 200 or len(response.content) > MAX_BYTES:
             return None
         try:
-            return json.loads(response.content)
+            return safejson.loads(response.content)
         except ValueError:
             return None
 

@@ -12,13 +12,13 @@ Pure functions over bytes and dicts; the session (``pog_session``) reads the lin
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from compute import safejson
 from compute.peertext import printable
 
 M = TypeVar("M", bound=BaseModel)
@@ -67,7 +67,7 @@ def short(value: object, limit: int = 300) -> str:
 def parse_json(raw: bytes, op: str) -> dict:
     """One JSON object from a worker line, or ``WorkerProtocolError`` naming it malformed."""
     try:
-        reply = json.loads(raw)
+        reply = safejson.loads(raw)
     except PARSE_ERRORS as exc:
         raise WorkerProtocolError(
             f"{op}: malformed worker line, not JSON ({type(exc).__name__}): {short(raw, 60)!r}"

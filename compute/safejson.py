@@ -1,0 +1,49 @@
+"""JSON from peers with a nesting bound that does not depend on the interpreter's recursion limit.
+
+``json.loads`` guards deep nesting only through ``sys.getrecursionlimit()``, and libraries raise
+that limit for themselves (py-evm sets 12,288, py_ecc 100,000 at import): in a process that
+imported them, a peer's line nested 50,000 deep parses, and one deep enough overflows the C stack
+and kills the process. ``loads`` counts the nesting first (vectorised, in bounded chunks) and
+refuses anything deeper than ``max_depth`` before the parser sees it.
+
+Brackets inside strings are counted too, so the bound is conservative: a string holding more than
+``max_depth`` unbalanced opening brackets is refused (no peer message here carries one).
+``MAX_DEPTH`` keeps what an interpreter with the default limit parses; honest messages nest < 10.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+
+MAX_DEPTH = 1000  # CPython's default recursion limit: no default interpreter parses deeper
+_CHUNK = 1 << 20
+_STEP = np.zeros(256, dtype=np.int8)
+_STEP[[ord("["), ord("{")]] = 1
+_STEP[[ord("]"), ord("}")]] = -1
+
+
+class TooDeep(ValueError):
+    """The JSON text nests deeper than allowed."""
+
+
+def nesting_depth(raw: bytes | bytearray | memoryview) -> int:
+    """The deepest bracket nesting of ``raw`` (brackets in strings counted)."""
+    view = np.frombuffer(raw, dtype=np.uint8)
+    deepest = depth = 0
+    for start in range(0, view.size, _CHUNK):
+        levels = np.cumsum(_STEP[view[start : start + _CHUNK]], dtype=np.int64) + depth
+        deepest = max(deepest, int(levels.max()))
+        depth = int(levels[-1])
+    return deepest
+
+
+def loads(raw: bytes | str, max_depth: int = MAX_DEPTH) -> Any:
+    """``json.loads`` of ``raw``, refusing (``TooDeep``, a ``ValueError``) nesting past ``max_depth``."""
+    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+    depth = nesting_depth(data)
+    if depth > max_depth:
+        raise TooDeep(f"JSON nested {depth} deep, more than {max_depth}")
+    return json.loads(data)
