@@ -19,7 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from bittensor import http_auth
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from compute.collateral.errors import EvidenceError
@@ -31,7 +30,7 @@ from compute.protocol import (
     LeaseResponse,
     SignedRequest,
 )
-from compute.transport import verify_response
+from compute.transport import KeptRequestError, verify_kept_request, verify_response
 
 ALLOCATE_PATH = ROUTES[AllocateRequest][0]
 DEALLOCATE_PATH = ROUTES[DeallocateRequest][0]
@@ -77,34 +76,14 @@ class ReportedLease:
         return f"{self.host}:{self.port}"
 
 
-class _AnyNonce:
-    """Receipts are old on purpose: check the signature, never freshness or replay."""
-
-    def check_and_store(self, hotkey_ss58: str, nonce_ns: int) -> bool:
-        return True
-
-
 def _signed_by(signed: SignedRequest, receiver: str, path: str) -> tuple[str, int]:
     """(signer hotkey, nonce) of a btauth/1 request addressed to ``receiver``; EvidenceError otherwise."""
     if signed.path != path:
         raise EvidenceError(f"signed request is for {signed.path!r}, not {path!r}")
-    headers = {k.lower(): v for k, v in signed.headers.items()}
     try:
-        nonce = int(headers.get(http_auth.HEADER_NONCE.lower(), ""))
-        caller = http_auth.verify(
-            signed.headers,
-            signed.body.encode(),
-            method="POST",
-            path=signed.path,
-            self_hotkey_ss58=receiver,
-            nonce_store=_AnyNonce(),
-            now_ns=nonce,
-        )
-    except ValueError:
-        raise EvidenceError("signed request has no valid nonce") from None
-    except http_auth.AuthError as error:
-        raise EvidenceError(f"request signature does not verify ({error})") from None
-    return caller.hotkey_ss58, nonce
+        return verify_kept_request(signed.headers, signed.body, signed.path, receiver)
+    except KeptRequestError as error:
+        raise EvidenceError(f"signed request: {error}") from None
 
 
 def renter_of(receipt: SignedRequest, miner_hotkey: str) -> tuple[str, AllocateRequest, int]:

@@ -10,11 +10,13 @@ from __future__ import annotations
 from .auth import (
     HEADER_RESPONSE_HOTKEY,
     HEADER_RESPONSE_SIGNATURE,
+    KeptRequestError,
     KeyWallet,
     WalletError,
     load_wallet,
     response_message,
     sign_response,
+    verify_kept_request,
     verify_response,
 )
 from .client import (
@@ -50,6 +52,7 @@ __all__ = [
     "Busy",
     "Forbidden",
     "InvalidResponse",
+    "KeptRequestError",
     "KeyWallet",
     "MinerClient",
     "PeerUnreachable",
@@ -73,5 +76,6 @@ __all__ = [
     "serve",
     "serve_in_thread",
     "sign_response",
+    "verify_kept_request",
     "verify_response",
 ]

@@ -9,7 +9,10 @@ What it does:
   signs ``b"compute-resp/1|" + request_nonce + b"|" + sha256(body).hexdigest()`` with its hotkey
   and the client checks it against the hotkey it meant to reach.
 
-What it deliberately does not do: request signing/verification (that is
+- ``verify_kept_request``: the signer of a btauth/1 request kept as a record (a rental receipt),
+  checked long after it was sent: the signature only, never freshness or replay.
+
+What it deliberately does not do: live request signing/verification (that is
 ``bittensor.http_auth``, used unchanged), key creation, or password prompts.
 """
 
@@ -21,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import bittensor as bt
+from bittensor import http_auth
 from bittensor.sp_core import Keypair
 from bittensor.sp_core import verify as _sp_verify
 
@@ -115,3 +119,41 @@ def verify_response(hotkey_ss58: str, nonce_ns: int, body: bytes, signature_hex:
         return bool(_sp_verify(response_message(nonce_ns, body), signature, hotkey_ss58))
     except (ValueError, TypeError):
         return False
+
+
+class KeptRequestError(ValueError):
+    """A kept signed request has no valid nonce or its signature does not verify."""
+
+
+class _AnyNonce:
+    """Kept requests are old on purpose, and re-checked: every nonce is accepted."""
+
+    def check_and_store(self, hotkey_ss58: str, nonce_ns: int) -> bool:
+        return True
+
+
+def verify_kept_request(headers: dict[str, str], body: str, path: str, receiver: str) -> tuple[str, int]:
+    """(signer hotkey, nonce in ns) of a btauth/1 POST to ``path`` addressed to ``receiver``.
+
+    For a request kept as evidence (a receipt) and verified later, by anyone: the signature is
+    checked at the request's own nonce time, so neither its age nor an earlier check refuses it.
+    Raises :class:`KeptRequestError` with the reason.
+    """
+    lowered = {k.lower(): v for k, v in headers.items()}
+    try:
+        nonce = int(lowered.get(http_auth.HEADER_NONCE.lower(), ""))
+    except ValueError:
+        raise KeptRequestError("no valid nonce") from None
+    try:
+        caller = http_auth.verify(
+            headers,
+            body.encode(),
+            method="POST",
+            path=path,
+            self_hotkey_ss58=receiver,
+            nonce_store=_AnyNonce(),
+            now_ns=nonce,
+        )
+    except http_auth.AuthError as error:
+        raise KeptRequestError(f"signature does not verify ({error})") from None
+    return caller.hotkey_ss58, nonce

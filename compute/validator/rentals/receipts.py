@@ -26,7 +26,7 @@ from bittensor import http_auth
 from pydantic import ValidationError
 
 from compute.protocol import ROUTES, AllocateRequest, RentalReceipt, RentalReceiptsRequest
-from compute.transport import MinerClient, TransportError
+from compute.transport import KeptRequestError, MinerClient, TransportError, verify_kept_request
 from compute.validator.session.sshprobe import host_key_answers
 
 log = logging.getLogger(__name__)
@@ -99,35 +99,15 @@ class RentalCheck:
         return min(1.0, self.rented_gpus / claimed_gpus)
 
 
-class _AnyNonce:
-    """Replay store that accepts every nonce: a receipt is re-checked every round on purpose."""
-
-    def check_and_store(self, hotkey_ss58: str, nonce_ns: int) -> bool:
-        return True
-
-
 def verify_receipt(receipt: RentalReceipt, miner_hotkey: str, renters: Renters, now: float) -> VerifiedLease:
     """The lease a receipt proves (before the liveness probe); raises :class:`ReceiptRejected`."""
     signed = receipt.request
     if signed.path != ALLOCATE_PATH:
         raise ReceiptRejected(f"lease={receipt.lease_id}: receipt is for {signed.path!r}, not an allocation")
-    headers = {k.lower(): v for k, v in signed.headers.items()}
     try:
-        nonce = int(headers.get(http_auth.HEADER_NONCE.lower(), ""))
-        caller = http_auth.verify(
-            signed.headers,
-            signed.body.encode(),
-            method="POST",
-            path=signed.path,
-            self_hotkey_ss58=miner_hotkey,
-            nonce_store=_AnyNonce(),
-            now_ns=nonce,  # verify the signature itself, not freshness
-        )
-    except ValueError:
-        raise ReceiptRejected(f"lease={receipt.lease_id}: receipt has no valid nonce") from None
-    except http_auth.AuthError as exc:
-        raise ReceiptRejected(f"lease={receipt.lease_id}: signature does not verify ({exc})") from None
-    renter = caller.hotkey_ss58
+        renter, nonce = verify_kept_request(signed.headers, signed.body, signed.path, miner_hotkey)
+    except KeptRequestError as exc:
+        raise ReceiptRejected(f"lease={receipt.lease_id}: receipt {exc}") from None
     if renter == miner_hotkey:
         raise ReceiptRejected(f"lease={receipt.lease_id}: the miner rented to itself")
     if renters.same_owner(renter, miner_hotkey):
@@ -161,7 +141,9 @@ def verify_receipt(receipt: RentalReceipt, miner_hotkey: str, renters: Renters, 
         lease_id=receipt.lease_id,
         renter=renter,
         gpu_count=gpus,
-        signature=headers.get(http_auth.HEADER_SIGNATURE.lower(), ""),
+        signature={k.lower(): v for k, v in signed.headers.items()}.get(
+            http_auth.HEADER_SIGNATURE.lower(), ""
+        ),
         signed_at=signed_at,
         ends_at=ends_at,
         host=receipt.ssh.host,
