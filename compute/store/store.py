@@ -365,6 +365,17 @@ class ValidatorStore:
             ).fetchone()
         return _result(row) if row else None
 
+    def failures_since(self, since: float, hotkey: str | None = None) -> list[PogResult]:
+        """Failed, not rented results recorded after ``since`` (this validator's clock), oldest first;
+        only ``hotkey``'s when given (what the collateral desk reads its own cheat verdicts from)."""
+        query = f"{_SELECT_RESULT} WHERE ok=0 AND rented=0 AND created>?"
+        args: tuple = (since,)
+        if hotkey is not None:
+            query, args = query + " AND hotkey=?", (since, hotkey)
+        with self._lock:
+            rows = self._db.execute(query + " ORDER BY created, uid", args).fetchall()
+        return [_result(row) for row in rows]
+
     def last_whole_verification(self, uid: int, hotkey: str) -> PogResult | None:
         """The latest result that verified every GPU of the machine (not only the free GPUs of a
         partly rented one): what its rented GPUs are credited from."""

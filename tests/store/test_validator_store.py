@@ -110,6 +110,18 @@ def test_last_verified_skips_failures_and_rented_checks(store: ValidatorStore) -
     assert store.last_verified(1, "other") is None
 
 
+def test_failures_since_reads_failed_tests_after_a_moment(store: ValidatorStore) -> None:
+    rnd = store.begin_round(block=1)
+    store.record_result(PogResult(rnd.round_id, 1, "hk", ok=False, sample=0.0, reasons=("a",), created=10.0))
+    store.record_result(PogResult(rnd.round_id, 2, "hk2", ok=False, sample=0.0, reasons=("b",), created=20.0))
+    store.record_result(PogResult(rnd.round_id, 3, "hk3", ok=True, sample=1.0, created=30.0))
+    store.record_result(PogResult(rnd.round_id, 4, "hk4", ok=False, sample=0.0, rented=True, created=40.0))
+    assert [r.uid for r in store.failures_since(0.0)] == [1, 2]
+    assert [r.reasons for r in store.failures_since(10.0)] == [("b",)]
+    assert [r.uid for r in store.failures_since(0.0, "hk")] == [1]
+    assert store.failures_since(20.0) == []
+
+
 def test_weights_log_keeps_failures_apart(store: ValidatorStore) -> None:
     store.log_weights(10, {1: 0.25, 2: 0.75}, 1000, ok=True)
     store.log_weights(20, {1: 1.0}, 1000, ok=False, error="RateLimited")
