@@ -12,6 +12,7 @@ import secrets
 
 import numpy as np
 
+from .draws import GEMM_OPENINGS, oracle_rng
 from .engine import DEFAULT_CHUNK
 from .wire import Challenge, OpeningRequest, Precision
 
@@ -77,6 +78,8 @@ def choose_openings(
     like the f**rows bound on rows; with columns shared by the rows of a GPU it was g**columns.
     ``budget`` (None: unlimited) caps the columns per row at large n, never below one.
     """
+    if rng is None:  # secrets, unless the fleet benchmark made the draws predictable (``draws``)
+        rng = oracle_rng(GEMM_OPENINGS, challenge.challenge_id)
     rows = [_distinct(rng, challenge.m, rows_per_gpu) for _ in range(challenge.gpu_count)]
     if budget is not None:
         cols_per_row = columns_within_budget(

@@ -35,6 +35,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .challenge import new_challenge
+from .draws import SUSTAINED_SEGMENTS, oracle_rng
 from .engine import MAX_N
 from .wire import Challenge, Precision
 
@@ -166,6 +167,10 @@ def confirmation_reference(first: SustainedReport) -> float:
 
 def choose_segments(plan: SustainedPlan, count: int = 3, rng: np.random.Generator | None = None) -> list[int]:
     """Segments to open, always including the last one (throttling hides at the end)."""
-    rng = rng or np.random.default_rng(secrets.randbits(64))
+    rng = (
+        rng
+        or oracle_rng(SUSTAINED_SEGMENTS, plan.segment(0).challenge_id)
+        or np.random.default_rng(secrets.randbits(64))
+    )
     others = rng.choice(plan.segments - 1, size=min(count - 1, plan.segments - 1), replace=False)
     return sorted({plan.segments - 1, *(int(i) for i in others)})

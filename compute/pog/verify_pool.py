@@ -25,9 +25,11 @@ import logging
 import multiprocessing
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -35,6 +37,7 @@ from .recompute import NUMBA_MIN_ELEMENTS, expected_entries
 from .verifier import Verdict, verify
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 POOL_MIN_ELEMENTS = NUMBA_MIN_ELEMENTS  # (rows + pairs) x n of one GPU below which work stays inline
 WORKER_NICE = 10  # CFS weight 110 vs 1024 for the event loop's process: it gets the core back at once
@@ -76,14 +79,20 @@ def run_job(job: RecomputeJob) -> np.ndarray:
     return expected_entries(job, job.gpu, [*job.rows], [[*c] for c in job.cols])
 
 
+def _ready() -> bool:
+    return True
+
+
 def _start_worker(nice: int) -> None:  # runs in each worker process when it starts
     try:
         os.nice(nice)
     except OSError:
         pass
+    from .memory.rows_kernel import element_rows
     from .verify_kernel import warm_up
 
-    warm_up()
+    if warm_up():  # the memory rows kernel too, so no job pays a compile
+        element_rows(np.zeros(1, np.uint32), 16, np.arange(4, dtype=np.uint32), "numba")
 
 
 class VerifyPool:
@@ -139,6 +148,30 @@ class VerifyPool:
             executor, self._executor = self._executor, None
         if executor is not None:
             executor.shutdown(wait=False, cancel_futures=True)
+
+    async def call(self, fn: Callable[..., T], *args: Any, pooled: bool = True) -> T:
+        """``fn(*args)`` in a worker process (``pooled`` and ``workers > 0``), else in a thread.
+
+        ``fn`` must be a module-level function of this package; its exceptions are re-raised here.
+        A worker that dies restarts the pool and the call runs in a thread instead."""
+        if self.workers == 0 or not pooled:
+            self.jobs_inline += 1
+            return await asyncio.to_thread(fn, *args)
+        try:
+            result = await asyncio.get_running_loop().run_in_executor(self._pool(), fn, *args)
+            self.jobs_pooled += 1
+            return result
+        except BrokenProcessPool:
+            log.warning("verify pool: a worker died; restarting the pool, call run in a thread")
+            self._reset()
+        self.jobs_inline += 1
+        return await asyncio.to_thread(fn, *args)
+
+    async def start(self) -> None:
+        """Start every worker now (spawn, imports, kernel compile), before any clock runs."""
+        if self.workers > 0:
+            loop = asyncio.get_running_loop()
+            await asyncio.gather(*(loop.run_in_executor(self._pool(), _ready) for _ in range(self.workers)))
 
     async def verify(self, challenge, commitment, request, opening) -> Verdict:
         """``verifier.verify`` with the recomputation spread over the pool. Never raises."""

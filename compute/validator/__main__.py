@@ -1,7 +1,8 @@
 """``python -m compute.validator agreement-sim``: agreement vs noise and design, and validation load.
 
-Also ``check-cost`` (one test's GEMM proofs timed with the shipped worker) and ``canary-sim``
-(``tools.canary_sim``: what a renter-refusing miner keeps, and what canaries cost).
+Also ``check-cost`` (one test's GEMM proofs timed with the shipped worker), ``canary-sim``
+(``tools.canary_sim``: what a renter-refusing miner keeps, and what canaries cost) and ``fleet-bench``
+(``tools.fleet``: one real round against a simulated subnet of multi-GPU miners).
 
 Prints two tables (``--json``: one object): how well honest validators agree (pairwise weight
 cosine, Yuma validator trust) under modelled measurement noise for each design choice, and the
@@ -17,6 +18,7 @@ import sys
 from typing import Any
 
 from compute.validator.round.timing import DEFAULT_BLOCK_SECONDS
+from compute.validator.tools import fleet
 from compute.validator.tools.agreement import (
     agreement_table,
     credit_sensitivity,
@@ -55,6 +57,7 @@ def _parser() -> argparse.ArgumentParser:
     canary.add_argument("--renters", type=int, default=10_000, help="real renters' asks (default 10000)")
     canary.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     canary.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    fleet.add_parser(sub)
     return parser
 
 
@@ -202,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         return _check_cost(args)
     if args.command == "canary-sim":
         return _canary_sim(args)
+    if args.command == "fleet-bench":
+        return fleet.run(args)
     if not 2 <= args.validators <= 256 or not 1 <= args.miners <= 1024 or not 1 <= args.rounds <= 1000:
         print("--validators must be 2..256, --miners 1..1024, --rounds 1..1000", file=sys.stderr)
         return 2

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..draws import CPU_CHECKS, DISK_BLOCKS, oracle_rng
 from ..memory import MemoryChallenge, MemoryPolicy, plan_memory
 from ..merkle import root_from_path
 from .probe import (
@@ -119,9 +120,13 @@ def _version_problem(reply: dict) -> str | None:
     return None
 
 
-def disk_read_request(blocks: int, reads: int = 8, rng: np.random.Generator | None = None) -> dict:
-    """Block indices to read back, drawn now (after the write): random, plus the last block."""
-    rng = rng or np.random.default_rng(secrets.randbits(64))
+def disk_read_request(
+    blocks: int, reads: int = 8, rng: np.random.Generator | None = None, seed: str = ""
+) -> dict:
+    """Block indices to read back, drawn now (after the write): random, plus the last block.
+
+    ``seed``: the write request's seed (names the draw for ``draws.oracle_rng``; secret otherwise)."""
+    rng = rng or oracle_rng(DISK_BLOCKS, seed) or np.random.default_rng(secrets.randbits(64))
     picks = {int(k) for k in rng.integers(0, blocks, min(reads, MAX_DISK_READS) - 1)} | {blocks - 1}
     return {"blocks": sorted(picks)}
 
@@ -159,7 +164,11 @@ def check_cpu(
             return ProbeCheck(False, "cpu", ["elapsed time must be positive"])
         if not isinstance(result, dict) or result.get("what") != "cpu":
             return ProbeCheck(False, "cpu", ["result does not answer the request"])
-        rng = rng or np.random.default_rng(secrets.randbits(64))
+        rng = (
+            rng
+            or oracle_rng(CPU_CHECKS, str(request.get("seed")))
+            or np.random.default_rng(secrets.randbits(64))
+        )
         return _check_cpu(request, result, float(elapsed_s), policy or HostPolicy(), rng)
     except Exception as exc:  # the verdict boundary
         return ProbeCheck(False, "cpu", [f"malformed probe: {type(exc).__name__}: {exc}"])

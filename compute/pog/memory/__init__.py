@@ -8,6 +8,7 @@ from .prover import MemoryEngine
 from .verify import (
     GpuMemoryResult,
     MemoryVerdict,
+    check_rows,
     expected_rows,
     judge_memory_timing,
     proven_bytes,
@@ -32,6 +33,7 @@ __all__ = [
     "MemoryOpening",
     "MemoryPolicy",
     "MemoryVerdict",
+    "check_rows",
     "choose_memory_openings",
     "expected_rows",
     "judge_memory_timing",

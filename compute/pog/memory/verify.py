@@ -3,7 +3,8 @@
 - mathematics (``verify_memory``): opened vectors hash to the committed leaves, pass 1 starts from
   the keyed ``x_0``, and sampled entries satisfy ``y_r[i] = A[i, :] . x_{r-1} mod 2^32`` EXACTLY
   (no tolerance: a lossy, truncated or partly regenerated copy of A gives other words). The validator
-  regenerates a few secret rows of A (O(n x hash_rounds) each, numpy, shared by the opened passes)
+  regenerates a few secret rows of A (O(n x hash_rounds) each, ``rows_kernel``: numba or numpy, shared
+  by the opened passes)
   and recomputes ``x_{r-1}`` from the opened ``y_{r-1}``, the keyed offsets and the lockstep word of
   all GPUs' committed pass-(r-1) leaves.
 - time (``judge_memory_timing``): the chain starts from a nonce sent only after A is built, so
@@ -26,7 +27,9 @@ from typing import Literal
 
 import numpy as np
 
-from .kernel import elements_np, lockstep_word, next_x, pass_leaf, pass_offsets, round_keys, start_vector
+from ..draws import MEMORY_ROWS, oracle_rng
+from .kernel import lockstep_word, next_x, pass_leaf, pass_offsets, round_keys, start_vector
+from .rows_kernel import element_rows
 from .wire import MemoryChallenge, MemoryCommitment, MemoryOpening, MemoryOpenRequest, MemoryPolicy, VectorB64
 
 log = logging.getLogger(__name__)
@@ -55,9 +58,9 @@ class MemoryVerdict:
 
 
 def expected_rows(challenge: MemoryChallenge, gpu: int, rows: list[int]) -> np.ndarray:
-    """uint32 rows of one GPU's A (O(n x hash_rounds) each)."""
+    """uint32 rows of one GPU's A (O(n x hash_rounds) each; numba when installed, else numpy)."""
     keys = round_keys(bytes.fromhex(challenge.key), gpu, challenge.hash_rounds)
-    return elements_np(np.asarray(rows, dtype=np.uint32), np.arange(challenge.n, dtype=np.uint32), keys)
+    return element_rows(np.asarray(rows, dtype=np.uint32), challenge.n, keys)
 
 
 def proven_bytes(challenge: MemoryChallenge, maths: MemoryVerdict, timing: MemoryVerdict) -> list[int]:
@@ -123,6 +126,20 @@ def _verify_gpu(challenge, gpu, leaves, wanted, opening, rows) -> GpuMemoryResul
     return GpuMemoryResult(True)
 
 
+def check_rows(
+    challenge: MemoryChallenge, rows_per_gpu: int = 8, rng: np.random.Generator | None = None
+) -> list[list[int]]:
+    """The secret rows of A checked per GPU (drawn by the validator: secrets unless ``rng``)."""
+    rng = (
+        rng or oracle_rng(MEMORY_ROWS, challenge.challenge_id) or np.random.default_rng(secrets.randbits(64))
+    )
+    count = min(rows_per_gpu, challenge.n)
+    return [
+        sorted(int(i) for i in rng.choice(challenge.n, count, replace=False))
+        for _ in range(challenge.gpu_count)
+    ]
+
+
 def verify_memory(
     challenge: MemoryChallenge,
     commitment: MemoryCommitment,
@@ -130,8 +147,12 @@ def verify_memory(
     opening: MemoryOpening,
     rows_per_gpu: int = 8,
     rng: np.random.Generator | None = None,
+    rows: list[list[int]] | None = None,
 ) -> MemoryVerdict:
-    """The mathematics judge: leaves, then sampled entries of every opened pass. Never raises."""
+    """The mathematics judge: leaves, then sampled entries of every opened pass. Never raises.
+
+    ``rows``: the checked rows per GPU drawn beforehand (``check_rows``; e.g. in the validator's
+    process when this runs in a worker process); drawn here otherwise."""
     try:
         ids = {challenge.challenge_id, commitment.challenge_id, request.challenge_id, opening.challenge_id}
         if len(ids) != 1:
@@ -141,14 +162,14 @@ def verify_memory(
             return MemoryVerdict(False, [f"expected {challenge.gpu_count} GPUs, got {sizes}"], "mathematics")
         if any(len(leaves) != challenge.passes for leaves in commitment.leaves):
             return MemoryVerdict(False, [f"expected {challenge.passes} leaves per GPU"], "mathematics")
-        rng = rng or np.random.default_rng(secrets.randbits(64))
-        per_gpu = []
-        for g in range(challenge.gpu_count):
-            count = min(rows_per_gpu, challenge.n)
-            rows = sorted(int(i) for i in rng.choice(challenge.n, count, replace=False))
-            per_gpu.append(
-                _verify_gpu(challenge, g, commitment.leaves, request.passes[g], opening.per_gpu[g], rows)
-            )
+        if rows is None:
+            rows = check_rows(challenge, rows_per_gpu, rng)
+        if len(rows) != challenge.gpu_count:
+            return MemoryVerdict(False, [f"checked rows for {len(rows)} GPUs"], "mathematics")
+        per_gpu = [
+            _verify_gpu(challenge, g, commitment.leaves, request.passes[g], opening.per_gpu[g], rows[g])
+            for g in range(challenge.gpu_count)
+        ]
         ok = all(result.ok for result in per_gpu)
         reasons = [reason for result in per_gpu for reason in result.reasons]
         return MemoryVerdict(ok, reasons, None if ok else "mathematics", per_gpu)

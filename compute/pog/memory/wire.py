@@ -16,6 +16,7 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from ..draws import MEMORY_PASSES, oracle_rng
 from .kernel import MAX_HASH_ROUNDS, MAX_MEM_N, MAX_PASSES, ROUND_GROUP
 
 Hex32 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{32}$")]
@@ -127,7 +128,11 @@ def choose_memory_openings(
 ) -> MemoryOpenRequest:
     """Passes to open per GPU, drawn after every pass line arrived: always pass 1 (checked against
     the keyed start vector) plus ``passes_per_gpu`` distinct random passes from 2..passes."""
-    rng = rng or np.random.default_rng(secrets.randbits(64))
+    rng = (
+        rng
+        or oracle_rng(MEMORY_PASSES, challenge.challenge_id)
+        or np.random.default_rng(secrets.randbits(64))
+    )
     count = min(passes_per_gpu, challenge.passes - 1)
     picks = [
         [1] + sorted(int(r) + 2 for r in rng.choice(challenge.passes - 1, count, replace=False))

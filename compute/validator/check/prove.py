@@ -111,6 +111,7 @@ async def _prove_memory_in_lockstep(
         gate=gate,
         min_chain_s=lockstep.min_chain_s,
         build_slack_s=lockstep.build_s,
+        verify_workers=params.verify_workers,
     )
     measured.memory_ran = True
     measured.timings["memory_s"] = time.monotonic() - started

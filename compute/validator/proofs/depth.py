@@ -33,6 +33,7 @@ from compute.pog import (
     analyse_series,
     check_cpu,
     check_disk,
+    check_rows,
     choose_memory_openings,
     choose_openings,
     choose_segments,
@@ -47,12 +48,11 @@ from compute.pog import (
     proven_bytes,
     ram_challenge,
     scaling_efficiency,
-    verify_async,
-    verify_memory,
 )
 from compute.pog.sustained import SustainedError, confirmation_reference, confirmed
 from compute.scoring import GpuTable
 from compute.validator.params import DepthParams
+from compute.validator.proofs.offloaded import verify_memory, verify_opening
 from compute.validator.session.pog_session import MemoryGate, PogSession, WorkerFailed
 
 log = logging.getLogger(__name__)
@@ -134,6 +134,7 @@ async def prove_memory(
     gate: LockstepGate | None = None,
     min_chain_s: float = 0.0,
     build_slack_s: float = 10.0,
+    verify_workers: int = 0,
 ) -> MemoryOutcome | None:
     """The memory proof; with ``gate``, its build and start wait for the lockstep window's gates and
     the chain lasts at least ``min_chain_s`` at the table's bandwidth (the exclusivity proof)."""
@@ -156,8 +157,11 @@ async def prove_memory(
     if gate is not None:
         await gate.chained()
     request = choose_memory_openings(challenge, depth.memory_open_passes)  # after every pass arrived
-    opening = await session.memory_open(request, challenge.n, timeout)
-    maths = await asyncio.to_thread(verify_memory, challenge, timed.commitment, request, opening)
+    rows = check_rows(challenge)  # the secret rows of A, drawn here; checked where the line is parsed
+    line = await session.memory_open_line(request, challenge.n, timeout)
+    maths = await verify_memory(
+        line, "memory_open", challenge, timed.commitment, request, rows, verify_workers
+    )
     if not maths.ok:
         raise DepthRejected("memory proof rejected: " + "; ".join(maths.reasons[:3]))
     expected = bandwidth if claimed_names else None
@@ -224,9 +228,9 @@ async def _sustained_run(
     for index in choose_segments(plan, 3):
         challenge = plan.segment(index)
         request = choose_openings(challenge, 4, 4)
-        opening = await session.sustained_open(index, request, challenge.p, timeout)
+        line = await session.sustained_open_line(index, request, challenge.p, timeout)
         commitment = series.commitments[index]
-        verdict = await verify_async(challenge, commitment, request, opening, verify_workers)
+        verdict = await verify_opening(line, "sustained_open", challenge, commitment, request, verify_workers)
         if not verdict.ok:
             raise DepthRejected(f"sustained segment {index} rejected: " + "; ".join(verdict.reasons[:2]))
     try:
@@ -264,8 +268,8 @@ async def prove_scaling(
             alone.append(None)
             continue
         request = choose_openings(challenge, 4, 4)
-        opening = await session.open_rows(request, challenge.p, timeout)
-        verdict = await verify_async(challenge, timed.commitment, request, opening, verify_workers)
+        line = await session.open_rows_line(request, challenge.p, timeout)
+        verdict = await verify_opening(line, "open", challenge, timed.commitment, request, verify_workers)
         if not verdict.ok:
             raise DepthRejected(f"GPU {device} alone: proof rejected: " + "; ".join(verdict.reasons[:2]))
         alone.append(per_gpu_flops / max(timed.elapsed_s, 1e-6) / 1e12)
@@ -295,7 +299,12 @@ async def write_disk(session: PogSession, cpu: bool, depth: DepthParams, timeout
 
 
 async def _prove_ram(
-    session: PogSession, cpu: bool, depth: DepthParams, timeout: float, cores: float
+    session: PogSession,
+    cpu: bool,
+    depth: DepthParams,
+    timeout: float,
+    cores: float,
+    verify_workers: int = 0,
 ) -> tuple[float, str]:
     """Host RAM: the memory proof resident in host memory, judged against regeneration by ``cores``
     cores at the fastest per-core rate (``ram_challenge``); credited GB = A's size when proven."""
@@ -303,15 +312,22 @@ async def _prove_ram(
     challenge, policy = ram_challenge(size_gb, cores, depth.host)
     timed = await session.memory_commit(challenge, timeout, slot="ram")
     request = choose_memory_openings(challenge, 3)
-    opening = await session.memory_open(request, challenge.n, timeout, slot="ram")
-    maths = await asyncio.to_thread(verify_memory, challenge, timed.commitment, request, opening)
+    rows = check_rows(challenge)
+    line = await session.memory_open_line(request, challenge.n, timeout, slot="ram")
+    maths = await verify_memory(line, "ram_open", challenge, timed.commitment, request, rows, verify_workers)
     timing = judge_memory_timing(challenge, timed.started_at, timed.arrivals, policy)
     credited = proven_bytes(challenge, maths, timing)[0]
     return credited / 1e9, "; ".join((maths.reasons or timing.reasons)[:1])
 
 
 async def probe_host(
-    session: PogSession, cpu_count: int, cpu: bool, depth: DepthParams, timeout: float, disk: DiskWrite
+    session: PogSession,
+    cpu_count: int,
+    cpu: bool,
+    depth: DepthParams,
+    timeout: float,
+    disk: DiskWrite,
+    verify_workers: int = 0,
 ) -> HostOutcome:
     """CPU cores, host RAM and the disk read-back, each proven on the validator's clock or left out.
 
@@ -330,7 +346,7 @@ async def probe_host(
         reasons.append("cpu proof: " + "; ".join(check.reasons[:1]))
     try:
         cores = max(float(cpu_count), figures.get("cpu_cores", 0.0), 1.0)
-        ram_gb, reason = await _prove_ram(session, cpu, depth, timeout, cores)
+        ram_gb, reason = await _prove_ram(session, cpu, depth, timeout, cores, verify_workers)
     except WorkerFailed as exc:  # e.g. the RAM could not be allocated: nothing proven
         ram_gb, reason = 0.0, str(exc)
     if ram_gb > 0:
@@ -340,7 +356,7 @@ async def probe_host(
     if disk.result is None:
         reasons.append(disk.reason)
     else:
-        read_request = disk_read_request(disk.request["bytes"] // 4096)
+        read_request = disk_read_request(disk.request["bytes"] // 4096, seed=disk.request["seed"])
         read, read_s = await session.probe(read_request, timeout, op="disk_read", limit=1 << 20)
         check = await asyncio.to_thread(
             check_disk, disk.request, disk.result, disk.elapsed_s, read_request, read, read_s, depth.host

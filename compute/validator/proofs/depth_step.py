@@ -61,7 +61,9 @@ async def prove_depth(
     measured.history_reset = change.changed and (bool(change.added) or not partial)
     if not measured.memory_ran:  # a lockstep test proved memory first, at the window's moment
         started = time.monotonic()
-        measured.memory = await prove_memory(session, table, names, count, depth, timeout)
+        measured.memory = await prove_memory(
+            session, table, names, count, depth, timeout, verify_workers=params.verify_workers
+        )
         measured.timings["memory_s"] = time.monotonic() - started
     if measured.gpu_count >= 2:
         started = time.monotonic()
@@ -93,6 +95,8 @@ async def prove_depth(
     )
     measured.timings["sustained_s"] = time.monotonic() - started
     started = time.monotonic()
-    measured.host = await probe_host(session, specs.cpu_cores, cpu, depth, timeout, disk)
+    measured.host = await probe_host(
+        session, specs.cpu_cores, cpu, depth, timeout, disk, params.verify_workers
+    )
     measured.timings["probes_s"] = time.monotonic() - started
     measured.depth_ran = True

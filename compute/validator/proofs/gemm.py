@@ -9,12 +9,13 @@ counts, slowing either can only lower it.
 
 from __future__ import annotations
 
-from compute.pog import Challenge, Precision, choose_openings, new_challenge, verify_async
+from compute.pog import Challenge, Precision, choose_openings, new_challenge
 from compute.protocol import MachineSpecs
 from compute.scoring import GpuTable
 from compute.validator.failures import MinerFailed
 from compute.validator.params import RoundParams
 from compute.validator.proofs.evidence import Measured
+from compute.validator.proofs.offloaded import verify_opening
 from compute.validator.proofs.sizing import CHUNK, RUNS, challenge_size, expected_tflops, run_size
 from compute.validator.session.pog_session import PogSession
 
@@ -57,8 +58,8 @@ async def one_precision(session: PogSession, challenge: Challenge, params: Round
     await session.warm_up(challenge, params.miner_timeout)  # off the clock: first products run slow
     timed = await session.commit(challenge, params.miner_timeout)
     request = choose_openings(challenge, params.rows_per_gpu, params.cols_per_row)  # after the commitment
-    opening = await session.open_rows(request, challenge.p, params.miner_timeout)
-    verdict = await verify_async(challenge, timed.commitment, request, opening, params.verify_workers)
+    line = await session.open_rows_line(request, challenge.p, params.miner_timeout)
+    verdict = await verify_opening(line, "open", challenge, timed.commitment, request, params.verify_workers)
     if not verdict.ok:
         raise MinerFailed(f"{challenge.precision} proof rejected: " + "; ".join(verdict.reasons[:3]))
     return max(timed.elapsed_s, 1e-6)

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import replace
 
 from compute.chain import Chain, MetagraphSnapshot, NeuronInfo
+from compute.pog import shared_pool
 from compute.scoring import GpuTable, ScoringConfig, decay_score, update_score
 from compute.store import PogResult, ScoreRecord, ScoreUpdate, ValidatorStore
 from compute.transport import MinerClient
@@ -256,6 +257,7 @@ class RoundLoop(BlockLoop):
         return kept, skipped, start_s
 
     async def run_step(self, block: int) -> None:
+        await shared_pool(self.params.verify_workers).start()  # spawn and compile before any clock runs
         metagraph = await asyncio.wait_for(asyncio.to_thread(self.chain.metagraph), 60)
         self.store.sync_miners((n.uid, n.hotkey) for n in metagraph.neurons if n.hotkey != self.own_hotkey)
         record = self.store.begin_round(block)

@@ -64,7 +64,7 @@ def short(value: object, limit: int = 300) -> str:
     return printable(value, limit)
 
 
-def parse_json(raw: bytes, op: str) -> dict:
+def parse_json(raw: bytes | bytearray, op: str) -> dict:
     """One JSON object from a worker line, or ``WorkerProtocolError`` naming it malformed."""
     try:
         reply = safejson.loads(raw)
@@ -77,7 +77,7 @@ def parse_json(raw: bytes, op: str) -> dict:
     return reply
 
 
-def parse_reply(raw: bytes, op: str) -> dict:
+def parse_reply(raw: bytes | bytearray, op: str) -> dict:
     """``parse_json`` plus the envelope: ``ok`` must be true and ``op`` must echo the request."""
     reply = parse_json(raw, op)
     if reply.get("ok") is not True:

@@ -1,0 +1,139 @@
+"""Lightweight leases for the fleet benchmark: real SSH servers, the worker served in-process.
+
+``FleetBackend`` is the embedded backend (an asyncssh server per lease, key-only, pinned host key)
+with one difference: a session that runs the validator's exact bootstrap command is answered in this
+process by a ``FleetProver`` instead of a ``python3`` child (256 x 8-GPU miners on one 2-core
+machine cannot each run a worker process). The handshake is the real one: the validator uploads the
+worker source through SSH, the lease echoes its SHA-256, then JSON lines flow both ways through the
+encrypted channel. Any other command (a canary's ``echo``) runs as on the embedded backend.
+
+The prover's work runs in a small thread pool (numba releases the GIL); each answer line is written
+when the simulated device would have finished, stamped with this process's monotonic clock so the
+benchmark can compare the validator's timing with the prover's own (``SessionStats``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import asyncssh
+
+from compute.allocation import EmbeddedBackend
+from compute.validator.session.pog_session import DEVICES, bootstrap_command
+from compute.validator.tools.fleet.prover import FleetProver
+
+log = logging.getLogger(__name__)
+
+BOOTSTRAPS = frozenset(bootstrap_command(device) for device in DEVICES)
+TIMED_OPS = ("commit", "commit_on")
+
+
+@dataclass
+class SessionStats:
+    """What the miners' side saw: worker sessions at once, and when each timed answer was written."""
+
+    open_now: int = 0
+    open_max: int = 0
+    sessions: int = 0
+    timed: list[dict] = field(default_factory=list)  # op, owner, precision, recv, sent, late_s
+    errors: list[str] = field(default_factory=list)
+
+    def opened(self) -> None:
+        self.open_now += 1
+        self.sessions += 1
+        self.open_max = max(self.open_max, self.open_now)
+
+    def closed(self) -> None:
+        self.open_now -= 1
+
+
+class FleetBackend(EmbeddedBackend):
+    """The embedded backend whose validator-worker sessions are answered by a ``FleetProver``."""
+
+    def __init__(
+        self,
+        *args,
+        prover: Callable[[], FleetProver],
+        stats: SessionStats,
+        executor: ThreadPoolExecutor,
+        owner: str,
+        **kwargs,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self._prover, self._stats, self._executor, self._owner = prover, stats, executor, owner
+
+    async def _session(self, state, process: asyncssh.SSHServerProcess) -> None:  # type: ignore[override]
+        if process.command not in BOOTSTRAPS:
+            await super()._session(state, process)
+            return
+        self._stats.opened()
+        try:
+            await serve_worker(process, self._prover(), self._stats, self._executor, self._owner)
+        except (OSError, asyncssh.Error, asyncio.IncompleteReadError, ValueError) as exc:
+            log.debug("fleet: session of lease=%s ended: %s", state.record.lease_id, exc)
+        finally:
+            self._stats.closed()
+            process.exit(0)
+
+
+def _write(process: asyncssh.SSHServerProcess, line: dict) -> None:
+    process.stdout.write(json.dumps(line, separators=(",", ":")).encode() + b"\n")
+
+
+async def serve_worker(
+    process: asyncssh.SSHServerProcess,
+    prover: FleetProver,
+    stats: SessionStats,
+    executor: ThreadPoolExecutor,
+    owner: str,
+) -> None:
+    """The worker's side of ``PogSession``: upload digest, then one request line at a time."""
+    size = int((await process.stdin.readline()).strip() or b"0")
+    source = await process.stdin.readexactly(size)
+    process.stdout.write(hashlib.sha256(source).hexdigest().encode() + b"\n")
+    loop = asyncio.get_running_loop()
+    while True:
+        raw = await process.stdin.readline()
+        if not raw:
+            return
+        received = time.monotonic()
+        try:
+            message = json.loads(raw)
+            if not isinstance(message, dict):
+                raise ValueError("each request must be a JSON object")
+            if message.get("op") == "exit":
+                _write(process, {"ok": True, "op": "exit"})
+                return
+            answer = await loop.run_in_executor(executor, prover.handle, message)
+        except (BrokenPipeError, ConnectionError, asyncssh.Error):
+            return  # the validator closed the session
+        except Exception as exc:  # the request boundary, as in the real worker
+            stats.errors.append(f"{type(exc).__name__}: {exc}"[:200])
+            _write(process, {"ok": False, "error": f"{type(exc).__name__}: {exc}"})
+            continue
+        for offset, line in answer.lines:
+            wait = received + offset - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            _write(process, line)
+            if line.get("op") in TIMED_OPS:
+                sent = time.monotonic()
+                precision = (message.get("challenge") or {}).get("precision")
+                stats.timed.append(
+                    {
+                        "op": line["op"],
+                        "owner": owner,
+                        "precision": precision,
+                        "challenge_id": (message.get("challenge") or {}).get("challenge_id"),
+                        "held_s": sent - received,
+                        "late_s": max(0.0, -wait),
+                    }
+                )
+            await process.stdout.drain()

@@ -1,0 +1,121 @@
+"""The fleet benchmark's miners: N real miner apps in one child process, each with its own leases.
+
+Each miner is the production miner app (signed FastAPI on its own loopback socket, the real
+allocation manager and lease store) claiming ``gpus`` H100s, on a ``FleetBackend`` (real SSH,
+in-process ``FleetProver``). The process prints the miners' endpoints as one JSON line, serves until
+its stdin closes, then prints what its side saw (``SessionStats``, its own CPU seconds and peak
+memory) as a second JSON line. It runs at a lower priority than the validator (nice), so the figures
+measure the validator's process, not the simulated miners'.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import os
+import socket
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from bittensor.sp_core import Keypair
+
+from compute.validator.tools.fleet.leases import FleetBackend, SessionStats
+from compute.validator.tools.fleet.prover import Device, FleetProver
+
+MINER_NICE = 5
+PORTS_PER_MINER = 8  # validation lease + a canary + spares, each its own SSH port
+
+
+def peak_rss_mb(pid: int | str = "self") -> float:
+    """Peak resident memory of a process (Linux VmHWM), MB; 0 when unknown."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def _socket() -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(512)
+    return sock
+
+
+def _same(value):
+    return value
+
+
+def miner_keypair(index: int) -> Keypair:
+    return Keypair.create_from_uri(f"//FleetMiner{index}")
+
+
+async def serve_miners(count: int, gpus: int, root: Path, seed: bytes, first_port: int) -> None:
+    """Run ``count`` miners until stdin closes (see the module docstring)."""
+    from compute.allocation import AllocationManager, LeaseStore, ManagerLimits
+    from compute.miner import build_miner_app
+    from compute.miner.specs import fixed_specs
+    from compute.protocol import GpuSpec
+    from compute.transport import KeyWallet, ServerLimits, serve
+
+    try:
+        os.nice(MINER_NICE)
+    except OSError:
+        pass
+    device, stats = Device(), SessionStats()
+    executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="fleet-prover")
+    stop, tasks, listed = asyncio.Event(), [], []
+    for i in range(count):
+        keypair = miner_keypair(i)
+        hotkey = keypair.ss58_address
+        gpu_specs = [
+            GpuSpec(index=g, name=device.name, memory_bytes=device.memory_bytes, uuid=f"GPU-m{i}-{g:02d}")
+            for g in range(gpus)
+        ]
+        specs = fixed_specs(gpu_specs, cpu_model="fleet", cpu_cores=64, miner_version="fleet")
+        base = first_port + i * PORTS_PER_MINER
+        backend = FleetBackend(
+            root / f"m{i}",
+            bind_host="127.0.0.1",
+            port_range=(base, base + PORTS_PER_MINER - 1),
+            prover=functools.partial(FleetProver, seed, gpus, f"m{i}", device),
+            stats=stats,
+            executor=executor,
+            owner=hotkey,
+        )
+        manager = AllocationManager(
+            LeaseStore(root / f"m{i}" / "leases.db"),
+            backend,
+            gpu_specs,
+            ManagerLimits(max_cpu=64, max_memory_gb=512, max_disk_gb=1000),
+        )
+        app = build_miner_app(
+            KeyWallet(keypair),
+            None,
+            manager,
+            functools.partial(_same, specs),
+            ServerLimits(rate_per_s=1000, burst=1000),
+        )
+        sock = _socket()
+        tasks.append(asyncio.create_task(serve(app, "127.0.0.1", sock.getsockname()[1], stop, sock=sock)))
+        listed.append({"hotkey": hotkey, "port": sock.getsockname()[1]})
+    await asyncio.sleep(1.0)
+    print(json.dumps(listed), flush=True)
+    await asyncio.to_thread(sys.stdin.read)
+    stop.set()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    executor.shutdown(wait=False)
+    report = {
+        "cpu_s": time.process_time(),
+        "peak_rss_mb": peak_rss_mb(),
+        "ssh_worker_sessions": stats.sessions,
+        "ssh_sessions_open_max": stats.open_max,
+        "timed": stats.timed,
+        "errors": stats.errors[:20],
+    }
+    print(json.dumps(report), flush=True)

@@ -1,0 +1,155 @@
+"""What the fleet benchmark watches in the validator's process while the round runs.
+
+- ``LoopLag``: a task that asks to wake every ``interval`` and records how late it woke -- the delay
+  any timestamp the validator takes on its event loop (the commit clock, memory pass arrivals) can
+  carry.
+- ``StackSampler``: a thread that samples every thread's Python stack at ``interval`` and files each
+  busy sample under a stage by the innermost frame it recognises (SSH, JSON and wire models, HTTP
+  and signatures, verification, SQLite store, chain, scoring); idle threads (waiting in the
+  selector, a queue or a lock) are not counted. Stage CPU = the process's CPU x the stage's share
+  of busy samples: a profile, not an exact account.
+- ``percentiles``: p50 / p99 / max of a list of seconds, in milliseconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+import time
+from collections import Counter
+
+# innermost-frame file fragments -> stage (first match from the innermost frame outward wins)
+STAGES: tuple[tuple[str, str], ...] = (
+    ("/asyncssh/", "ssh"),
+    ("/json/", "json+wire models"),
+    ("/pydantic", "json+wire models"),
+    ("compute/pog/wire", "json+wire models"),
+    ("compute/validator/session/worker_reply", "json+wire models"),
+    ("compute/pog/memory/", "verify memory"),
+    ("compute/pog/host/", "verify host probes"),
+    ("compute/pog/", "verify gemm (Merkle, rows)"),
+    ("/httpx/", "http+signatures"),
+    ("/httpcore/", "http+signatures"),
+    ("/h11/", "http+signatures"),
+    ("compute/transport/", "http+signatures"),
+    ("/bittensor", "http+signatures"),
+    ("compute/store/", "sqlite store"),
+    ("/sqlite3/", "sqlite store"),
+    ("compute/chain/", "chain"),
+    ("compute/scoring/", "scoring"),
+    ("compute/validator/session/", "ssh"),
+    ("/asyncio/selector_events", "sockets (asyncio)"),
+    ("/multiprocessing/", "pool hand-off (pickle, pipes)"),
+    ("/concurrent/futures/", "pool hand-off (pickle, pipes)"),
+)
+OTHER = "other (asyncio, round logic)"
+# innermost frames of a thread that waits: the selector, a queue, a lock, a pipe (pool threads)
+IDLE = {
+    "select",
+    "poll",
+    "epoll",
+    "wait",
+    "get",
+    "sleep",
+    "acquire",
+    "_wait_for_tstate_lock",
+    "readline",
+    "_worker",
+    "_recv",
+    "_recv_bytes",
+    "_send",  # the pool's feeder thread blocked writing to a full pipe
+}
+
+
+class LoopLag:
+    """Lateness of the event loop's timers, in seconds (``samples``)."""
+
+    def __init__(self, interval: float = 0.005) -> None:
+        self.interval = interval
+        self.samples: list[float] = []
+        self._task: asyncio.Task | None = None
+
+    async def _run(self) -> None:
+        while True:
+            due = time.monotonic() + self.interval
+            await asyncio.sleep(self.interval)
+            self.samples.append(max(0.0, time.monotonic() - due))
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="fleet-loop-lag")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+
+def _where(frame) -> str:
+    code = frame.f_code
+    return f"{code.co_filename.rsplit('/', 1)[-1]}:{code.co_name}"
+
+
+def _stage(frame) -> tuple[str, str] | None:
+    """(stage, the frame that named it) of a thread's stack; None when the thread is idle."""
+    if frame.f_code.co_name in IDLE and "compute" not in frame.f_code.co_filename:
+        return None
+    innermost = frame
+    while frame is not None:
+        name = frame.f_code.co_filename.replace("\\", "/")
+        for fragment, stage in STAGES:
+            if fragment in name:
+                return stage, _where(frame)
+        frame = frame.f_back
+    return OTHER, _where(innermost)
+
+
+class StackSampler:
+    """Samples every thread but itself at ``interval`` seconds (see the module docstring)."""
+
+    def __init__(self, interval: float = 0.01) -> None:
+        self.interval = interval
+        self.counts: Counter[str] = Counter()
+        self.frames: Counter[str] = Counter()  # "stage | file:function" of every busy sample
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="fleet-sampler", daemon=True)
+
+    def _run(self) -> None:
+        me = threading.get_ident()
+        while not self._stop.wait(self.interval):
+            self.samples += 1
+            for ident, frame in sys._current_frames().items():
+                if ident != me:
+                    found = _stage(frame)
+                    if found is not None:
+                        self.counts[found[0]] += 1
+                        self.frames[f"{found[0]} | {found[1]}"] += 1
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def top_frames(self, count: int = 12) -> dict[str, float]:
+        """The busiest (stage | frame) pairs, as shares of the busy samples."""
+        busy = sum(self.frames.values())
+        return {name: round(n / busy, 3) for name, n in self.frames.most_common(count)} if busy else {}
+
+    def shares(self) -> dict[str, float]:
+        busy = sum(self.counts.values())
+        return {stage: count / busy for stage, count in self.counts.most_common()} if busy else {}
+
+
+def percentiles(seconds: list[float]) -> dict[str, float]:
+    """p50, p99 and max in milliseconds (zeros for an empty list)."""
+    if not seconds:
+        return {"p50": 0.0, "p99": 0.0, "max": 0.0, "n": 0}
+    ordered = sorted(seconds)
+
+    def at(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1e3, 3)
+
+    return {"p50": at(0.5), "p99": at(0.99), "max": round(ordered[-1] * 1e3, 3), "n": len(ordered)}

@@ -1,0 +1,191 @@
+"""The fleet benchmark: a small real round end to end, and why its prover can never pass a real validator."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from compute.pog import (
+    check_cpu,
+    check_disk,
+    check_rows,
+    choose_memory_openings,
+    choose_openings,
+    cpu_request,
+    disk_read_request,
+    new_challenge,
+    plan_memory,
+    verify,
+    verify_memory,
+)
+from compute.pog.draws import draws_predictable, predictable_draws
+from compute.pog.merkle import MerkleTree
+from compute.pog.wire import Commitment, Opening
+from compute.validator.tools.fleet.prover import FleetProver
+from compute.validator.tools.fleet.sparse_tree import SparseMerkleTree
+
+REPO = Path(__file__).resolve().parents[2]
+SEED = bytes(range(32))
+
+
+def _reply(prover: FleetProver, message: dict) -> dict:
+    lines = prover.handle(message).lines
+    return lines[-1][1]
+
+
+def _gemm_round(seed_in_validator: bytes | None):
+    """One GEMM proof of the fleet prover, verified by the real verifier with real or predictable draws."""
+    challenge = new_challenge("fp16", 256, 4096, 256, 2)
+    prover = FleetProver(SEED, 2, "t")
+    commitment = Commitment.model_validate(
+        _reply(prover, {"op": "commit", "challenge": challenge.model_dump(mode="json")})["commitment"]
+    )
+    if seed_in_validator is None:
+        request = choose_openings(challenge)
+    else:
+        with predictable_draws(seed_in_validator):
+            request = choose_openings(challenge)
+    opened = _reply(prover, {"op": "open", "request": request.model_dump(mode="json")})["opening"]
+    return verify(challenge, commitment, request, Opening.model_validate(opened))
+
+
+def test_fleet_prover_passes_only_where_the_validators_draws_are_predictable() -> None:
+    """The guarantee: its answers verify only with the benchmark's seed installed in the validator."""
+    assert _gemm_round(SEED).ok
+    real = _gemm_round(None)  # the OS CSPRNG, as every real validator draws
+    assert not real.ok and "does not match the root" in real.reasons[0]  # it committed filler there
+    other = _gemm_round(bytes(32))  # another seed: still unpredictable to this prover
+    assert not other.ok
+    assert not draws_predictable()
+
+
+def test_fleet_prover_memory_cpu_and_disk_answers_verify_under_the_benchmarks_draws() -> None:
+    prover = FleetProver(SEED, 2, "t")
+    challenge = plan_memory(0.004, 1.0, 2, passes=6)
+    ready = _reply(prover, {"op": "memory_build", "challenge": challenge.build_message()})
+    assert ready["ready"]["challenge_id"] == challenge.challenge_id
+    lines = prover.handle({"op": "memory_commit", "request": challenge.start_message()}).lines
+    assert [line["op"] for _, line in lines].count("memory_pass") == 2 * 6
+    from compute.pog import MemoryCommitment, MemoryOpening
+
+    commitment = MemoryCommitment.model_validate(lines[-1][1]["commitment"])
+    with predictable_draws(SEED):
+        request = choose_memory_openings(challenge, 3)
+        rows = check_rows(challenge)
+        opened = _reply(prover, {"op": "memory_open", "request": request.model_dump(mode="json")})
+        verdict = verify_memory(challenge, commitment, request, MemoryOpening.model_validate(opened["opening"]))
+        assert verdict.ok, verdict.reasons
+        assert verify_memory(
+            challenge, commitment, request, MemoryOpening.model_validate(opened["opening"]), rows=rows
+        ).ok
+        cpu = cpu_request(4, 8)
+        result = _reply(prover, {"op": "probe", "request": cpu})["result"]
+        assert check_cpu(cpu, result, 0.5).ok
+        write = {"seed": "ab" * 16, "bytes": 64 * 4096}
+        written = _reply(prover, {"op": "disk_write", "request": {**write, "path": "."}})["result"]
+        read_request = disk_read_request(64, seed=write["seed"])
+        read = _reply(prover, {"op": "disk_read", "request": read_request})["result"]
+        assert check_disk(write, written, 0.1, read_request, read, 1e-5).ok
+    real = verify_memory(challenge, commitment, request, MemoryOpening.model_validate(opened["opening"]))
+    assert not real.ok  # other secret rows: the filler words are caught
+
+
+def test_predictable_draws_are_scoped_and_never_nested() -> None:
+    with predictable_draws(SEED):
+        assert draws_predictable()
+        with pytest.raises(RuntimeError, match="already installed"):
+            with predictable_draws(SEED):
+                pass
+    assert not draws_predictable()
+    with pytest.raises(ValueError, match="16 bytes"):
+        with predictable_draws(b"short"):
+            pass
+
+
+def _names_used(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+    names |= {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+    names |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) for alias in node.names}
+    modules = {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    return names | modules
+
+
+def test_only_the_fleet_benchmark_installs_predictable_draws_or_imports_its_prover() -> None:
+    """No miner, validator or worker code path can reach the oracle or the benchmark's prover."""
+    installers, prover_users = [], []
+    for path in [*REPO.joinpath("compute").rglob("*.py"), *REPO.joinpath("neurons").rglob("*.py")]:
+        relative = path.relative_to(REPO).as_posix()
+        if relative.startswith("compute/validator/tools/fleet/") or relative == "compute/pog/draws.py":
+            continue
+        used = _names_used(path)
+        if "predictable_draws" in used:
+            installers.append(relative)
+        if any("tools.fleet" in name for name in used) and relative != "compute/validator/__main__.py":
+            prover_users.append(relative)
+    assert installers == [] and prover_users == []
+
+
+def test_the_real_worker_has_no_message_for_openings_in_advance() -> None:
+    """The worker protocol carries no seed or openings before the commit: an unknown op is refused."""
+    from compute.pog.worker_main import serve
+
+    class Out:
+        text = ""
+
+        def write(self, data: str) -> None:
+            self.text += data
+
+        def flush(self) -> None:
+            pass
+
+    import io
+
+    out = Out()
+    message = {"op": "draws", "seed": SEED.hex()}
+    serve(io.BytesIO(json.dumps(message).encode() + b"\n"), out, "cpu")
+    reply = json.loads(out.text.splitlines()[0])
+    assert reply["ok"] is False and "unknown op" in reply["error"]
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 7, 8, 9, 255, 256, 257, 1000])
+def test_sparse_tree_equals_the_full_tree(count: int) -> None:
+    rng = np.random.default_rng(count)
+    filler = bytes(32)
+    special = {int(i): rng.bytes(32) for i in rng.choice(count, size=min(count, 5), replace=False)}
+    leaves = [special.get(i, filler) for i in range(count)]
+    full, sparse = MerkleTree(leaves), SparseMerkleTree(count, filler, special)
+    assert sparse.root == full.root
+    for i in [*special, count - 1, 0]:
+        assert sparse.path(i) == full.path(i)
+
+
+def test_fleet_bench_runs_the_real_round_and_reports_every_figure(tmp_path) -> None:
+    """A small fleet (2 miners x 2 GPUs) through the CLI: every miner verified, every figure present."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "compute.validator", "fleet-bench", "--miners", "2", "--gpus", "2"]
+    command += ["--concurrency", "2", "--sustained-seconds", "4", "--json"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    assert figures["verified"] == figures["tested"] == 2 and figures["failures"] == []
+    for key in ("wall_s", "cpu_s", "cpu_main_s", "cpu_pool_s", "peak_rss_mb", "ssh_sessions_open_max"):
+        assert figures[key] > 0, key
+    assert set(figures["loop_lag_ms"]) == {"p50", "p99", "max", "n"} and figures["loop_lag_ms"]["n"] > 0
+    assert figures["timing_error_ms"]["n"] == 4  # fp16 and fp32 of both miners
+    assert figures["stage_wall_s_per_miner"]["fp16_s"] > 0 and figures["stages_cpu_s"]
+    assert figures["verify_jobs_pooled"] > 0 and figures["miners_process"]["errors"] == []
+
+
+def test_fleet_bench_refuses_bad_arguments(capsys) -> None:
+    from compute.validator.__main__ import main
+
+    assert main(["fleet-bench", "--miners", "0"]) == 2
+    assert "--miners must be" in capsys.readouterr().err
