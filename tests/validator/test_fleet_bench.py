@@ -80,7 +80,9 @@ def test_fleet_prover_memory_cpu_and_disk_answers_verify_under_the_benchmarks_dr
         request = choose_memory_openings(challenge, 3)
         rows = check_rows(challenge)
         opened = _reply(prover, {"op": "memory_open", "request": request.model_dump(mode="json")})
-        verdict = verify_memory(challenge, commitment, request, MemoryOpening.model_validate(opened["opening"]))
+        verdict = verify_memory(
+            challenge, commitment, request, MemoryOpening.model_validate(opened["opening"])
+        )
         assert verdict.ok, verdict.reasons
         assert verify_memory(
             challenge, commitment, request, MemoryOpening.model_validate(opened["opening"]), rows=rows
@@ -113,7 +115,9 @@ def _names_used(path: Path) -> set[str]:
     tree = ast.parse(path.read_text(), filename=str(path))
     names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
     names |= {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
-    names |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) for alias in node.names}
+    names |= {
+        alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) for alias in node.names
+    }
     modules = {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     return names | modules
 
