@@ -20,6 +20,7 @@ from compute.pog import (
     choose_openings,
     cpu_request,
     disk_read_request,
+    disk_write_request,
     new_challenge,
     plan_memory,
     verify,
@@ -36,8 +37,7 @@ SEED = bytes(range(32))
 
 
 def _reply(prover: FleetProver, message: dict) -> dict:
-    lines = prover.handle(message).lines
-    return lines[-1][1]
+    return list(prover.handle(message).lines)[-1][1]
 
 
 def _gemm_round(seed_in_validator: bytes | None):
@@ -71,7 +71,7 @@ def test_fleet_prover_memory_cpu_and_disk_answers_verify_under_the_benchmarks_dr
     challenge = plan_memory(0.004, 1.0, 2, passes=6)
     ready = _reply(prover, {"op": "memory_build", "challenge": challenge.build_message()})
     assert ready["ready"]["challenge_id"] == challenge.challenge_id
-    lines = prover.handle({"op": "memory_commit", "request": challenge.start_message()}).lines
+    lines = list(prover.handle({"op": "memory_commit", "request": challenge.start_message()}).lines)
     assert [line["op"] for _, line in lines].count("memory_pass") == 2 * 6
     from compute.pog import MemoryCommitment, MemoryOpening
 
@@ -90,7 +90,7 @@ def test_fleet_prover_memory_cpu_and_disk_answers_verify_under_the_benchmarks_dr
         cpu = cpu_request(4, 8)
         result = _reply(prover, {"op": "probe", "request": cpu})["result"]
         assert check_cpu(cpu, result, 0.5).ok
-        write = {"seed": "ab" * 16, "bytes": 64 * 4096}
+        write = disk_write_request(64 * 4096)
         written = _reply(prover, {"op": "disk_write", "request": {**write, "path": "."}})["result"]
         read_request = disk_read_request(64, seed=write["seed"])
         read = _reply(prover, {"op": "disk_read", "request": read_request})["result"]
@@ -186,6 +186,13 @@ def test_fleet_bench_runs_the_real_round_and_reports_every_figure(tmp_path) -> N
     assert figures["timing_error_ms"]["n"] == 4  # fp16 and fp32 of both miners
     assert figures["stage_wall_s_per_miner"]["fp16_s"] > 0 and figures["stages_cpu_s"]
     assert figures["verify_jobs_pooled"] > 0 and figures["miners_process"]["errors"] == []
+    credited = figures["proofs_credited"]  # every judge passed the benchmark prover's answers
+    assert (
+        credited["gemm_fp16_fp32"] == credited["memory_proven"] == credited["scaling_all_gpus_credited"] == 2
+    )
+    runs = credited["sustained_runs"]  # miner 0 is due for the sustained run and host probes
+    assert runs >= 1 and credited["sustained_unthrottled"] == runs
+    assert credited["host_cpu"] == credited["host_ram"] == credited["host_disk"] == runs
 
 
 def test_fleet_bench_refuses_bad_arguments(capsys) -> None:

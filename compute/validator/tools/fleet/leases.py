@@ -118,22 +118,36 @@ async def serve_worker(
             stats.errors.append(f"{type(exc).__name__}: {exc}"[:200])
             _write(process, {"ok": False, "error": f"{type(exc).__name__}: {exc}"})
             continue
-        for offset, line in answer.lines:
-            wait = received + offset - time.monotonic()
-            if wait > 0:
-                await asyncio.sleep(wait)
-            _write(process, line)
-            if line.get("op") in TIMED_OPS:
-                sent = time.monotonic()
-                precision = (message.get("challenge") or {}).get("precision")
-                stats.timed.append(
-                    {
-                        "op": line["op"],
-                        "owner": owner,
-                        "precision": precision,
-                        "challenge_id": (message.get("challenge") or {}).get("challenge_id"),
-                        "held_s": sent - received,
-                        "late_s": max(0.0, -wait),
-                    }
-                )
-            await process.stdout.drain()
+        lines = iter(answer.lines)
+        try:
+            await _write_lines(process, lines, received, message, stats, executor, owner)
+        except (BrokenPipeError, ConnectionError, asyncssh.Error):
+            return
+        except Exception as exc:  # a generator's failure mid-answer: reported like the real worker
+            stats.errors.append(f"{type(exc).__name__}: {exc}"[:200])
+            _write(process, {"ok": False, "error": f"{type(exc).__name__}: {exc}"})
+
+
+async def _write_lines(process, lines, received: float, message: dict, stats, executor, owner: str) -> None:
+    """Each line at its offset from ``received`` (computed in the prover's threads just before)."""
+    loop = asyncio.get_running_loop()
+    while (item := await loop.run_in_executor(executor, next, lines, None)) is not None:
+        offset, line = item
+        wait = received + offset - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        _write(process, line)
+        if line.get("op") in TIMED_OPS:
+            sent = time.monotonic()
+            precision = (message.get("challenge") or {}).get("precision")
+            stats.timed.append(
+                {
+                    "op": line["op"],
+                    "owner": owner,
+                    "precision": precision,
+                    "challenge_id": (message.get("challenge") or {}).get("challenge_id"),
+                    "held_s": sent - received,
+                    "late_s": max(0.0, -wait),
+                }
+            )
+        await process.stdout.drain()

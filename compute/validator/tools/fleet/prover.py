@@ -21,6 +21,7 @@ or validator entry point imports it.
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,7 +51,7 @@ class Device:
     memory_bytes: int = 80 * 10**9
     tflops: dict[str, float] = field(default_factory=lambda: {"fp16": 513.0, "fp32": 46.3, "bf16": 513.0})
     bandwidth_gbs: float = 3350.0
-    host_bandwidth_gbs: float = 10.0  # host RAM read by the RAM proof's passes
+    host_bandwidth_gbs: float = 200.0  # host RAM read by the RAM proof's passes (a 64-core server)
     core_gbs: float = 1.5  # SHA-256 per host core (the CPU probe)
     disk_gbs: float = 2.0
 
@@ -61,9 +62,10 @@ class Device:
 
 @dataclass
 class Answer:
-    """Lines to write, each at its offset (seconds) from the moment the request arrived."""
+    """Lines to write, each at its offset (seconds) from the moment the request arrived; an iterator
+    is consumed line by line (in the prover's threads), so later lines are computed just in time."""
 
-    lines: list[tuple[float, dict]]
+    lines: Iterable[tuple[float, dict]]
 
 
 @dataclass

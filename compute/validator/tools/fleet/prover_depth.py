@@ -12,6 +12,7 @@ validator's time judges see production pacing. Benchmark-only (see ``prover.py``
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -22,11 +23,14 @@ from compute.pog.host.probe import (
     CPU_BLOCK,
     CPU_CHECKPOINTS,
     DISK_BLOCK,
+    PROBE_VERSION,
     block_leaf,
+    block_opening,
     chain_origin,
     chain_steps,
     cpu_block,
     disk_block,
+    disk_parent,
 )
 from compute.pog.memory.kernel import lockstep_word, next_x, pass_leaf, pass_offsets, round_keys, start_vector
 from compute.pog.memory.rows_kernel import element_rows
@@ -45,49 +49,51 @@ def _vector_json(values: np.ndarray) -> dict:
 
 
 class _MemoryRun:
-    """One memory (or RAM) proof: the built challenge, then the committed vectors kept for opening."""
+    """One memory (or RAM) proof: built (what does not depend on the start nonce), then the chain."""
 
-    def __init__(self, challenge: dict) -> None:
+    def __init__(self, seed: bytes, challenge: dict, open_passes: int) -> None:
+        """The build: checked rows of A and the leaves of every all-zero pass, before the start."""
         self.challenge = challenge
-        self.vectors: list[dict[int, np.ndarray]] = []
-
-    def chain(self, seed: bytes, start: str, open_passes: int) -> list[list[str]]:
-        """Leaves of every GPU's passes; only the checked rows of opened passes hold real words."""
-        spec = MemoryChallenge.model_validate({**self.challenge, "start": start})
-        key, nonce, cid, n = (
-            bytes.fromhex(spec.key),
-            bytes.fromhex(start),
-            bytes.fromhex(spec.challenge_id),
-            spec.n,
-        )
-        wanted = choose_memory_openings(
+        spec = MemoryChallenge.model_validate({**challenge, "start": "0" * 32})
+        self.key, self.cid, self.n = bytes.fromhex(spec.key), bytes.fromhex(spec.challenge_id), spec.n
+        self.gpus, self.passes = range(spec.gpu_count), spec.passes
+        self.wanted = choose_memory_openings(
             spec, open_passes, rng=derived_rng(seed, MEMORY_PASSES, spec.challenge_id)
         ).passes
         rng = derived_rng(seed, MEMORY_ROWS, spec.challenge_id)
-        gpus = range(spec.gpu_count)
-        rows = [
-            sorted(int(i) for i in rng.choice(n, min(MEMORY_ROWS_CHECKED, n), replace=False)) for _ in gpus
+        count = min(MEMORY_ROWS_CHECKED, spec.n)
+        self.rows = [sorted(int(i) for i in rng.choice(spec.n, count, replace=False)) for _ in self.gpus]
+        keys = [round_keys(self.key, g, spec.hash_rounds) for g in self.gpus]
+        self.a_rows = [element_rows(np.asarray(self.rows[g]), spec.n, keys[g]) for g in self.gpus]
+        zeros = np.zeros(spec.n, dtype=np.uint32)
+        self.zero_leaves = [
+            [pass_leaf(self.cid, g, r, zeros) for r in range(1, spec.passes + 1)] for g in self.gpus
         ]
-        a_rows = [element_rows(np.asarray(rows[g]), n, round_keys(key, g, spec.hash_rounds)) for g in gpus]
-        needed = [{r for p in wanted[g] for r in (p, p - 1)} - {0} for g in gpus]
-        xs = [start_vector(key, nonce, g, n) for g in gpus]
-        self.vectors = [{} for _ in gpus]
-        leaves: list[list[str]] = [[] for _ in gpus]
-        for r in range(1, spec.passes + 1):
-            pass_leaves = []
-            for g in gpus:
-                y = np.zeros(n, dtype=np.uint32)
-                if r in wanted[g]:
-                    y[rows[g]] = a_rows[g] @ xs[g]  # uint32 matmul wraps mod 2**32, like the validator's
+        self.vectors: list[dict[int, np.ndarray]] = [{} for _ in self.gpus]
+
+    def chain(self, start: str) -> Iterator[list[bytes]]:
+        """Each pass's leaves (one per GPU), computed just in time: only the checked rows of the
+        opened passes hold real words, every other pass is all zeros (its leaf built in advance)."""
+        nonce, n = bytes.fromhex(start), self.n
+        needed = [{r for p in self.wanted[g] for r in (p, p - 1)} - {0} for g in self.gpus]
+        xs = [start_vector(self.key, nonce, g, n) if 1 in self.wanted[g] else None for g in self.gpus]
+        for r in range(1, self.passes + 1):
+            leaves = []
+            for g in self.gpus:
                 if r in needed[g]:
+                    y = np.zeros(n, dtype=np.uint32)
+                    x = xs[g]
+                    if r in self.wanted[g] and x is not None:
+                        y[self.rows[g]] = self.a_rows[g] @ x  # uint32 matmul wraps, like the validator's
                     self.vectors[g][r] = y
-                pass_leaves.append(pass_leaf(cid, g, r, y))
-                leaves[g].append(pass_leaves[-1].hex())
-            word = lockstep_word(pass_leaves)
-            for g in gpus:
-                if r + 1 in wanted[g]:  # x_r only matters where pass r + 1 is checked
-                    xs[g] = next_x(self.vectors[g][r], pass_offsets(key, nonce, g, r, n), word)
-        return leaves
+                    leaves.append(pass_leaf(self.cid, g, r, y))
+                else:
+                    leaves.append(self.zero_leaves[g][r - 1])
+            word = lockstep_word(leaves)
+            for g in self.gpus:
+                if r + 1 in self.wanted[g]:  # x_r only matters where pass r + 1 is checked
+                    xs[g] = next_x(self.vectors[g][r], pass_offsets(self.key, nonce, g, r, n), word)
+            yield leaves
 
     def open(self, request: Any) -> dict:
         passes = request.get("passes") if isinstance(request, dict) else None
@@ -108,7 +114,7 @@ class DepthAnswers:
     def __init__(self, seed: bytes, device) -> None:
         self.seed, self.device = seed, device
         self._memory: dict[str, _MemoryRun] = {}
-        self._disk: tuple[SparseMerkleTree, dict[int, bytes]] | None = None
+        self._disk: tuple[SparseMerkleTree, dict[int, bytes], bytes] | None = None
 
     def handle(self, op: Any, message: dict):
         from compute.validator.tools.fleet.prover import Answer
@@ -129,12 +135,12 @@ class DepthAnswers:
         gbs = self.device.bandwidth_gbs if slot == "memory" else self.device.host_bandwidth_gbs
         return matrix_bytes / (gbs * 1e9)
 
-    def _memory_op(self, slot: str, step: str, op: str, message: dict) -> list[tuple[float, dict]]:
+    def _memory_op(self, slot: str, step: str, op: str, message: dict):
         if step == "build":
             challenge = message.get("challenge")
             if not isinstance(challenge, dict):
                 raise ValueError("memory challenge must be an object")
-            self._memory[slot] = _MemoryRun(challenge)
+            self._memory[slot] = _MemoryRun(self.seed, challenge, MEMORY_OPEN_PASSES)
             ready = {"challenge_id": challenge["challenge_id"], "build_s": [0.2] * challenge["gpu_count"]}
             return [(0.2, {"ok": True, "op": op, "ready": ready})]
         run = self._memory.get(slot)
@@ -145,15 +151,18 @@ class DepthAnswers:
         request = message.get("request")
         if not isinstance(request, dict) or not isinstance(request.get("start"), str):
             raise ValueError("memory commit request needs the start nonce")
-        leaves = run.chain(self.seed, request["start"], MEMORY_OPEN_PASSES)
-        pass_s = self._pass_seconds(slot, run.challenge)
-        lines = [
-            (r * pass_s, {"ok": True, "op": "memory_pass", "gpu": g, "pass": r, "leaf": leaves[g][r - 1]})
-            for r in range(1, len(leaves[0]) + 1)
-            for g in range(len(leaves))
-        ]
+        return self._passes(run, op, request["start"], self._pass_seconds(slot, run.challenge))
+
+    @staticmethod
+    def _passes(run: _MemoryRun, op: str, start: str, pass_s: float) -> Iterator[tuple[float, dict]]:
+        """Pass lines, each computed just before it is due, then the commitment."""
+        leaves: list[list[str]] = [[] for _ in run.gpus]
+        for r, pass_leaves in enumerate(run.chain(start), start=1):
+            for g, leaf in enumerate(pass_leaves):
+                leaves[g].append(leaf.hex())
+                yield r * pass_s, {"ok": True, "op": "memory_pass", "gpu": g, "pass": r, "leaf": leaf.hex()}
         commitment = {"challenge_id": run.challenge["challenge_id"], "leaves": leaves}
-        return [*lines, (len(leaves[0]) * pass_s, {"ok": True, "op": op, "commitment": commitment})]
+        yield run.passes * pass_s, {"ok": True, "op": op, "commitment": commitment}
 
     def _cpu(self, request: Any) -> list[tuple[float, dict]]:
         if not isinstance(request, dict) or request.get("what") != "cpu":
@@ -170,7 +179,8 @@ class DepthAnswers:
             checkpoints[k][i] = chain_steps(previous, block, per).hex()
         work = chains * steps * (CPU_BLOCK + 32)
         seconds = work / (chains * self.device.core_gbs * 1e9)
-        return [(seconds, {"ok": True, "op": "probe", "result": {"what": "cpu", "checkpoints": checkpoints}})]
+        result = {"what": "cpu", "version": PROBE_VERSION, "checkpoints": checkpoints}
+        return [(seconds, {"ok": True, "op": "probe", "result": result})]
 
     def _disk_write(self, request: Any) -> list[tuple[float, dict]]:
         if not isinstance(request, dict):
@@ -181,14 +191,21 @@ class DepthAnswers:
             count, DISK_READS, rng=derived_rng(self.seed, DISK_BLOCKS, seed_hex), seed=seed_hex
         )["blocks"]
         blocks: dict[int, bytes] = {}
-        for k in sorted(set(picks) | {k - 1 for k in picks if k > 0}):
-            if k in picks:  # chained from the (filler or real) predecessor the validator reads back
-                blocks[k] = disk_block(seed, k, block_leaf(blocks[k - 1]) if k else b"")
+        for k in block_opening(seed, picks):  # ascending: a block's previous and parent come first
+            if k in picks:  # chained from the (filler or real) blocks the validator reads back with it
+                parent = disk_parent(seed, k)
+                previous = blocks[k - 1] if k else b""
+                blocks[k] = disk_block(seed, k, previous, b"" if parent is None else blocks[parent])
             else:
                 blocks[k] = bytes(DISK_BLOCK)
         tree = SparseMerkleTree(count, FILLER, {k: block_leaf(data) for k, data in blocks.items()})
-        self._disk = (tree, blocks)
-        result = {"what": "disk", "bytes": count * DISK_BLOCK, "root": tree.root.hex()}
+        self._disk = (tree, blocks, seed)
+        result = {
+            "what": "disk",
+            "version": PROBE_VERSION,
+            "bytes": count * DISK_BLOCK,
+            "root": tree.root.hex(),
+        }
         return [
             (
                 count * DISK_BLOCK / (self.device.disk_gbs * 1e9),
@@ -199,7 +216,7 @@ class DepthAnswers:
     def _disk_read(self, request: Any) -> list[tuple[float, dict]]:
         if self._disk is None:
             raise ValueError("nothing written: send disk_write before disk_read")
-        tree, blocks = self._disk
+        tree, blocks, seed = self._disk
         indices = request.get("blocks") if isinstance(request, dict) else None
         if not isinstance(indices, list):
             raise ValueError("blocks must be a list")
@@ -209,10 +226,11 @@ class DepthAnswers:
                 "data": base64.b64encode(blocks.get(k, bytes(DISK_BLOCK))).decode("ascii"),
                 "path": [node.hex() for node in tree.path(k)],
             }
-            for k in sorted(set(indices) | {k - 1 for k in indices if k > 0})
+            for k in block_opening(seed, indices)
         ]
         self._disk = None
-        return [(0.01, {"ok": True, "op": "disk_read", "result": {"what": "disk", "blocks": opened}})]
+        result = {"what": "disk", "version": PROBE_VERSION, "blocks": opened}
+        return [(0.01, {"ok": True, "op": "disk_read", "result": result})]
 
 
 __all__ = ["DepthAnswers"]

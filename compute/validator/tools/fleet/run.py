@@ -17,6 +17,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -187,6 +188,24 @@ def stage_walls(results) -> dict[str, float]:
     return out
 
 
+def proofs(results) -> dict[str, int]:
+    """How many miners each proof credited: shows the benchmark's answers passed every judge."""
+    return {
+        "gemm_fp16_fp32": sum(
+            r.ok and r.tflops_fp16 is not None and r.tflops_fp32 is not None for r in results
+        ),
+        "memory_proven": sum(bool(r.mem_proven_gb) for r in results),
+        "scaling_all_gpus_credited": sum(r.credited_gpus == r.gpu_count for r in results if r.gpu_count > 1),
+        "sustained_runs": sum("sustained_s" in r.timings for r in results),
+        "sustained_unthrottled": sum(
+            r.sustained_factor == 1.0 for r in results if "sustained_s" in r.timings
+        ),
+        "host_cpu": sum("cpu_cores" in r.host for r in results if "probes_s" in r.timings),
+        "host_ram": sum("ram_gb" in r.host for r in results if "probes_s" in r.timings),
+        "host_disk": sum("disk_gb" in r.host for r in results if "probes_s" in r.timings),
+    }
+
+
 def report(options: FleetOptions, measured: dict, miners_side: dict) -> dict:
     """The benchmark's figures as one JSON-ready object."""
     results = measured["results"]
@@ -196,6 +215,7 @@ def report(options: FleetOptions, measured: dict, miners_side: dict) -> dict:
     }
     stages["verify in the pool (recomputation)"] = round(measured["cpu_pool_s"], 2)
     failures = sorted({r.reasons[0][:160] for r in results if not r.ok and r.reasons})
+    notes = Counter(reason[:120] for r in results if r.ok for reason in r.reasons)
     errors = _timing_errors(results, miners_side.get("timed", []))
     late = [t["late_s"] for t in miners_side.get("timed", [])]
     return {
@@ -215,6 +235,7 @@ def report(options: FleetOptions, measured: dict, miners_side: dict) -> dict:
         "ssh_worker_sessions": miners_side.get("ssh_worker_sessions"),
         "stages_cpu_s": stages,
         "stage_wall_s_per_miner": stage_walls(results),
+        "proofs_credited": proofs(results),
         "main_process_top_frames": measured["top_frames"],
         "verify_workers": measured["workers"],
         "verify_jobs_pooled": measured["jobs_pooled"],
@@ -229,4 +250,5 @@ def report(options: FleetOptions, measured: dict, miners_side: dict) -> dict:
             "errors": miners_side.get("errors", []),
         },
         "failures": failures[:10],
+        "notes_of_verified": dict(notes.most_common(5)),
     }
