@@ -8,12 +8,14 @@
   and signatures, verification, SQLite store, chain, scoring); idle threads (waiting in the
   selector, a queue or a lock) are not counted. Stage CPU = the process's CPU x the stage's share
   of busy samples: a profile, not an exact account.
+- ``GcPauses``: how long each garbage collection stopped the interpreter.
 - ``percentiles``: p50 / p99 / max of a list of seconds, in milliseconds.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import sys
 import threading
 import time
@@ -141,6 +143,27 @@ class StackSampler:
     def shares(self) -> dict[str, float]:
         busy = sum(self.counts.values())
         return {stage: count / busy for stage, count in self.counts.most_common()} if busy else {}
+
+
+class GcPauses:
+    """Durations of the interpreter's garbage collections (each one stops every Python thread)."""
+
+    def __init__(self) -> None:
+        self.pauses: list[float] = []
+        self._started = 0.0
+
+    def _callback(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.pauses.append(time.perf_counter() - self._started)
+
+    def start(self) -> None:
+        gc.callbacks.append(self._callback)
+
+    def stop(self) -> None:
+        if self._callback in gc.callbacks:
+            gc.callbacks.remove(self._callback)
 
 
 def percentiles(seconds: list[float]) -> dict[str, float]:

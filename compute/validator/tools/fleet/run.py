@@ -24,7 +24,7 @@ from pathlib import Path
 from bittensor.sp_core import Keypair
 
 from compute.validator.tools.fleet.miners import peak_rss_mb
-from compute.validator.tools.fleet.monitor import LoopLag, StackSampler, percentiles
+from compute.validator.tools.fleet.monitor import GcPauses, LoopLag, StackSampler, percentiles
 
 NETUID = 27
 STAGE_TIMINGS = ("fp16_s", "fp32_s", "memory_s", "scaling_s", "sustained_s", "probes_s", "total_s")
@@ -142,11 +142,12 @@ async def run_round(options: FleetOptions, root: Path, miners: list[dict], seed:
         show_table=False,
         oversight=Oversight(canary_rate=options.canary_rate),
     )
-    lag, sampler = LoopLag(), StackSampler()
+    lag, sampler, collections = LoopLag(), StackSampler(), GcPauses()
     block = chain.block()
     load_before = os.getloadavg()
     lag.start()
     sampler.start()
+    collections.start()
     cpu0, wall0 = time.process_time(), time.monotonic()
     try:
         with predictable_draws(seed):
@@ -154,6 +155,7 @@ async def run_round(options: FleetOptions, root: Path, miners: list[dict], seed:
     finally:
         wall, cpu_main = time.monotonic() - wall0, time.process_time() - cpu0
         sampler.stop()
+        collections.stop()
         await lag.stop()
     round_id = (params.depth.sustained_every if options.steady else 0) + 1
     results = store.results(round_id)
@@ -171,6 +173,7 @@ async def run_round(options: FleetOptions, root: Path, miners: list[dict], seed:
         "load_before": load_before,
         "load_after": os.getloadavg(),
         "lag": percentiles(lag.samples),
+        "gc": percentiles(collections.pauses),
         "stage_shares": sampler.shares(),
         "top_frames": sampler.top_frames(),
         "results": results,
@@ -230,6 +233,7 @@ def report(options: FleetOptions, measured: dict, miners_side: dict) -> dict:
         "peak_rss_mb": round(measured["rss_main_mb"] + measured["rss_pool_mb"], 1),
         "peak_rss_main_mb": round(measured["rss_main_mb"], 1),
         "loop_lag_ms": measured["lag"],
+        "gc_pause_ms": measured["gc"],
         "timing_error_ms": percentiles(errors),
         "ssh_sessions_open_max": miners_side.get("ssh_sessions_open_max"),
         "ssh_worker_sessions": miners_side.get("ssh_worker_sessions"),
