@@ -171,6 +171,8 @@ def test_sparse_tree_equals_the_full_tree(count: int) -> None:
         assert sparse.path(i) == full.path(i)
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_fleet_bench_runs_the_real_round_and_reports_every_figure(tmp_path) -> None:
     """A small fleet (2 miners x 2 GPUs) through the CLI: every miner verified, every figure present."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}

@@ -111,6 +111,8 @@ async def run_round(options: FleetOptions, root: Path, miners: list[dict], seed:
 
     validator = Keypair.create_from_uri("//FleetValidator")
     state = SimChainState.create(root / "chain.db", netuid=NETUID, block_time=1.0)
+    # a real subnet has 256 uids, the validator's among them: room for all the miners asked and it
+    state.set_hyperparameter(NETUID, "max_uids", max(256, len(miners) + 1))
     state.register(validator.ss58_address, validator.ss58_address, 10_000.0, True)
     loopback = int(ipaddress.IPv4Address("127.0.0.1"))
     for miner in miners:
