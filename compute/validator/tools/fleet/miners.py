@@ -25,7 +25,7 @@ from bittensor.sp_core import Keypair
 from compute.validator.tools.fleet.leases import FleetBackend, SessionStats
 from compute.validator.tools.fleet.prover import Device, FleetProver
 
-MINER_NICE = 5
+MINER_NICE = 2
 PORTS_PER_MINER = 8  # validation lease + a canary + spares, each its own SSH port
 
 

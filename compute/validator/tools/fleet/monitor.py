@@ -9,6 +9,8 @@
   selector, a queue or a lock) are not counted. Stage CPU = the process's CPU x the stage's share
   of busy samples: a profile, not an exact account.
 - ``GcPauses``: how long each garbage collection stopped the interpreter.
+- ``ControlLoop``: an idle event loop in its own process, measured the same way: the lag the rest of
+  the machine causes, to tell apart from the validator's own.
 - ``percentiles``: p50 / p99 / max of a list of seconds, in milliseconds.
 """
 
@@ -16,6 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
+import subprocess
 import sys
 import threading
 import time
@@ -164,6 +168,33 @@ class GcPauses:
     def stop(self) -> None:
         if self._callback in gc.callbacks:
             gc.callbacks.remove(self._callback)
+
+
+async def _idle_loop_lag() -> None:
+    """The control: an event loop that does nothing but measure its lag, until stdin closes."""
+    lag = LoopLag()
+    lag.start()
+    await asyncio.to_thread(sys.stdin.read)
+    await lag.stop()
+    sys.stdout.write(json.dumps(percentiles(lag.samples)) + "\n")
+
+
+class ControlLoop:
+    """A child process whose idle event loop measures lag beside the validator's, at the same
+    priority: what the machine's other load does to any loop, as opposed to the validator's own work."""
+
+    def __init__(self) -> None:
+        code = "import asyncio; from compute.validator.tools.fleet.monitor import _idle_loop_lag as f; asyncio.run(f())"
+        self._child = subprocess.Popen(
+            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+
+    def stop(self) -> dict:
+        assert self._child.stdin is not None and self._child.stdout is not None  # both are PIPEs
+        self._child.stdin.close()
+        line = self._child.stdout.readline()
+        self._child.wait(30)
+        return json.loads(line) if line else {}
 
 
 def percentiles(seconds: list[float]) -> dict[str, float]:

@@ -24,7 +24,7 @@ from pathlib import Path
 from bittensor.sp_core import Keypair
 
 from compute.validator.tools.fleet.miners import peak_rss_mb
-from compute.validator.tools.fleet.monitor import GcPauses, LoopLag, StackSampler, percentiles
+from compute.validator.tools.fleet.monitor import ControlLoop, GcPauses, LoopLag, StackSampler, percentiles
 
 NETUID = 27
 STAGE_TIMINGS = ("fp16_s", "fp32_s", "memory_s", "scaling_s", "sustained_s", "probes_s", "total_s")
@@ -107,7 +107,7 @@ async def run_round(options: FleetOptions, root: Path, miners: list[dict], seed:
     from compute.transport import KeyWallet, MinerClient
     from compute.validator.fleet.oversight import Oversight
     from compute.validator.params import DepthParams, RoundParams
-    from compute.validator.round.loop import RoundLoop
+    from compute.validator.round.loop import RoundLoop, settle_heap
 
     validator = Keypair.create_from_uri("//FleetValidator")
     state = SimChainState.create(root / "chain.db", netuid=NETUID, block_time=1.0)
@@ -144,9 +144,11 @@ async def run_round(options: FleetOptions, root: Path, miners: list[dict], seed:
         show_table=False,
         oversight=Oversight(canary_rate=options.canary_rate),
     )
+    settle_heap()  # as LoopRunner.run does before the validator's loops start
     lag, sampler, collections = LoopLag(), StackSampler(), GcPauses()
     block = chain.block()
     load_before = os.getloadavg()
+    control = ControlLoop()
     lag.start()
     sampler.start()
     collections.start()
@@ -159,6 +161,7 @@ async def run_round(options: FleetOptions, root: Path, miners: list[dict], seed:
         sampler.stop()
         collections.stop()
         await lag.stop()
+        control_lag = control.stop()
     round_id = (params.depth.sustained_every if options.steady else 0) + 1
     results = store.results(round_id)
     await client.aclose()
@@ -176,6 +179,7 @@ async def run_round(options: FleetOptions, root: Path, miners: list[dict], seed:
         "load_after": os.getloadavg(),
         "lag": percentiles(lag.samples),
         "gc": percentiles(collections.pauses),
+        "control_lag": control_lag,
         "stage_shares": sampler.shares(),
         "top_frames": sampler.top_frames(),
         "results": results,
@@ -235,6 +239,7 @@ def report(options: FleetOptions, measured: dict, miners_side: dict) -> dict:
         "peak_rss_mb": round(measured["rss_main_mb"] + measured["rss_pool_mb"], 1),
         "peak_rss_main_mb": round(measured["rss_main_mb"], 1),
         "loop_lag_ms": measured["lag"],
+        "control_loop_lag_ms": measured["control_lag"],
         "gc_pause_ms": measured["gc"],
         "timing_error_ms": percentiles(errors),
         "ssh_sessions_open_max": miners_side.get("ssh_sessions_open_max"),
