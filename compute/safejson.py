@@ -34,13 +34,18 @@ def nesting_depth(raw: bytes | bytearray | memoryview) -> int:
     view = np.frombuffer(raw, dtype=np.uint8)
     deepest = depth = 0
     for start in range(0, view.size, _CHUNK):
-        levels = np.cumsum(_STEP[view[start : start + _CHUNK]], dtype=np.int64) + depth
+        chunk = view[start : start + _CHUNK]
+        folded = chunk | np.uint8(0x20)  # "[" -> "{", "]" -> "}": two compares find all four
+        brackets = chunk[np.flatnonzero((folded == 0x7B) | (folded == 0x7D))]
+        if brackets.size == 0:  # a base64 opening of 38 MB: ~10 ms, not ~350 ms of table look-ups
+            continue
+        levels = np.cumsum(_STEP[brackets], dtype=np.int64) + depth
         deepest = max(deepest, int(levels.max()))
         depth = int(levels[-1])
     return deepest
 
 
-def loads(raw: bytes | str, max_depth: int = MAX_DEPTH) -> Any:
+def loads(raw: bytes | bytearray | str, max_depth: int = MAX_DEPTH) -> Any:
     """``json.loads`` of ``raw``, refusing (``TooDeep``, a ``ValueError``) nesting past ``max_depth``."""
     data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
     depth = nesting_depth(data)

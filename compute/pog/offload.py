@@ -16,9 +16,10 @@ worker's own ``{"ok": false}``; else malformed), which the validator turns into 
 
 from __future__ import annotations
 
-import json
-
 from pydantic import BaseModel, ValidationError
+
+from compute import safejson
+from compute.peertext import printable
 
 from .memory import MemoryOpening, MemoryVerdict, verify_memory
 from .verifier import Verdict, verify
@@ -45,16 +46,13 @@ class ReplyError(Exception):
 
 
 def _short(value: object, limit: int = 300) -> str:
-    try:
-        return str(value)[:limit]
-    except Exception:  # noqa: BLE001 - repr of hostile data must not escape
-        return f"<unprintable {type(value).__name__}>"
+    return printable(value, limit)  # as ``worker_reply.short``: the miner's words, never raw
 
 
 def parse_line(line: bytes | bytearray, op: str, key: str, model: type[BaseModel]) -> BaseModel:
     """The ``key`` field of the ``op`` reply in ``line`` as ``model`` (``ReplyError`` otherwise)."""
     try:
-        reply = json.loads(line)
+        reply = safejson.loads(line)
     except PARSE_ERRORS as exc:
         raise ReplyError(
             f"{op}: malformed worker line, not JSON ({type(exc).__name__}): {_short(line, 60)!r}"
