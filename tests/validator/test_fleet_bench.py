@@ -137,6 +137,23 @@ def test_only_the_fleet_benchmark_installs_predictable_draws_or_imports_its_prov
     assert installers == [] and prover_users == []
 
 
+def test_the_real_validator_and_miner_load_neither_the_benchmark_nor_its_oracle() -> None:
+    """At run time too: importing the neurons and the validator's facade leaves the fleet package out
+    and every draw on the OS CSPRNG."""
+    probe = (
+        "import sys\n"
+        "import neurons.validator, neurons.miner, compute.validator, compute.pog.worker_main\n"
+        "from compute.pog import choose_openings, new_challenge\n"
+        "from compute.pog.draws import draws_predictable, oracle_rng\n"
+        "assert not draws_predictable() and oracle_rng('gemm-openings', 'x') is None\n"
+        "print(sorted(m for m in sys.modules if 'tools.fleet' in m))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
+
+
 def test_the_real_worker_has_no_message_for_openings_in_advance() -> None:
     """The worker protocol carries no seed or openings before the commit: an unknown op is refused."""
     from compute.pog.worker_main import serve
