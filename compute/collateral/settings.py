@@ -41,6 +41,7 @@ class CollateralSettings(BaseModel):
     dead_seconds: float = Field(600.0, gt=0, le=86_400)  # a lease dead this long inside its term failed
     probe_seconds: float = Field(60.0, gt=0, le=3600)  # between probes of a watched lease
     sync_seconds: float = Field(30.0, gt=0, le=3600)  # between fetches from peers
+    cheat_window: float = Field(86_400.0, gt=0, le=30 * 86_400)  # own proven cheat this near: attest
     evm_key_hex: SecretStr | None = None  # COLLATERAL_EVM_KEY from the environment or .env (never a flag)
     wallet_password: SecretStr | None = None  # BT_WALLET_PASSWORD: unlocks the keystore unattended
 
@@ -93,6 +94,12 @@ FLAGS: dict[str, tuple[str, type, str]] = {
     ),
     "collateral.probe_seconds": ("probe_seconds", float, "seconds between probes of a reported lease (60)"),
     "collateral.sync_seconds": ("sync_seconds", float, "seconds between fetches from peers (default 30)"),
+    "collateral.cheat_window": (
+        "cheat_window",
+        float,
+        "attest cheat evidence only if this validator's own round proved the cheat within this many s "
+        "of seeing it (default 86400)",
+    ),
 }
 
 

@@ -197,6 +197,7 @@ def start_desks(
     dead_s: float = 2.0,
     only: tuple[int, ...] | None = None,
     keys: tuple[int, ...] | None = None,
+    cheat_window: float = 86_400.0,
 ) -> None:
     """Each validator's real collateral parts, its surface on a free port, the others as peers.
 
@@ -223,6 +224,7 @@ def start_desks(
             dead_seconds=dead_s,
             probe_seconds=0.5,
             sync_seconds=0.5,
+            cheat_window=cheat_window,
             evm_key_hex="0x" + bytes(v.evm.key).hex() if index in keys else None,
         )
         v.parts = build_collateral(

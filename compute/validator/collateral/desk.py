@@ -3,7 +3,8 @@
 Each step (every block, work paced by seconds on this validator's clock): every ``sync_s``, take
 the leases other validators watch and the evidence they serve (``peers``); probe the reported
 leases that are due (``probing``); assemble evidence for leases enough validators saw dead and
-attest every evidence that holds (``judging``). The evidence surface (``surface``) serves the same
+for cheats this validator's own round proved (``reproduce``), and attest every evidence that holds
+(``judging``). The evidence surface (``surface``) serves the same
 book to renters and peers from its own thread.
 
 The desk's work runs on its own event loop in its own thread (``start``), so its SSH probes,
@@ -104,6 +105,8 @@ class CollateralDesk(BlockLoop):
         watched = self.book.reports()
         await self.prober.probe_due(watched, now)
         await self.judge.assemble(watched, metagraph, now)
+        if self.judge.cheats is not None:
+            self.judge.cheats.assemble(metagraph, now)
         await self.judge.attest_all(metagraph)
         self.book.prune(now)
 

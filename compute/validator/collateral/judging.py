@@ -15,8 +15,9 @@ signed release (``LeaseEndRequest``): a lease its renter released before the las
 failure. Only then does the validator attest; the attestation reaching ``kappa`` of the stake
 executes the slash and the renter is owed it. Each evidence gets one outcome, kept in the book.
 
-Cheat evidence is not attested here: a PoG transcript is not signed by the miner, so it proves only
-what the validator that ran it says (docs/collateral.md, "What remains").
+Cheat evidence is attested only when this validator reproduced the cheat in its own round
+(``reproduce``): a PoG transcript is not signed by the miner, so another validator's word is not
+evidence. Without a ``CheatJudge`` it is never attested.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from bittensor.sp_core import Keypair
 
 from compute.chain import MetagraphSnapshot
 from compute.collateral import ChainUnavailable, ContractReverted, EvidenceError, machine_of
+from compute.collateral.chain import SlashProposal
 from compute.collateral.evidence import (
     MIN_PROBES,
     CheatEvidence,
@@ -47,6 +49,7 @@ from compute.transport import MinerClient, TransportError
 from compute.validator.collateral.book import CollateralBook, Watched
 from compute.validator.collateral.credit import VerifiedSource, proven_units
 from compute.validator.collateral.peers import Peers
+from compute.validator.collateral.reproduce import CheatJudge
 
 log = logging.getLogger(__name__)
 RELEASE_TIMEOUT_S = 15.0
@@ -72,6 +75,7 @@ class Judge:
     dead_s: float
     leader_grace_s: float
     clock: Callable[[], float]
+    cheats: CheatJudge | None = None  # attests cheat evidence it reproduced (None: never)
     qualified_at: dict[str, float] = field(default_factory=dict)
     _warned: bool = False
 
@@ -202,13 +206,19 @@ class Judge:
         self, signed: SignedEvidence, validators: frozenset[str], metagraph: MetagraphSnapshot
     ) -> str | None:
         """This validator's outcome for one evidence (None: try again at the next step)."""
-        if isinstance(signed.evidence, CheatEvidence):
+        if isinstance(signed.evidence, CheatEvidence) and self.cheats is None:
             return "not attested: cheat evidence rests on an unsigned transcript"
         try:
             proposal = check(signed, validators, MIN_PROBES, self.dead_s)
         except EvidenceError as error:
             return f"refused: {error}"
         evidence = signed.evidence
+        if isinstance(evidence, CheatEvidence):
+            assert self.cheats is not None
+            reproduced = self.cheats.judge(signed, proposal, metagraph)
+            if not isinstance(reproduced, SlashProposal):
+                return reproduced
+            return await self._attest_if_keyed(reproduced)
         lease = check_report(evidence.report())
         view = self.view(metagraph, lease)
         if view is None:  # not (yet) tested by this validator: judge it once it has been
@@ -221,6 +231,9 @@ class Judge:
         released = await self.released(metagraph, lease)
         if released is not None and released <= max(p.at for p in evidence.probes):
             return "refused: the renter released the lease itself"
+        return await self._attest_if_keyed(proposal)
+
+    async def _attest_if_keyed(self, proposal: SlashProposal) -> str | None:
         if self.client is None:
             if not self._warned:
                 log.warning(

@@ -23,8 +23,9 @@ from compute.collateral.settings import CollateralSettings
 from compute.transport import KeyWallet, MinerClient, RunningServer
 
 if TYPE_CHECKING:  # the parts need the collateral extra (web3): imported only when collateral is on
-    from compute.validator.collateral.credit import CollateralCredit, VerifiedSource
+    from compute.validator.collateral.credit import CollateralCredit
     from compute.validator.collateral.desk import CollateralDesk
+    from compute.validator.collateral.reproduce import VerdictSource
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ def build_collateral(
     wallet_path: Path,
     data_dir: Path,
     chain: Chain,
-    store: VerifiedSource,
+    store: VerdictSource,
 ) -> CollateralParts | None:
     if not settings.enabled:
         return None
@@ -87,6 +88,7 @@ def build_collateral(
     from compute.validator.collateral.judging import Judge
     from compute.validator.collateral.peers import Peers
     from compute.validator.collateral.probing import Prober
+    from compute.validator.collateral.reproduce import CheatJudge
     from compute.validator.collateral.surface import serve_surface
 
     w3 = Web3(Web3.HTTPProvider(settings.rpc, request_kwargs={"timeout": 30}))
@@ -106,6 +108,7 @@ def build_collateral(
         dead_s=settings.dead_seconds,
         leader_grace_s=3 * settings.sync_seconds,
         clock=time.time,
+        cheats=CheatJudge(hotkey, book, store, settings.cheat_window, time.time),
     )
     desk = CollateralDesk(chain, book, peers, prober, judge, settings.sync_seconds).start()
     desk.on_close = miners.aclose
