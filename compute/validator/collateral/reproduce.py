@@ -10,8 +10,9 @@ evidence for anyone else. The rule is reproduction instead:
   validator last verified for the hotkey (the deposit that earns it credit, ``credit``), its proven
   GPU count, the round and the digest of the verdict record; signed, kept in the book, served on
   the surface. Not when the miner has no verified machine here, nor when cheat evidence for the same
-  (hotkey, machine) is known already inside the window (one proposal per cheat window, so a
-  persistent cheat is not slashed once per validator that caught it).
+  (hotkey, machine) is known already inside the window and not refused here (one proposal per
+  cheat window, so a persistent cheat is not slashed once per validator that caught it; a peer's
+  bogus evidence, once refused, shields nothing).
 - **Attesting** (``judge``): a cheat evidence (its own or a peer's) is attested only if this
   validator's own store holds a proven cheat of the same hotkey within ``window_s`` of the moment
   it first saw the evidence (its own clock), and the evidence names the machine it verified and at
@@ -83,7 +84,8 @@ class CheatJudge:
         return self.seen_at.setdefault(digest, now)
 
     def covered(self, hotkey: str, machine: str, now: float) -> bool:
-        """Cheat evidence for (hotkey, machine) first seen here within the window."""
+        """Cheat evidence for (hotkey, machine) first seen here within the window and not refused
+        here (a peer's bogus evidence cannot shield a cheat from this validator's own)."""
         for digest, signed in self.book.all_evidence().items():
             evidence = signed.evidence
             if (
@@ -91,6 +93,7 @@ class CheatJudge:
                 and evidence.miner_hotkey == hotkey
                 and evidence.machine == machine
                 and now - self._seen(digest, now) <= self.window_s
+                and not (self.book.outcome(digest) or "").startswith("refused")
             ):
                 return True
         return False
