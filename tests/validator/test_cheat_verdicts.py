@@ -94,3 +94,47 @@ def test_the_verdict_digest_is_stable_and_names_the_test() -> None:
     one = PogResult(4, 2, "hk", ok=False, sample=0.0, reasons=(WRONG,), created=1.5, timings={"total_s": 2})
     assert verdict_digest(one) == verdict_digest(replace(one, models=("x",)))  # not part of the record
     assert verdict_digest(one) != verdict_digest(replace(one, round_id=5))
+
+
+async def test_a_real_rounds_forged_proof_becomes_cheat_evidence_in_the_desk(
+    start_miner, validator_client, tmp_path
+) -> None:
+    """The round's own record of a forged proof, kept in the validator's real store, is what the
+    collateral desk assembles cheat evidence from (for the machine it verified before)."""
+    pytest.importorskip("web3", reason="the collateral extra is not installed")
+    from compute.chain import MetagraphSnapshot, NeuronInfo
+    from compute.store import ValidatorStore
+    from compute.validator.collateral.book import CollateralBook
+    from compute.validator.collateral.reproduce import CheatJudge
+
+    miner = start_miner("cheat-forged-desk", cheat="forged")
+    result = await check_miner(
+        validator_client,
+        MinerTarget(1, miner.hotkey, miner.endpoint),
+        small_params(round_id=2),
+        TABLE,
+        SCORING,
+    )
+    assert result is not None and proven_cheat(result)
+    store = ValidatorStore(tmp_path / "validator.db")
+    try:
+        for round_id, record in (
+            (1, PogResult(1, 1, miner.hotkey, True, 0.01, gpu_count=0, created=result.created - 60)),
+            (2, result),
+        ):
+            started = store.begin_round(round_id)
+            store.record_result(replace(record, round_id=started.round_id))
+            store.finish_round(started.round_id, [])
+        keypair = validator_client.wallet_obj.hotkey
+        book = CollateralBook(tmp_path / "book")
+        judge = CheatJudge(keypair, book, store, 86_400.0, lambda: result.created + 1)
+        graph = MetagraphSnapshot(
+            27, 1, (NeuronInfo(1, miner.hotkey, miner.hotkey, 1.0, False, None, True, 0),)
+        )
+        made = judge.assemble(graph, result.created + 1)
+        assert len(made) == 1
+        signed = book.evidence(made[0])
+        assert signed is not None and signed.served_by == keypair.ss58_address
+        assert signed.evidence.reasons == proven_cheat(result) and signed.evidence.gpus == 1
+    finally:
+        store.close()
