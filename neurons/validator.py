@@ -30,6 +30,7 @@ from compute.validator import (  # noqa: E402
     JournaledClient,
     LoopRunner,
     Oversight,
+    PresenceLoop,
     ReleaseLoop,
     RoundLoop,
     ValidatorSettings,
@@ -44,6 +45,7 @@ from compute.validator import (  # noqa: E402
     round_params,
     round_spread,
     round_step_timeout,
+    split_budget,
     wandb_wanted,
 )
 from compute.validator.collateral.wiring import build_collateral  # noqa: E402
@@ -130,6 +132,7 @@ async def run(s: ValidatorSettings) -> int:
         interval_blocks=s.weights_blocks,
         credit_step=s.credit_step,
         credit_factors=factors,
+        presence_window=s.presence_window,
     )
     runner: LoopRunner | None = None
 
@@ -146,13 +149,16 @@ async def run(s: ValidatorSettings) -> int:
     block_seconds = await chain_block_seconds(chain)
     step_timeout = round_step_timeout(s.miner_timeout, s.round_blocks, block_seconds)
     interval_s = s.round_blocks * block_seconds
+    params, table = round_params(s, load_holistic_config()), load_gpu_table()
+    throughput_budget, presence_budget = split_budget(s.load_budget, s.presence_share)
+    timed_lock = asyncio.Lock()  # one timed phase at a time: round windows and presence checks
     round_loop = RoundLoop(
         chain,
         store,
         client,
         keypair.ss58,
-        round_params(s, load_holistic_config()),
-        load_gpu_table(),
+        params,
+        table,
         scoring,
         interval_blocks=s.round_blocks,
         concurrency=s.concurrency,
@@ -163,14 +169,34 @@ async def run(s: ValidatorSettings) -> int:
         on_limit=on_limit,
         oversight=oversight,
         spread_s=round_spread(s.spread_seconds, interval_s, step_timeout, s.miner_timeout),
-        load_budget=s.load_budget,
+        load_budget=throughput_budget,
         check_seconds=s.check_seconds,
         interval_s=interval_s,
         credit_step=s.credit_step,
         credit_factors=factors,
+        timed_lock=timed_lock,
+        presence_window=s.presence_window,
+    )
+    presence_loop = PresenceLoop(
+        chain,
+        store,
+        client,
+        keypair.ss58,
+        params,
+        table,
+        scoring,
+        allow_same_ip=s.allow_same_ip,
+        presence_s=s.presence_seconds,
+        presence_budget=presence_budget,
+        interval_s=s.presence_interval,
+        step_timeout=max(600.0, 2 * s.miner_timeout),
+        timed_lock=timed_lock,
+        first_within_s=interval_s,
+        oversight=oversight,
     )
     release_loop = ReleaseLoop(client, block_seconds)
-    loops = [release_loop, round_loop, weights_loop] + ([collateral.desk] if collateral is not None else [])
+    loops = [release_loop, round_loop, weights_loop, presence_loop]
+    loops += [collateral.desk] if collateral is not None else []
     runner = LoopRunner(chain_block_source(chain), loops)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -19,6 +19,7 @@ if docker info >/dev/null 2>&1; then
   run allocation-docker python3 -m compute bench-allocation --backend docker --iterations 10 --json
 fi
 run dashboard         python3 -m compute bench-dashboard --json
+run presence-sim      python3 -m compute.validator presence-sim --json
 if python3 -c "import web3" 2>/dev/null; then
   run collateral-gas  python3 -m compute collateral bench --json
 fi

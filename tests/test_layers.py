@@ -48,6 +48,7 @@ ORDER: dict[str, list[set[str]]] = {
         {"lockstep"},
         {"check"},
         {"round"},
+        {"presence"},
         {"collateral"},
         {"tools"},
         {"__main__"},

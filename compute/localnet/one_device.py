@@ -13,11 +13,13 @@ table figures would. The cheater picks WHEN a lease takes the device (``MODE``),
   (finding 1: the serialising lease);
 - ``wait-build``: answers at once, waits for the device when asked to build, frees it right after
   its chain (serialise only the resident part);
+- ``try-build``: as ``wait-build``, but a lease that finds the device busy says so at once (no wait);
 - ``late-start``: answers the build at once without the device (a lie), takes the device when the
   start nonce comes, builds, then runs its chain (the chain begins as early as the device allows).
 
 With one lease at a time every mode is an honest single device: its credit is the device's honest
-share, the yardstick of the cheater tests. ``device_bin`` writes the ``python3`` shim a lease's
+share, the yardstick of the cheater tests. ``send_away`` takes the device elsewhere (its leases then
+find no device: a hit and run between its appearances). ``device_bin`` writes the ``python3`` shim a lease's
 ``PATH`` starts with (``EmbeddedBackend(path_prefix=...)``). Demo and tests only: nothing in the
 miner imports it. Run as a script it is the worker (stdlib and numpy only, like the real one).
 """
@@ -33,9 +35,22 @@ import time
 import types
 from pathlib import Path
 
-MODES = ("wait-info", "wait-build", "late-start")
+MODES = ("wait-info", "wait-build", "try-build", "late-start")
 TABLE_GBS = 0.1  # the claimed model's bandwidth: the CPU fallback's (the validator's cpu_bandwidth_gbs)
 REGEN_RATE = 1e9  # element-rounds/s: the validator's cpu_regen_rate (its fastest plausible rebuild)
+
+
+AWAY = ".away"  # beside the device file: the device is elsewhere (its leases find no device)
+
+
+def send_away(device: Path, away: bool = True) -> None:
+    """Take the device elsewhere (a hit and run between its appearances), or bring it back."""
+    marker = Path(str(device) + AWAY)
+    if away:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+    else:
+        marker.unlink(missing_ok=True)
 
 
 def device_bin(root: Path, device: Path, mode: str, gbs: float = TABLE_GBS) -> Path:
@@ -56,12 +71,19 @@ class Device:
     """The exclusive device: an ``flock`` on one file every lease of the cheater opens."""
 
     def __init__(self, path: str) -> None:
+        self.path = path
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         self.held = False
 
-    def take(self) -> None:
+    def take(self, wait: bool = True) -> None:
+        if os.path.exists(self.path + AWAY):
+            raise RuntimeError("no device here: it is elsewhere")  # a lease finds no GPU at all
         if not self.held:
-            fcntl.flock(self.fd, fcntl.LOCK_EX)  # blocks while another lease holds it
+            try:  # blocks while another lease holds it (unless told not to wait)
+                fcntl.flock(self.fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            except BlockingIOError:
+                raise RuntimeError("the device is busy with another lease") from None
             self.held = True
 
     def free(self) -> None:
@@ -90,7 +112,7 @@ def _patch(ns: dict, device: Device, mode: str, gbs: float) -> None:
             return self._build_on_device(challenge)
 
         def _build_on_device(self, challenge):  # the device, and at least a table-rate rebuild
-            device.take()
+            device.take(wait=mode != "try-build")
             started = time.perf_counter()
             ready = super().prepare(challenge)
             spec = self._built

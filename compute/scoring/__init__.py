@@ -22,6 +22,7 @@ from compute.scoring.identify import (
     identify,
     load_gpu_table,
 )
+from compute.scoring.presence import DEFAULT_WINDOW, presence_credit, presence_shares
 from compute.scoring.score import (
     ScoringConfig,
     ScoringError,
@@ -35,6 +36,7 @@ from compute.scoring.score import (
 from compute.scoring.value import GpuCredit, ProvenGpu, ValueShape, gpu_credit
 
 __all__ = [
+    "DEFAULT_WINDOW",
     "UNIDENTIFIED",
     "GpuCredit",
     "GpuModel",
@@ -58,6 +60,8 @@ __all__ = [
     "load_gpu_table",
     "load_holistic_config",
     "normalise",
+    "presence_credit",
+    "presence_shares",
     "round_sample",
     "update_score",
     "value_shape",

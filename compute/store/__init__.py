@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from compute.store.history import MinerOverview, Overview, RoundProgress, overview
+from compute.store.presence import PresenceEntry, PresenceRecord
 from compute.store.readonly import verified_machines
 from compute.store.records import PogResult, RoundRecord, ScoreRecord, ScoreUpdate, WeightsRecord
 from compute.store.store import (
@@ -22,6 +23,8 @@ __all__ = [
     "MinerOverview",
     "Overview",
     "PogResult",
+    "PresenceEntry",
+    "PresenceRecord",
     "RoundAlreadyFinished",
     "RoundProgress",
     "RoundRecord",

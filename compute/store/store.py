@@ -1,6 +1,7 @@
 """The validator's durable state in one SQLite file (WAL).
 
-Tables: ``miners`` (uid -> hotkey, first seen), ``rounds`` (bookkeeping), ``pog_results`` (one row
+Tables: ``miners`` (uid -> hotkey, first seen), ``rounds`` (bookkeeping), ``presence_checks`` and
+``presence_verdicts`` (the presence log, ``compute.store.presence``), ``pog_results`` (one row
 per (round, uid), with the in-depth figures and the reported GPU UUID set since schema 2, the rental-truth factors
 and shared-device uids since schema 3), ``scores`` (moving averages), ``score_updates`` (the log that makes applying a
 round idempotent) and ``weights_set`` (every attempt to set weights).
@@ -28,6 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from compute.sqlitedb import immediate, open_db
+from compute.store.presence import PRESENCE_SCHEMA, PresenceTables
 from compute.store.records import PogResult, RoundRecord, ScoreRecord, ScoreUpdate, WeightsRecord
 
 log = logging.getLogger(__name__)
@@ -160,7 +162,7 @@ class RoundAlreadyFinished(StoreError):
     """A round was closed twice; its score updates were applied exactly once."""
 
 
-class ValidatorStore:
+class ValidatorStore(PresenceTables):
     """Durable validator state; see the module docstring for the crash-safety contract."""
 
     def __init__(self, path: str | Path, clock=time.time) -> None:
@@ -171,6 +173,7 @@ class ValidatorStore:
         self._db = open_db(self.path, timeout=30, threads=True)
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.executescript(_SCHEMA)
+        self._db.executescript(PRESENCE_SCHEMA)
         self._check_schema()
 
     def _check_schema(self) -> None:

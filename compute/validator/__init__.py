@@ -5,7 +5,8 @@ the root modules ``settings``, ``params``, ``failures``; ``session`` (SSH channe
 ``report`` (table, progress, wandb) and ``journal`` (every granted lease released); ``rentals`` (receipts, canaries, ledger); ``fleet`` (dedup,
 oversight); ``proofs`` (GEMM, depth, hosts, evidence); ``lockstep`` (the window every timed proof
 runs in, at one moment, and the exclusivity judge); ``check`` (one miner's test); ``round``
-(loops, schedule, windows, weights); ``collateral`` (deposits into credit, the failed-rental desk; off without
+(loops, schedule, windows, weights); ``presence`` (presence checks of every miner at moments
+drawn at random; credit = capacity x presence); ``collateral`` (deposits into credit, the failed-rental desk; off without
 ``--collateral.rpc``); ``tools`` (simulations and benchmarks).
 """
 
@@ -16,6 +17,8 @@ from compute.validator.check.rented import rented_sample
 from compute.validator.fleet.oversight import Oversight
 from compute.validator.journal import JournaledClient, ReleasePass, new_run_id, release_due
 from compute.validator.params import DepthParams, MinerTarget, RoundParams, round_params
+from compute.validator.presence.loop import PresenceLoop
+from compute.validator.presence.schedule import presence_interval, split_budget
 from compute.validator.proofs.depth import DepthRejected, sustained_due
 from compute.validator.proofs.evidence import Measured, scored_result
 from compute.validator.proofs.sizing import challenge_size
@@ -66,6 +69,7 @@ __all__ = [
     "MinerTarget",
     "PogSession",
     "PogSessionError",
+    "PresenceLoop",
     "ReleaseLoop",
     "ReleasePass",
     "RoundLoop",
@@ -91,6 +95,7 @@ __all__ = [
     "new_run_id",
     "release_due",
     "parse_validator",
+    "presence_interval",
     "print_round_table",
     "rented_sample",
     "result_figures",
@@ -101,6 +106,7 @@ __all__ = [
     "score_updates",
     "scored_result",
     "select_targets",
+    "split_budget",
     "sustained_due",
     "validation_load",
     "validator_from_args",

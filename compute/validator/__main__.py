@@ -1,8 +1,9 @@
 """``python -m compute.validator agreement-sim``: agreement vs noise and design, and validation load.
 
 Also ``check-cost`` (one test's GEMM proofs timed with the shipped worker), ``canary-sim``
-(``tools.canary_sim``: what a renter-refusing miner keeps, and what canaries cost) and ``fleet-bench``
-(``tools.fleet``: one real round against a simulated subnet of multi-GPU miners).
+(``tools.canary_sim``: what a renter-refusing miner keeps, and what canaries cost), ``fleet-bench``
+(``tools.fleet``: one real round against a simulated subnet of multi-GPU miners) and ``presence-sim``
+(``tools.presence_sim``: one device behind 1-32 hotkeys, hit and run, the load).
 
 Prints two tables (``--json``: one object): how well honest validators agree (pairwise weight
 cosine, Yuma validator trust) under modelled measurement noise for each design choice, and the
@@ -58,7 +59,51 @@ def _parser() -> argparse.ArgumentParser:
     canary.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     canary.add_argument("--json", action="store_true", help="one JSON object on stdout")
     fleet.add_parser(sub)
+    presence = sub.add_parser(
+        "presence-sim", help="credit of one device behind 1-32 hotkeys, hit and run, validation load"
+    )
+    presence.add_argument("--days", type=float, default=14.0, help="days simulated (default 14)")
+    presence.add_argument("--seeds", type=int, default=2, help="runs averaged per figure (default 2)")
+    presence.add_argument(
+        "--validators", default="8,64", help="comma-separated validator counts (default 8,64)"
+    )
+    presence.add_argument("--json", action="store_true", help="one JSON object on stdout")
     return parser
+
+
+def _presence_sim(args: argparse.Namespace) -> int:
+    from compute.validator.rentals.canary import CanaryTiming
+    from compute.validator.tools.presence_sim import Schedule, render, report
+
+    try:
+        counts = tuple(int(part) for part in args.validators.split(",") if part.strip())
+    except ValueError:
+        counts = ()
+    if (
+        not counts
+        or not all(1 <= c <= 256 for c in counts)
+        or not 1 <= args.days <= 60
+        or not 1 <= args.seeds <= 20
+    ):
+        print("--validators must list counts 1..256, --days 1..60, --seeds 1..20", file=sys.stderr)
+        return 2
+    d = _defaults()
+    schedule = Schedule(
+        interval_s=d["round_blocks"] * DEFAULT_BLOCK_SECONDS,
+        check_s=d["check_seconds"],
+        canary_s=d["canary_rate"] * CanaryTiming.for_dwell(d["canary_dwell"]).expected_hold_s,
+        budget=d["load_budget"],
+        presence_share=d["presence_share"],
+        presence_s=d["presence_seconds"],
+        window=d["presence_window"],
+        ema_alpha=d["ema_alpha"],
+    )
+    result = report(schedule, validators=counts, days=args.days, seeds=args.seeds)
+    if args.json:
+        sys.stdout.write(json.dumps(result) + "\n")
+    else:
+        render(result)
+    return 0 if result["ok"] else 1
 
 
 def _canary_sim(args: argparse.Namespace) -> int:
@@ -207,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
         return _canary_sim(args)
     if args.command == "fleet-bench":
         return fleet.run(args)
+    if args.command == "presence-sim":
+        return _presence_sim(args)
     if not 2 <= args.validators <= 256 or not 1 <= args.miners <= 1024 or not 1 <= args.rounds <= 1000:
         print("--validators must be 2..256, --miners 1..1024, --rounds 1..1000", file=sys.stderr)
         return 2

@@ -52,6 +52,8 @@ class LockstepParams:
     allocate_s: float = 30.0  # the allocate call (a container start), with its idempotent retries
     bootstrap_s: float = 30.0  # SSH and worker upload; the worker's engine start (torch, CUDA)
     build_s: float = 10.0  # the memory build beyond its expected time at the table's rates
+    cpu_build_s: float = 30.0  # the same for a machine without GPUs: its build shares the cores
+    # with whatever else the machine runs (on the demo every miner shares one machine)
     prepare_s: float = 120.0  # the window waits this long at most for every seat to be prepared
     rtt_cap_s: float = 0.6  # a round trip above this is judged as this (distance buys no slack)
     lead_slack_s: float = 0.3  # the chain's first pass may come this much after one round trip

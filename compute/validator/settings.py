@@ -65,6 +65,10 @@ class ValidatorSettings(BaseModel):
     load_budget: float = Field(0.05, ge=0, le=1)  # share of a miner's GPU time all validators may take
     check_seconds: float = Field(45.0, gt=0, le=3600)  # GPU-seconds one validation lease holds
     credit_step: float = Field(0.0, ge=0, le=1)  # consensus step: credits floored onto (1+step)^k
+    presence_share: float = Field(0.4, ge=0, le=1)  # of the load budget: presence checks (rest: throughput)
+    presence_seconds: float = Field(10.0, gt=0, le=3600)  # GPU-seconds one presence check holds a miner
+    presence_window: int = Field(16, ge=1, le=10_000)  # presence checks a credit's share is taken over
+    presence_interval: float = Field(0.0, ge=0, le=10_000_000)  # mean s between checks; 0 = from the budget
     wandb_off: bool = False
     wandb_on: bool = False  # log offline without WANDB_API_KEY (with a key, wandb is on anyway)
     wandb_project: str = Field("compute-subnet", min_length=1, max_length=128)
@@ -218,6 +222,26 @@ _FLAGS: dict[str, tuple[str, type, str]] = {
         "credit_step",
         float,
         "consensus step: floor credits onto a (1+step)^k grid before weights; 0 = off (0)",
+    ),
+    "validator.presence_share": (
+        "presence_share",
+        float,
+        "share of the load budget spent on presence checks of every miner; the rest on throughput (0.4)",
+    ),
+    "validator.presence_seconds": (
+        "presence_seconds",
+        float,
+        "GPU-seconds one presence check holds a miner, for the load budget (default 10)",
+    ),
+    "validator.presence_window": (
+        "presence_window",
+        int,
+        "presence checks a miner's presence share is taken over; a new hotkey ramps up over them (16)",
+    ),
+    "validator.presence_interval": (
+        "presence_interval",
+        float,
+        "mean seconds between this validator's presence checks; 0 = from the budget (default 0)",
     ),
     "wandb.project": ("wandb_project", str, "wandb project (default compute-subnet)"),
     "dashboard.port": (

@@ -117,3 +117,31 @@ async def test_reconcile_restarts_vanished_leases_and_stops_orphans(tmp_path):
     assert (
         await ssh_run(again.ssh.host, again.ssh.port, again.ssh.host_key, key, "echo back")
     ).stdout == "back\n"
+
+
+async def test_validation_leases_share_gpus_but_never_with_a_rental(tmp_path):
+    """Two validators proving one miner at once both get their lease (an honest miner is never
+    "busy" for a validator: the proofs decide); a renter never shares a GPU with anything."""
+    clock = Clock()
+    manager = make(tmp_path, clock)
+
+    def validation(gpus: int) -> AllocateRequest:
+        return request(gpus=gpus).model_copy(update={"purpose": "validation"})
+
+    first = await manager.allocate(OWNER, validation(2))
+    second = await manager.allocate(OTHER, validation(2))
+    assert [g.index for g in first.gpus] == [g.index for g in second.gpus] == [0, 1]
+    assert manager.free_gpus() == [] and manager.free_gpus("validation") == GPUS
+    with pytest.raises(RequestFailed) as refused:
+        await manager.allocate(OWNER, request(gpus=1))  # a rental waits for the validations to end
+    assert refused.value.code == ErrorCode.NO_CAPACITY
+    await manager.deallocate(OWNER, first.lease_id)
+    await manager.deallocate(OTHER, second.lease_id)
+    rental = await manager.allocate(OWNER, request(gpus=1))
+    with pytest.raises(RequestFailed) as refused:
+        await manager.allocate(OTHER, validation(2))  # a rented GPU is never handed to a validator
+    assert refused.value.code == ErrorCode.NO_CAPACITY
+    shared = await manager.allocate(OTHER, validation(1))  # the free one is
+    assert [g.index for g in shared.gpus] != [g.index for g in rental.gpus]
+    await manager.deallocate(OWNER, rental.lease_id)
+    await manager.deallocate(OTHER, shared.lease_id)

@@ -226,9 +226,9 @@ async def test_serialising_sybil_is_credited_at_most_once(device_net, validator_
     """Finding 1: three hotkeys on one device, each lease taking the device at its best moment
     (before info, at the build, or only when the start comes). Before the lockstep window, the
     ``wait-info`` play was credited 3 of 3; now at most one hotkey is, and honest miners keep theirs."""
-    chain, store, wallet, uids = device_net(2, 3, mode)
+    chain, store, wallet, uids = device_net(1, 3, mode)
     results = await one_round(chain, store, wallet, validator_client)
-    for name in ("honest0", "honest1"):
+    for name in ("honest0",):
         assert results[uids[name]].ok and results[uids[name]].sample > 0, results[uids[name]].reasons
     sybil = [results[uids[f"sybil{i}"]] for i in range(3)]
     credited = [r for r in sybil if r.sample > 0]

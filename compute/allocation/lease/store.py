@@ -124,7 +124,7 @@ class LeaseStore(LockedDb):
         """
         record = lease.record
         with self._tx() as conn:
-            held = _held_gpus(conn)
+            held = _held_gpus(conn, only_rentals=record.purpose == "validation")
             clash = sorted(held.intersection(record.gpus))
             if clash:
                 raise GpuConflict(f"GPUs {clash} are held by another active lease")
@@ -232,8 +232,9 @@ class LeaseStore(LockedDb):
     def due(self, now: float) -> list[StoredLease]:
         return self._select("WHERE state='active' AND expires_at<=? ORDER BY expires_at", (now,))
 
-    def held_gpus(self) -> set[int]:
-        return _held_gpus(self._read())
+    def held_gpus(self, only_rentals: bool = False) -> set[int]:
+        """GPUs live leases hold (``only_rentals``: those rentals hold; validation leases share GPUs)."""
+        return _held_gpus(self._read(), only_rentals)
 
     def _select(self, where: str, params: tuple) -> list[StoredLease]:
         rows = self._read().execute(f"SELECT * FROM leases {where}", params).fetchall()
@@ -267,9 +268,10 @@ def _insert(conn: sqlite3.Connection, lease: StoredLease) -> None:
     )
 
 
-def _held_gpus(conn: sqlite3.Connection) -> set[int]:
+def _held_gpus(conn: sqlite3.Connection, only_rentals: bool = False) -> set[int]:
     held: set[int] = set()
-    for (gpus,) in conn.execute(f"SELECT gpus FROM leases WHERE {_LIVE}"):
+    where = f"{_LIVE} AND purpose='rental'" if only_rentals else _LIVE
+    for (gpus,) in conn.execute(f"SELECT gpus FROM leases WHERE {where}"):
         held.update(json.loads(gpus))
     return held
 

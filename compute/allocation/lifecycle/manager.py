@@ -5,7 +5,10 @@ Rules (documented in docs/miner.md):
   request ever evicts an active lease. CPU, memory and disk are per-lease caps, not pooled.
 - Leases with ``gpu_count=0`` (a validator's small test lease, a CPU rental) share the machine,
   so validators can still test a rented machine; a validation lease that asks for GPUs only
-  gets free ones.
+  gets GPUs no rental holds. Validation leases share GPUs with each other: two validators proving
+  a miner at once (a presence check during another validator's round) both get their lease, so an
+  honest miner is never "busy" for a validator (the proofs themselves decide: one GPU holds one
+  resident memory matrix at a time). A rental never gets a GPU any live lease holds.
 - Reservation is atomic: an ``asyncio.Lock`` serialises choosing GPUs and the store's
   ``BEGIN IMMEDIATE`` transaction refuses overlaps, so of two requests for the last free GPU
   exactly one wins and the other gets ``no_capacity``. A backend failure rolls the
@@ -111,8 +114,10 @@ class AllocationManager(Reconciler):
 
     # ---------------------------------------------------------------- capacity
 
-    def free_gpus(self) -> list[GpuSpec]:
-        held = self.store.held_gpus()
+    def free_gpus(self, purpose: str = "rental") -> list[GpuSpec]:
+        """GPUs a lease of ``purpose`` could get now: a rental only unheld ones; a validation lease
+        any GPU no rental holds (validators' proofs share GPUs; see the module docstring)."""
+        held = self.store.held_gpus(only_rentals=purpose == "validation")
         free = [gpu for gpu in self.gpus if gpu.index not in held]
         return free if self.placement is None else self.placement.usable(free)
 
@@ -243,7 +248,7 @@ class AllocationManager(Reconciler):
                     f"hotkey already holds {self.limits.max_leases_per_owner} active leases on this miner",
                     409,
                 )
-            candidates = self._matching(req, self.free_gpus())
+            candidates = self._matching(req, self.free_gpus(request.purpose))
             if len(candidates) < req.gpu_count:
                 raise _fail(
                     ErrorCode.NO_CAPACITY,

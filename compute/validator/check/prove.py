@@ -27,7 +27,7 @@ from compute.validator.proofs.depth import DepthRejected, prove_memory
 from compute.validator.proofs.depth_step import prove_depth
 from compute.validator.proofs.evidence import Measured
 from compute.validator.proofs.gemm import prove_gemm
-from compute.validator.session.pog_session import PogSession, PogSessionError
+from compute.validator.session.pog_session import PogSession, PogSessionError, WorkerTimeout
 from compute.validator.session.worker_reply import DeviceInfo
 
 MAX_GPUS_TESTED = 16
@@ -101,18 +101,21 @@ async def _prove_memory_in_lockstep(
     params, lockstep = check.params, check.params.lockstep
     gate = SeatGate(seat) if seat is not None else None
     started = time.monotonic()
-    measured.memory = await prove_memory(
-        session,
-        check.table,
-        [gpu.name for gpu in claimed],
-        max(1, measured.gpu_count),
-        params.depth,
-        params.miner_timeout,
-        gate=gate,
-        min_chain_s=lockstep.min_chain_s,
-        build_slack_s=lockstep.build_s,
-        verify_workers=params.verify_workers,
-    )
+    try:
+        measured.memory = await prove_memory(
+            session,
+            check.table,
+            [gpu.name for gpu in claimed],
+            max(1, measured.gpu_count),
+            params.depth,
+            params.miner_timeout,
+            gate=gate,
+            min_chain_s=lockstep.min_chain_s,
+            build_slack_s=lockstep.build_s if claimed else lockstep.cpu_build_s,
+            verify_workers=params.verify_workers,
+        )
+    except WorkerTimeout as exc:  # no pass in its bound after the window's start: not there then
+        raise MinerAbsent(f"not present at the lockstep window's moment: {exc}") from None
     measured.memory_ran = True
     measured.timings["memory_s"] = time.monotonic() - started
     memory = measured.memory

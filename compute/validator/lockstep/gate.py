@@ -8,8 +8,16 @@ was written and ``chained`` arrives at ``chained``. A gate that fell without thi
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable
+from typing import TypeVar
+
 from compute.validator.failures import MinerFailed
 from compute.validator.lockstep.window import Seat, SeatLate
+
+T = TypeVar("T")
 
 
 class MinerAbsent(MinerFailed):
@@ -42,6 +50,35 @@ class SeatGate:
 
     async def chained(self) -> None:
         await self._arrive("chained", 0.0)
+
+    async def guard(self, step: Awaitable[T]) -> T:
+        """``step`` (the memory proof's build and chain), given up as soon as a gate falls without
+        this seat, or once the chain has run its bound past the start (a seat whose chain has not
+        ended by then was not resident at the window's moment; it is not awaited to its timeout)."""
+        task = asyncio.ensure_future(step)
+        dropped = asyncio.ensure_future(self.seat.dropped.wait())
+        try:
+            while True:
+                started = self.seat.started_at
+                wait = 0.5 if started is None else max(0.0, started + self.chain_s - time.monotonic())
+                await asyncio.wait({task, dropped}, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
+                if task.done():
+                    return task.result()
+                if dropped.done():
+                    raise MinerAbsent(
+                        f"absent from the lockstep window: not {self.seat.late_at} when the window's gate fell"
+                    )
+                if started is not None and time.monotonic() >= started + self.chain_s:
+                    raise MinerAbsent(
+                        f"not present at the lockstep window's moment: its chain had not ended "
+                        f"{self.chain_s:.0f}s after the start"
+                    )
+        finally:
+            dropped.cancel()
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
 
 
 __all__ = ["MinerAbsent", "SeatGate"]

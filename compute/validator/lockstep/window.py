@@ -51,6 +51,7 @@ class Seat:
         self.waited_s = 0.0  # seconds spent at gates waiting for the other seats (not the miner's time)
         self._waiting_since: float | None = None
         self.children: list[Seat] = []  # forked seats (hosts), waiting at the same gates at once
+        self.dropped = asyncio.Event()  # set when a gate fell without this seat
 
     def fork(self, name: str) -> Seat:
         """Another seat for the same participant (a host); call before this seat arrives anywhere."""
@@ -154,6 +155,7 @@ class Window:
     def _drop(self, seat: Seat, gate: str) -> None:
         if not seat.gone:
             seat.gone, seat.late_at = True, gate
+            seat.dropped.set()
             log.info("window=%s seat=%s late: not %s when the gate fell", self.label, seat.name, gate)
             self._recheck()
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -53,7 +54,7 @@ from compute.pog.sustained import SustainedError, confirmation_reference, confir
 from compute.scoring import GpuTable
 from compute.validator.params import DepthParams
 from compute.validator.proofs.offloaded import verify_memory, verify_opening
-from compute.validator.session.pog_session import MemoryGate, PogSession, WorkerFailed
+from compute.validator.session.pog_session import MemoryGate, PogSession, TimedMemory, WorkerFailed
 
 log = logging.getLogger(__name__)
 MAX_PASSES = 256  # MemoryChallenge.passes' bound
@@ -88,6 +89,8 @@ class LockstepGate(MemoryGate, Protocol):
     def expect(self, build_s: float, chain_s: float) -> None: ...
 
     async def chained(self) -> None: ...
+
+    async def guard(self, step: Awaitable[TimedMemory]) -> TimedMemory: ...
 
 
 @dataclass(frozen=True)
@@ -151,10 +154,12 @@ async def prove_memory(
     if gate is not None:
         regen_s = challenge.n**2 * challenge.hash_rounds / policy.max_regen_rate
         chain_s = challenge.passes * pass_s
-        gate.expect(build_slack_s + 16 * regen_s, build_slack_s + 4 * chain_s)
+        gate.expect(build_slack_s + 16 * regen_s, 5.0 + 4 * chain_s)
         timeout = min(timeout, build_slack_s + 16 * regen_s + 4 * chain_s)
-    timed = await session.memory_commit(challenge, timeout, gate=gate)
-    if gate is not None:
+    if gate is None:
+        timed = await session.memory_commit(challenge, timeout)
+    else:
+        timed = await gate.guard(session.memory_commit(challenge, timeout, gate=gate))
         await gate.chained()
     request = choose_memory_openings(challenge, depth.memory_open_passes)  # after every pass arrived
     rows = check_rows(challenge)  # the secret rows of A, drawn here; checked where the line is parsed

@@ -25,7 +25,14 @@ from dataclasses import replace
 
 from compute.chain import Chain, MetagraphSnapshot, NeuronInfo
 from compute.pog import shared_pool
-from compute.scoring import GpuTable, ScoringConfig, decay_score, update_score
+from compute.scoring import (
+    DEFAULT_WINDOW,
+    GpuTable,
+    ScoringConfig,
+    decay_score,
+    presence_shares,
+    update_score,
+)
 from compute.store import PogResult, ScoreRecord, ScoreUpdate, ValidatorStore
 from compute.transport import MinerClient
 from compute.validator.check.miner import check_miner
@@ -38,7 +45,7 @@ from compute.validator.report.table import print_round_table, round_table
 from compute.validator.report.wandb_log import WandbLogger
 from compute.validator.round.schedule import check_probability, due_uids, fresh_rng, start_offsets
 from compute.validator.round.weights import CreditFactors, WeightsError, WeightSetter, weights_from_scores
-from compute.validator.round.windows import pack_windows
+from compute.validator.round.windows import pack_windows, result_presence
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +158,11 @@ def select_targets(metagraph: MetagraphSnapshot, own_hotkey: str, allow_same_ip:
     return targets
 
 
+def stored_shares(store: ValidatorStore, window: int) -> dict[str, float] | None:
+    """Each hotkey's presence share over the store's last ``window`` checks (None: no check yet)."""
+    return presence_shares([check.fractions() for check in store.presence_checks(window)], window)
+
+
 def score_updates(
     results: Iterable[PogResult],
     scores: Mapping[int, ScoreRecord],
@@ -209,8 +221,10 @@ class RoundLoop(BlockLoop):
         credit_step: float = 0.0,
         credit_factors: CreditFactors | None = None,
         timed_lock: asyncio.Lock | None = None,
+        presence_window: int = DEFAULT_WINDOW,
     ) -> None:
         self.chain, self.store, self.client, self.own_hotkey = chain, store, client, own_hotkey
+        self.presence_window = presence_window  # presence checks a credit's share is taken over
         self.credit_factors = credit_factors  # e.g. the collateral posted (validator.collateral)
         self.params, self.table, self.scoring = params, table, scoring
         self.interval_blocks, self.step_timeout = interval_blocks, step_timeout
@@ -356,6 +370,8 @@ class RoundLoop(BlockLoop):
         for before, after in zip(recorded, results, strict=True):
             if after != before:
                 self.store.revise_result(after)
+        if len(windows) == 1 and not done and not skipped and not untested and targets:
+            self.store.record_presence("round", [result_presence(r) for r in results])  # all at one moment
         not_skipped = [n for n in metagraph.neurons if n.uid not in skipped | untested]  # not missed
         updates = score_updates(results, self.store.scores(), not_skipped, self.scoring, self.own_hotkey)
         self.store.finish_round(record.round_id, updates)
@@ -386,7 +402,10 @@ class RoundLoop(BlockLoop):
         it or keep ``rounds_done`` from counting it (a report that raises is logged, never fatal)."""
         try:
             scores = self.store.scores()
-            weights = weights_from_scores(scores, metagraph, self.own_hotkey, self.credit_step, factors)
+            shares = stored_shares(self.store, self.presence_window)
+            weights = weights_from_scores(
+                scores, metagraph, self.own_hotkey, self.credit_step, factors, shares
+            )
             plain = {uid: rec.score for uid, rec in scores.items()}
             if self.show_table:
                 print_round_table(round_table(round_id, results, plain, weights))
@@ -410,10 +429,12 @@ class WeightsLoop(BlockLoop):
         step_timeout: float = 600.0,
         credit_step: float = 0.0,
         credit_factors: CreditFactors | None = None,
+        presence_window: int = DEFAULT_WINDOW,
     ) -> None:
         self.chain, self.store, self.setter, self.own_hotkey = chain, store, setter, own_hotkey
         self.credit_step = credit_step  # the consensus step (compute.scoring.consensus)
         self.credit_factors = credit_factors  # factors in [0, 1] read when weights are set
+        self.presence_window = presence_window  # presence checks a credit's share is taken over
         self.interval_blocks, self.step_timeout = interval_blocks, step_timeout
         self._idle_logged = False
 
@@ -425,10 +446,17 @@ class WeightsLoop(BlockLoop):
             )
             self._idle_logged = True
             return
+        shares = stored_shares(self.store, self.presence_window)
+        if shares is None:
+            log.log(
+                logging.DEBUG if self._idle_logged else logging.INFO, "no presence check yet; weights not set"
+            )
+            self._idle_logged = True
+            return
         metagraph = await asyncio.wait_for(asyncio.to_thread(self.chain.metagraph), 60)
         factors = await self.credit_factors(metagraph) if self.credit_factors is not None else None
         weights = weights_from_scores(
-            self.store.scores(), metagraph, self.own_hotkey, self.credit_step, factors
+            self.store.scores(), metagraph, self.own_hotkey, self.credit_step, factors, shares
         )
         try:
             await self.setter.set(weights, block)

@@ -4,8 +4,9 @@
 ``asyncio.wait_for`` (a stuck thread is abandoned, the loop goes on), retries rate limits,
 unavailable endpoints, timeouts and other chain refusals (commit-reveal windows included) with
 backoff, gives up at once on ``NotRegistered``, and logs every attempt in the store. Weights are
-``normalise(consensus_credits(scores, credit_step))`` over the uids currently registered under the
-same hotkey (the consensus step, ``compute.scoring.consensus``, only ever lowers a credit).
+``normalise(consensus_credits(score x presence share, credit_step))`` over the uids currently
+registered under the same hotkey (the presence share, ``compute.scoring.presence``, and the
+consensus step, ``compute.scoring.consensus``, only ever lower a credit).
 This module computes no scores.
 """
 
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 
 from compute import VERSION_KEY
 from compute.chain import Chain, ChainError, MetagraphSnapshot, NotRegistered
-from compute.scoring import normalise
+from compute.scoring import normalise, presence_credit
 from compute.scoring.consensus import consensus_credits
 from compute.store import ScoreRecord, ValidatorStore
 
@@ -38,16 +39,20 @@ def weights_from_scores(
     own_hotkey: str | None = None,
     credit_step: float = 0.0,
     factors: Mapping[int, float] | None = None,
+    presence: Mapping[str, float] | None = None,
 ) -> dict[int, float]:
     """L1-normalised weights for registered uids whose stored hotkey still owns the uid.
 
     ``factors`` (uid -> a factor in [0, 1], e.g. the collateral posted) multiply each score first;
-    a factor above 1 is read as 1, so a factor can only lower a credit. ``credit_step`` > 0 then
-    floors each credit onto a geometric grid (the consensus step)."""
+    a factor above 1 is read as 1, so a factor can only lower a credit. ``presence``: each hotkey's
+    presence share (``compute.scoring.presence``): a credit is the score times the share (a hotkey
+    without one gets 0); None: the scores alone (tools, tests). ``credit_step`` > 0 then floors
+    each credit onto a geometric grid (the consensus step)."""
     current = {n.uid: n.hotkey for n in metagraph.neurons}
     factors = factors or {}
     kept = {
-        uid: rec.score * min(1.0, max(0.0, factors.get(uid, 1.0)))
+        uid: min(1.0, max(0.0, factors.get(uid, 1.0)))
+        * (rec.score if presence is None else presence_credit(rec.score, rec.hotkey, presence))
         for uid, rec in scores.items()
         if current.get(uid) == rec.hotkey and rec.hotkey != own_hotkey
     }

@@ -5,7 +5,8 @@ memory chain starts at the window's common moment, together with every other sea
 at most ``size`` miners (``--validator.concurrency``: what the validator keeps open at once); a
 group that must be proven at one moment (suspects: hotkeys sharing an IP or SSH host, and every
 same-device group of the last round) always shares one window, even past ``size``. When every due
-miner fits one window, the round is one window, and the whole round is proven at one moment.
+miner fits one window, the round is one window, and the whole round is proven at one moment; a
+round that was one window over every queryable miner is also a presence check (``result_presence``).
 
 Pure: no clock, no I/O.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from compute.store import PogResult, PresenceEntry
 from compute.validator.params import MinerTarget
 
 
@@ -53,4 +55,18 @@ def _merge(groups: list[frozenset[int]]) -> list[frozenset[int]]:
     return merged
 
 
-__all__ = ["pack_windows"]
+def result_presence(result: PogResult) -> PresenceEntry:
+    """A round's result as a presence verdict (when the round was one window over every miner).
+
+    Present: verified, credited (not zeroed as a shared device) and its memory proven resident at the
+    window's moment; a rented machine: the share of its GPUs in verified rentals; else absent."""
+    if result.ok and result.rented:
+        fraction, why = result.rented_fraction or 0.0, "rented under verified leases"
+    elif result.ok and result.sample > 0 and (result.mem_proven_gb or 0.0) > 0:
+        fraction, why = 1.0, "present at the round's window"
+    else:
+        fraction, why = 0.0, "absent: " + (result.reasons[0] if result.reasons else "not proven")
+    return PresenceEntry(result.uid, result.hotkey, fraction, why)
+
+
+__all__ = ["pack_windows", "result_presence"]
