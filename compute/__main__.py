@@ -22,6 +22,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench-allocation": ("compute.miner.bench:main", "benchmark lease allocation"),
     "bench-validator": ("compute.validator.tools.bench:main", "benchmark a validator round"),
     "dashboard": ("compute.dashboard.cli:main", "serve a validator store's read-only dashboard"),
+    "latency-proxy": (
+        "compute.localnet.latency_proxy:main",
+        "stdin/stdout <-> TCP with delay + jitter (a WAN)",
+    ),
     "bench-dashboard": ("compute.dashboard.bench:main", "benchmark the dashboard's first render"),
     "bench-feed": ("compute.dashboard.feed_bench:main", "benchmark the public machine feed (build, size)"),
     "bench-hardening": ("compute.miner.hardening:main", "flood, kill -9 loop and tenant isolation figures"),

@@ -61,7 +61,7 @@ ORDER: dict[str, list[set[str]]] = {
         {"lifecycle"},
     ],
     "compute.localnet": [
-        {"processes", "cheaters", "one_device"},
+        {"processes", "cheaters", "one_device", "latency_proxy"},
         {"cheat_miners", "lease_killer"},
         {"network"},
         {"images", "report", "consensus", "collateral"},

@@ -24,9 +24,11 @@ def _handle(engine_box: dict, device: str, message: object) -> dict:
     if not isinstance(message, dict) or not isinstance(message.get("op"), str):
         raise ValueError('each request must be a JSON object with a string "op"')
     op = message["op"]
+    if op == "ping":  # a round trip the validator times (no engine needed: answered at once)
+        return {"ok": True, "op": "ping"}
     if op not in ("info", "warmup", "commit", "open", *DEPTH_OPS):
         raise ValueError(
-            f"unknown op {op!r}: expected info, warmup, commit, open, {', '.join(DEPTH_OPS)} or exit"
+            f"unknown op {op!r}: expected ping, info, warmup, commit, open, {', '.join(DEPTH_OPS)} or exit"
         )
     if "engine" not in engine_box:
         engine_box["engine"] = ProverEngine(device)

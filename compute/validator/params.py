@@ -7,6 +7,7 @@ per-miner steps never read settings themselves.
 from __future__ import annotations
 
 import os
+import shlex
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -99,6 +100,8 @@ class RoundParams:
     rental_probe_timeout: float = 15.0
     verify_workers: int = 0  # processes of the verification pool (compute.pog.verify_pool); 0: a thread
     lockstep: LockstepParams = LockstepParams()
+    lease_proxy: tuple[str, ...] = ()  # SSH ProxyCommand argv to reach leases ({host} {port}); () = direct
+    distance_share: float = 0.02  # timed work is sized so the measured round trip is at most this share
 
 
 def round_params(s: ValidatorSettings, holistic: HolisticConfig | None = None) -> RoundParams:
@@ -129,6 +132,8 @@ def round_params(s: ValidatorSettings, holistic: HolisticConfig | None = None) -
         rented_max_age=s.rented_max_age,
         rented_decay=s.rented_decay,
         trusted_renters=frozenset(s.trusted_renters),
+        lease_proxy=tuple(shlex.split(s.lease_proxy)),
+        distance_share=s.distance_share,
         depth=depth,
         holistic=holistic or HolisticConfig(),
         verify_workers=s.verify_workers if s.verify_workers >= 0 else os.cpu_count() or 1,

@@ -77,6 +77,8 @@ class ValidatorSettings(BaseModel):
     dashboard_full: bool = False  # also GPU UUIDs, lease endpoints and shared-device evidence
     verify_workers: int = Field(-1, ge=-1, le=256)  # processes recomputing big proofs; -1: one per core
     collateral: CollateralSettings = Field(default_factory=CollateralSettings)  # off without an RPC
+    lease_proxy: str = Field("", max_length=1000)  # SSH ProxyCommand to leases, {host} {port}; "" = direct
+    distance_share: float = Field(0.02, gt=0, le=1)  # most of a timed interval the round trip may take
 
     @field_validator("trusted_renters", mode="before")
     @classmethod
@@ -242,6 +244,16 @@ _FLAGS: dict[str, tuple[str, type, str]] = {
         "presence_interval",
         float,
         "mean seconds between this validator's presence checks; 0 = from the budget (default 0)",
+    ),
+    "validator.lease_proxy": (
+        "lease_proxy",
+        str,
+        "reach leases' SSH through this command ({host} {port} filled in), e.g. a latency proxy",
+    ),
+    "validator.distance_share": (
+        "distance_share",
+        float,
+        "timed work is sized so the measured round trip is at most this share of it (default 0.02)",
     ),
     "wandb.project": ("wandb_project", str, "wandb project (default compute-subnet)"),
     "dashboard.port": (

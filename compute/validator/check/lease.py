@@ -184,6 +184,7 @@ async def open_session(lease: Lease, params: RoundParams, uid: int | None = None
                 ssh.host_key,
                 timeout=min(60.0, params.miner_timeout),
                 device=params.device,
+                proxy=[arg.format(host=ssh.host, port=ssh.port) for arg in params.lease_proxy],
             )
         except (ChannelBroken, SshFailed) as exc:
             errors.append(str(exc))

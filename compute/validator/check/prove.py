@@ -25,6 +25,7 @@ from compute.validator.lockstep.residency import Residency, exclusivity
 from compute.validator.lockstep.window import Seat
 from compute.validator.proofs.depth import DepthRejected, prove_memory
 from compute.validator.proofs.depth_step import prove_depth
+from compute.validator.proofs.distance import measure_round_trip
 from compute.validator.proofs.evidence import Measured
 from compute.validator.proofs.gemm import prove_gemm
 from compute.validator.session.pog_session import PogSession, PogSessionError, WorkerTimeout
@@ -43,18 +44,15 @@ async def bounded(step: Awaitable[T], seconds: float, what: str) -> T:
 
 
 async def measure_info(session: PogSession, check: MinerCheck) -> tuple[list[DeviceInfo], float]:
-    """The worker's devices and the session's round trip on the validator's clock.
+    """The worker's devices and the session's round trip, stamped by the timing process.
 
     The first ``info`` starts the worker's engine (torch, CUDA: bounded like the worker's start);
-    the round trip is the faster of the next two."""
+    the round trip is the fastest of a few pings (``proofs.distance``: it sizes the timed work and
+    bounds the prepare steps; nothing is ever subtracted from a timing)."""
     lockstep, timeout = check.params.lockstep, check.params.miner_timeout
     devices = await bounded(session.info(timeout), check.bound(lockstep.bootstrap_s), "worker engine start")
-    best = float("inf")
-    for _ in range(2):
-        started = time.monotonic()
-        devices = await bounded(session.info(timeout), check.bound(lockstep.step_s), "info")
-        best = min(best, time.monotonic() - started)
-    return devices, best
+    rtt = await bounded(measure_round_trip(session, timeout), check.bound(lockstep.step_s), "round trip")
+    return devices, rtt
 
 
 async def prove_in_lease(
@@ -113,6 +111,8 @@ async def _prove_memory_in_lockstep(
             min_chain_s=lockstep.min_chain_s,
             build_slack_s=lockstep.build_s if claimed else lockstep.cpu_build_s,
             verify_workers=params.verify_workers,
+            rtt_s=rtt,
+            share=params.distance_share,
         )
     except WorkerTimeout as exc:  # no pass in its bound after the window's start: not there then
         raise MinerAbsent(f"not present at the lockstep window's moment: {exc}") from None

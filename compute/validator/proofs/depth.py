@@ -53,6 +53,7 @@ from compute.pog import (
 from compute.pog.sustained import SustainedError, confirmation_reference, confirmed
 from compute.scoring import GpuTable
 from compute.validator.params import DepthParams
+from compute.validator.proofs.distance import passes_for
 from compute.validator.proofs.offloaded import verify_memory, verify_opening
 from compute.validator.session.pog_session import MemoryGate, PogSession, TimedMemory, WorkerFailed
 
@@ -138,9 +139,13 @@ async def prove_memory(
     min_chain_s: float = 0.0,
     build_slack_s: float = 10.0,
     verify_workers: int = 0,
+    rtt_s: float = 0.0,
+    share: float = 0.02,
 ) -> MemoryOutcome | None:
     """The memory proof; with ``gate``, its build and start wait for the lockstep window's gates and
-    the chain lasts at least ``min_chain_s`` at the table's bandwidth (the exclusivity proof)."""
+    the chain lasts at least ``min_chain_s`` at the table's bandwidth (the exclusivity proof).
+    ``rtt_s``/``share``: the session's round trip is at most ``share`` of the chain (more passes;
+    ``proofs.distance``: never subtracted)."""
     shape = memory_shape(table, claimed_names, depth)
     if shape is None:
         log.info("memory proof skipped: claimed GPU model not in the table")
@@ -148,8 +153,10 @@ async def prove_memory(
     memory_gb, bandwidth, policy = shape
     challenge = plan_memory(memory_gb, bandwidth, gpu_count, passes=depth.memory_passes, policy=policy)
     pass_s = challenge.matrix_bytes / (bandwidth * 1e9)  # one pass at the table's bandwidth
+    passes = passes_for(challenge.passes, pass_s, rtt_s, share, MAX_PASSES)
     if min_chain_s > 0:
-        passes = min(MAX_PASSES, max(challenge.passes, math.ceil(min_chain_s / pass_s)))
+        passes = min(MAX_PASSES, max(passes, math.ceil(min_chain_s / pass_s)))
+    if passes != challenge.passes:
         challenge = challenge.model_copy(update={"passes": passes})
     if gate is not None:
         regen_s = challenge.n**2 * challenge.hash_rounds / policy.max_regen_rate
@@ -310,11 +317,16 @@ async def _prove_ram(
     timeout: float,
     cores: float,
     verify_workers: int = 0,
+    rtt_s: float = 0.0,
+    share: float = 0.02,
 ) -> tuple[float, str]:
     """Host RAM: the memory proof resident in host memory, judged against regeneration by ``cores``
-    cores at the fastest per-core rate (``ram_challenge``); credited GB = A's size when proven."""
+    cores at the fastest per-core rate (``ram_challenge``); credited GB = A's size when proven; as
+    many passes as the session's round trip needs (at most ``share`` of the chain)."""
     size_gb = (depth.cpu_probe_mb if cpu else depth.probe_ram_mb) / 1000.0
-    challenge, policy = ram_challenge(size_gb, cores, depth.host)
+    pass_s = size_gb / (max(1.0, cores) * depth.host.core_pass_gbs)  # planned, as ram_challenge plans
+    passes = passes_for(8, pass_s, rtt_s, share, MAX_PASSES)
+    challenge, policy = ram_challenge(size_gb, cores, depth.host, passes=passes)
     timed = await session.memory_commit(challenge, timeout, slot="ram")
     request = choose_memory_openings(challenge, 3)
     rows = check_rows(challenge)
@@ -333,6 +345,8 @@ async def probe_host(
     timeout: float,
     disk: DiskWrite,
     verify_workers: int = 0,
+    rtt_s: float = 0.0,
+    share: float = 0.02,
 ) -> HostOutcome:
     """CPU cores, host RAM and the disk read-back, each proven on the validator's clock or left out.
 
@@ -351,7 +365,7 @@ async def probe_host(
         reasons.append("cpu proof: " + "; ".join(check.reasons[:1]))
     try:
         cores = max(float(cpu_count), figures.get("cpu_cores", 0.0), 1.0)
-        ram_gb, reason = await _prove_ram(session, cpu, depth, timeout, cores, verify_workers)
+        ram_gb, reason = await _prove_ram(session, cpu, depth, timeout, cores, verify_workers, rtt_s, share)
     except WorkerFailed as exc:  # e.g. the RAM could not be allocated: nothing proven
         ram_gb, reason = 0.0, str(exc)
     if ram_gb > 0:

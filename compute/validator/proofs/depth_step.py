@@ -59,10 +59,19 @@ async def prove_depth(
     # a lease of some of the machine's GPUs (the rest rented): only a GPU never seen is a new machine
     partial = 0 < len(claimed) < len(specs.gpus)
     measured.history_reset = change.changed and (bool(change.added) or not partial)
+    rtt, share = measured.timings.get("rtt_s", 0.0), params.distance_share
     if not measured.memory_ran:  # a lockstep test proved memory first, at the window's moment
         started = time.monotonic()
         measured.memory = await prove_memory(
-            session, table, names, count, depth, timeout, verify_workers=params.verify_workers
+            session,
+            table,
+            names,
+            count,
+            depth,
+            timeout,
+            verify_workers=params.verify_workers,
+            rtt_s=rtt,
+            share=share,
         )
         measured.timings["memory_s"] = time.monotonic() - started
     if measured.gpu_count >= 2:
@@ -96,7 +105,7 @@ async def prove_depth(
     measured.timings["sustained_s"] = time.monotonic() - started
     started = time.monotonic()
     measured.host = await probe_host(
-        session, specs.cpu_cores, cpu, depth, timeout, disk, params.verify_workers
+        session, specs.cpu_cores, cpu, depth, timeout, disk, params.verify_workers, rtt, share
     )
     measured.timings["probes_s"] = time.monotonic() - started
     measured.depth_ran = True

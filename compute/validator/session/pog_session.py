@@ -4,12 +4,16 @@ The session runs a FIXED bootstrap (``python3 -u -c BOOTSTRAP --device D``; noth
 said is interpolated) that reads a length line and exactly that many bytes of worker source from
 stdin, echoes their sha256 (transport integrity only: the proof is the mathematics), and execs the
 source as ``__main__``. The validator then speaks the worker protocol (info -> commit -> open)
-with a bounded line reader and a timeout on every read, and times ``commit`` on its own monotonic
-clock: from right before the challenge line is written until the commitment line has arrived. The
-in-depth ops (docs/pog-depth.md) stream intermediate lines: each ``memory_pass`` and ``segment``
-line is stamped on arrival, and out-of-order or foreign lines are protocol errors. Every line is
-parsed by ``worker_reply``: malformed output of any kind is a ``WorkerProtocolError``, never an
-exception out of the parser.
+with a bounded line reader and a timeout on every read.
+
+Every byte of the session goes through the validator's timing process (``clock``): it writes each
+request line and stamps it right before it leaves, and stamps each reply line the moment its bytes
+arrive, on the system-wide monotonic clock, so the validator's own load (dashboard, parsing,
+verification) cannot move a timing. ``commit`` is timed from the challenge line's stamp to the
+commitment line's; the in-depth ops (docs/pog-depth.md) stream intermediate lines (each
+``memory_pass`` and ``segment`` line stamped on arrival; out-of-order or foreign lines are protocol
+errors). Every line is parsed by ``worker_reply`` (large ones in a thread): malformed output of any
+kind is a ``WorkerProtocolError``, never an exception out of the parser.
 
 The host key is pinned to the one the lease reported; nothing is ever auto-accepted. This module
 does not verify proofs or score anything: it returns parsed wire models and timings.
@@ -22,11 +26,11 @@ import json
 import logging
 import secrets
 import shlex
-import time
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import asyncssh
+from pydantic import BaseModel
 
 from compute.pog import (
     Challenge,
@@ -39,6 +43,7 @@ from compute.pog import (
     OpeningRequest,
     worker_script,
 )
+from compute.validator.session.clock import Clock, ClockFailed
 from compute.validator.session.worker_reply import (
     DeviceInfo,
     PogSessionError,
@@ -65,10 +70,12 @@ BOOTSTRAP = (
 DEVICES = ("auto", "cpu", "cuda")
 # AES-GCM first (then asyncssh's defaults): with AES-NI it decrypts the 38 MB memory openings at
 # ~2.8 GB/s per core, asyncssh's chacha20-poly1305 (a ChaCha20 pass, then Poly1305) ~3x slower; the
-# fleet benchmark saw chacha20 take 28 % of the validator's event-loop CPU (docs/benchmarks.md).
+# fleet benchmark saw chacha20 take 28 % of the validator's event-loop CPU (docs/benchmarks.md);
+# the timing process, which now holds the sessions, is asked for them (``ciphers`` in ``open``).
 CIPHERS = "^aes128-gcm@openssh.com,aes256-gcm@openssh.com"
 SMALL_LINE = 1 << 16
-_STDERR_TAIL = 2000
+BIG_LINE = 1 << 20  # lines longer than this are parsed in a thread (openings of many GPUs)
+M = TypeVar("M", bound=BaseModel)
 
 
 class SshFailed(PogSessionError):
@@ -132,15 +139,12 @@ def opening_line_limit(request: OpeningRequest, p: int) -> int:
 
 
 class PogSession:
-    """One running worker; use ``async with await PogSession.open(...)`` or call ``close``."""
+    """One running worker, held by the timing process; ``async with await PogSession.open(...)``."""
 
-    def __init__(self, conn: asyncssh.SSHClientConnection, process: asyncssh.SSHClientProcess) -> None:
-        self._conn = conn
-        self._process = process
-        self._buffer = bytearray()
-        self._scanned = 0  # bytes at the start of the buffer known to hold no newline
-        self._stderr = bytearray()
-        self._stderr_task = asyncio.ensure_future(self._drain_stderr())
+    def __init__(self, clock: Clock, sid: str) -> None:
+        self._clock = clock
+        self._sid = sid
+        self.stderr_tail = ""
 
     @classmethod
     async def open(
@@ -153,115 +157,84 @@ class PogSession:
         *,
         timeout: float,
         device: str = "auto",
+        proxy: list[str] | None = None,
     ) -> PogSession:
-        """Connect with the per-round key, pin ``host_key``, start the worker, check the digest."""
+        """Connect with the per-round key, pin ``host_key``, start the worker, check the digest.
+        ``proxy``: reach ``host:port`` through this command's stdin/stdout (an SSH ProxyCommand)."""
         try:
-            pinned = asyncssh.import_public_key(host_key.strip())
+            asyncssh.import_public_key(host_key.strip())
         except (asyncssh.KeyImportError, ValueError) as exc:
             raise SshFailed(f"lease host key does not parse: {exc}") from None
-        try:
-            conn = await asyncio.wait_for(
-                asyncssh.connect(
-                    host,
-                    port,
-                    username=username,
-                    client_keys=[client_key],
-                    known_hosts=([pinned], [], []),
-                    agent_path=None,
-                    config=(),
-                    connect_timeout=timeout,
-                    encryption_algs=CIPHERS,
-                ),
-                timeout,
-            )
-        except asyncio.TimeoutError:
-            raise SshFailed(f"ssh connect to {host}:{port} timed out after {timeout:.0f}s") from None
-        except (OSError, asyncssh.Error) as exc:
-            raise SshFailed(f"ssh connect to {host}:{port} failed: {exc}") from None
-        try:
-            process = await asyncio.wait_for(
-                conn.create_process(bootstrap_command(device), encoding=None), timeout
-            )
-        except (asyncio.TimeoutError, OSError, asyncssh.Error) as exc:
-            conn.close()
-            raise SshFailed(f"could not start the worker: {exc or 'timeout'}") from None
-        session = cls(conn, process)
-        try:
-            await session._upload(timeout)
-        except BaseException:
-            await session.close()
-            raise
-        return session
-
-    async def _upload(self, timeout: float) -> None:
+        clock = Clock.shared()
+        session = cls(clock, secrets.token_hex(8))
         source, digest = worker_script()
         payload = source.encode("utf-8")
-        try:
-            self._process.stdin.write(b"%d\n" % len(payload) + payload)
-            echoed = (await self._read_line(SMALL_LINE, timeout)).strip().decode("ascii", "replace")
-        except (OSError, asyncssh.Error) as exc:  # BrokenPipeError: the channel closed under the upload
-            raise ChannelBroken(f"worker upload: channel broke ({type(exc).__name__}: {exc})") from None
-        except WorkerProtocolError as exc:  # the command ended before it echoed the digest
-            raise ChannelBroken(f"worker upload: {exc}") from None
+        header = {
+            "op": "open",
+            "sid": session._sid,
+            "host": host,
+            "port": port,
+            "username": username,
+            "key": client_key.export_private_key("openssh").decode(),
+            "host_key": host_key,
+            "command": bootstrap_command(device),
+            "timeout": timeout,
+            "proxy": proxy or None,
+            "ciphers": CIPHERS,
+        }
+        reply, first = await clock.call(header, b"%d\n" % len(payload) + payload)
+        if not reply["ok"]:
+            if reply.get("kind") in ("eof", "channel"):  # the command went away under the upload
+                raise ChannelBroken(f"worker upload: {_failure_text(reply)}")
+            raise _failure(reply)
+        echoed = first.strip().decode("ascii", "replace")
         if echoed != digest:
+            await session.close()
             raise WorkerProtocolError(f"worker upload digest mismatch: got {echoed[:80]!r}")
+        return session
 
-    async def _drain_stderr(self) -> None:
-        try:
-            while chunk := await self._process.stderr.read(4096):
-                self._stderr = (self._stderr + chunk)[-_STDERR_TAIL:]
-        except (asyncssh.Error, OSError):
-            pass
-
-    @property
-    def stderr_tail(self) -> str:
-        return self._stderr.decode("utf-8", "replace")
-
-    async def _read_line(self, limit: int, timeout: float) -> bytes | bytearray:
-        try:
-            return await asyncio.wait_for(self._read_line_unbounded_time(limit), timeout)
-        except asyncio.TimeoutError:
-            raise WorkerTimeout(f"worker silent for {timeout:.1f}s") from None
-
-    async def _read_line_unbounded_time(self, limit: int) -> bytes | bytearray:
-        """The next line; each byte is scanned for the newline once (a 38 MB memory opening arrives in
-        ~600 chunks: rescanning the buffer per chunk cost ~2 s of the event loop), and a line that is
-        the whole buffer is handed over without a copy."""
-        while True:
-            end = self._buffer.find(b"\n", self._scanned)
-            if end >= 0:
-                self._scanned = 0
-                if end + 1 == len(self._buffer):
-                    whole, self._buffer = self._buffer, bytearray()
-                    return whole
-                line = bytes(self._buffer[: end + 1])
-                del self._buffer[: end + 1]
-                return line
-            self._scanned = len(self._buffer)
-            if len(self._buffer) > limit:
-                raise WorkerProtocolError(f"worker line longer than {limit} bytes")
-            try:
-                chunk = await self._process.stdout.read(1 << 16)
-            except (asyncssh.Error, OSError) as exc:
-                raise WorkerProtocolError(f"worker channel failed: {exc}") from None
-            if not chunk:
-                tail = self.stderr_tail.strip().splitlines()[-1:] or ["no stderr"]
-                raise WorkerProtocolError(f"worker exited ({tail[0][:200]})")
-            self._buffer += chunk
+    async def _exchange(
+        self,
+        message: dict | None,
+        op: str,
+        limit: int,
+        timeout: float,
+        stream: str | None = None,
+        most: int = 0,
+    ) -> tuple[float, list[tuple[float, bytes]]]:
+        """Write ``message`` (None: nothing) and read its line(s): (sent at, [(arrival, line)...]),
+        both on the timing process's clock."""
+        header = {"op": "request", "sid": self._sid, "limit": limit, "timeout": timeout}
+        if stream is not None:
+            header.update(stream=stream, max_lines=most)
+        line = json.dumps(message, separators=(",", ":")).encode() + b"\n" if message is not None else b""
+        reply, payload = await self._clock.call(header, line)
+        if not reply["ok"]:
+            self.stderr_tail = reply.get("stderr") or self.stderr_tail
+            raise _failure(reply)
+        lines, offset = [], 0
+        for stamp, size in zip(reply["stamps"], reply["sizes"], strict=True):
+            lines.append((float(stamp), payload[offset : offset + size]))
+            offset += size
+        return float(reply["sent_at"]), lines
 
     async def _request(self, message: dict, op: str, limit: int, timeout: float) -> dict:
-        self._send(message)
-        return _parse_reply(await self._read_line(limit, timeout), op)
+        _, ((_, raw),) = await self._exchange(message, op, limit, timeout)
+        return await _parse_off_loop(raw, op)
 
-    def _send(self, message: dict) -> None:
-        self._process.stdin.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+    async def ping(self, timeout: float) -> float:
+        """One round trip to the worker on the timing process's clock (seconds)."""
+        sent, ((arrived, raw),) = await self._exchange({"op": "ping"}, "ping", SMALL_LINE, timeout)
+        _parse_reply(raw, "ping")
+        return arrived - sent
 
     async def info(self, timeout: float) -> list[DeviceInfo]:
         reply = await self._request({"op": "info"}, "info", SMALL_LINE, timeout)
         return parse_devices(reply)
 
-    async def warm_up(self, challenge: Challenge, timeout: float) -> None:
-        """Let the worker run a throwaway product at the coming challenge's shape, off the clock.
+    async def warm_up(self, challenge: Challenge, timeout: float) -> float | None:
+        """Let the worker run a throwaway product at the coming challenge's shape, off the clock;
+        its seconds on the validator's clock (a size hint), None when refused.
 
         Only the shape travels: the key and id are fresh random values, so nothing of the real
         challenge is known before ``commit`` starts the clock. A worker that refuses only loses
@@ -270,33 +243,32 @@ class PogSession:
         shape = challenge.model_copy(
             update={"key": secrets.token_hex(16), "challenge_id": secrets.token_hex(16)}
         )
+        message = {"op": "warmup", "challenge": shape.model_dump(mode="json")}
         try:
-            await self._request(
-                {"op": "warmup", "challenge": shape.model_dump(mode="json")}, "warmup", SMALL_LINE, timeout
-            )
+            sent, ((arrived, raw),) = await self._exchange(message, "warmup", SMALL_LINE, timeout)
+            _parse_reply(raw, "warmup")
         except WorkerProtocolError as exc:
             log.debug("worker warm-up refused: %s", exc)
+            return None
+        return arrived - sent
 
     async def commit(self, challenge: Challenge, timeout: float) -> TimedCommitment:
         """Send the challenge and time the round trip to the commitment on the validator's clock."""
-        line = json.dumps({"op": "commit", "challenge": challenge.model_dump(mode="json")}).encode() + b"\n"
-        started = time.monotonic()
-        self._process.stdin.write(line)
-        raw = await self._read_line(SMALL_LINE, timeout)
-        elapsed = time.monotonic() - started
+        message = {"op": "commit", "challenge": challenge.model_dump(mode="json")}
+        sent, ((arrived, raw),) = await self._exchange(message, "commit", SMALL_LINE, timeout)
         reply = _parse_reply(raw, "commit")
         commitment = _model(Commitment, reply.get("commitment"), "commit")
         if commitment.challenge_id != challenge.challenge_id:
             raise WorkerProtocolError("commit: commitment is for another challenge")
         if len(commitment.roots) != challenge.gpu_count:
             raise WorkerProtocolError(f"commit: {len(commitment.roots)} roots for {challenge.gpu_count} GPUs")
-        return TimedCommitment(commitment, elapsed)
+        return TimedCommitment(commitment, arrived - sent)
 
     async def request_line(self, message: dict, limit: int, timeout: float) -> bytes | bytearray:
         """Send ``message``; its reply line unparsed. For the big replies (openings), which are parsed
         and verified off the event loop (``compute.pog.offload``, ``verify_pool``)."""
-        self._send(message)
-        return await self._read_line(limit, timeout)
+        _, ((_, raw),) = await self._exchange(message, str(message.get("op")), limit, timeout)
+        return raw
 
     async def open_rows_line(self, request: OpeningRequest, p: int, timeout: float) -> bytes | bytearray:
         """The ``open`` reply line for ``request``, unparsed (see ``request_line``)."""
@@ -304,27 +276,21 @@ class PogSession:
         return await self.request_line(message, opening_line_limit(request, p), timeout)
 
     async def open_rows(self, request: OpeningRequest, p: int, timeout: float) -> Opening:
-        reply = await self._request(
-            {"op": "open", "request": request.model_dump(mode="json")},
-            "open",
-            opening_line_limit(request, p),
-            timeout,
-        )
-        return _model(Opening, reply.get("opening"), "open")
+        message = {"op": "open", "request": request.model_dump(mode="json")}
+        reply = await self._request(message, "open", opening_line_limit(request, p), timeout)
+        return await _model_off_loop(Opening, reply.get("opening"), "open")
 
     # ------------------------------------------------------------ in-depth proofs (docs/pog-depth.md)
 
     async def commit_on(self, challenge: Challenge, device: int, timeout: float) -> TimedCommitment:
         """A one-GPU challenge on ``device`` alone, timed like ``commit`` (open it with ``open_rows``)."""
-        line = {"op": "commit_on", "device": device, "challenge": challenge.model_dump(mode="json")}
-        started = time.monotonic()
-        self._send(line)
-        reply = _parse_reply(await self._read_line(SMALL_LINE, timeout), "commit_on")
-        elapsed = time.monotonic() - started
+        message = {"op": "commit_on", "device": device, "challenge": challenge.model_dump(mode="json")}
+        sent, ((arrived, raw),) = await self._exchange(message, "commit_on", SMALL_LINE, timeout)
+        reply = _parse_reply(raw, "commit_on")
         commitment = _model(Commitment, reply.get("commitment"), "commit_on")
         if commitment.challenge_id != challenge.challenge_id or len(commitment.roots) != 1:
             raise WorkerProtocolError("commit_on: commitment is for another challenge")
-        return TimedCommitment(commitment, elapsed)
+        return TimedCommitment(commitment, arrived - sent)
 
     async def memory_commit(
         self, challenge: MemoryChallenge, timeout: float, slot: str = "memory", gate: MemoryGate | None = None
@@ -334,52 +300,48 @@ class PogSession:
         ``slot="ram"``: the same proof resident in host memory (``ram_build``, ``ram_commit``).
         ``gate``: a lockstep window's gates, awaited before the build and before the start."""
         gpus, passes, build, commit = challenge.gpu_count, challenge.passes, f"{slot}_build", f"{slot}_commit"
+        message = {"op": build, "challenge": challenge.build_message()}
         if gate is not None:
             await gate.before_build()
-        sent_at = time.monotonic()
-        ready = await self._request(
-            {"op": build, "challenge": challenge.build_message()},
-            build,
-            SMALL_LINE,
-            timeout,
-        )
-        build_s = time.monotonic() - sent_at
+        sent, ((built, raw),) = await self._exchange(message, build, SMALL_LINE, timeout)
+        ready = _parse_reply(raw, build)
         if (
             not isinstance(ready.get("ready"), dict)
             or ready["ready"].get("challenge_id") != challenge.challenge_id
         ):
             raise WorkerProtocolError(f"{build}: reply is for another challenge")
-        arrivals: list[list[float]] = [[] for _ in range(gpus)]
         if gate is not None:
             await gate.before_start()
-        self._send({"op": commit, "request": challenge.start_message()})
-        started = time.monotonic()
+        started, lines = await self._exchange(
+            {"op": commit, "request": challenge.start_message()},
+            commit,
+            SMALL_LINE + gpus * passes * 80,
+            timeout,
+            stream="memory_pass",
+            most=gpus * passes,
+        )
         if gate is not None:
-            gate.started(started)
-        while True:
-            raw = await self._read_line(SMALL_LINE + gpus * passes * 80, timeout)
-            now = time.monotonic()
+            gate.started(started)  # the timing process's stamp of the start line: before "chained"
+        arrivals: list[list[float]] = [[] for _ in range(gpus)]
+        for now, raw in lines[:-1]:
             line = _parse_json(raw, commit)
-            if line.get("op") == commit:
-                break
             gpu = line.get("gpu")
-            if (
-                line.get("ok") is not True
-                or not isinstance(gpu, int)
-                or isinstance(gpu, bool)
-                or not 0 <= gpu < gpus
-            ):
-                _parse_reply(raw, commit)  # raises the worker's error, or a protocol error
+            if not isinstance(gpu, int) or isinstance(gpu, bool) or not 0 <= gpu < gpus:
                 raise WorkerProtocolError(f"{commit}: unexpected line {raw[:80]!r}")
-            if line.get("op") == "memory_pass" and line.get("pass") == len(arrivals[gpu]) + 1 <= passes:
+            if line.get("pass") == len(arrivals[gpu]) + 1 <= passes:
                 arrivals[gpu].append(now)
             else:
                 raise WorkerProtocolError(f"{commit}: out-of-order line {raw[:80]!r}")
+        last, raw = lines[-1]
+        line = _parse_json(raw, commit)
+        if line.get("op") != commit:
+            _parse_reply(raw, commit)  # raises the worker's error, or a protocol error
+            raise WorkerProtocolError(f"{commit}: unexpected line {raw[:80]!r}")
         reply = _parse_reply(raw, commit)
         commitment = _model(MemoryCommitment, reply.get("commitment"), commit)
         if commitment.challenge_id != challenge.challenge_id:
             raise WorkerProtocolError(f"{commit}: commitment is for another challenge")
-        return TimedMemory(commitment, arrivals, time.monotonic() - started, started, build_s)
+        return TimedMemory(commitment, arrivals, last - started, started, built - sent)
 
     async def memory_open_line(
         self, request: MemoryOpenRequest, n: int, timeout: float, slot: str = "memory"
@@ -398,32 +360,26 @@ class PogSession:
         reply = await self._request(
             {"op": op, "request": request.model_dump(mode="json")}, op, limit, timeout
         )
-        return _model(MemoryOpening, reply.get("opening"), op)
+        return await _model_off_loop(MemoryOpening, reply.get("opening"), op)
 
     async def sustained(self, segments: list[Challenge], timeout: float) -> TimedSeries:
         """Run segments back to back; ``timeout`` bounds the silence between two segment lines."""
-        self._send({"op": "sustained", "segments": [c.model_dump(mode="json") for c in segments]})
-        sent_at = time.monotonic()
+        message = {"op": "sustained", "segments": [c.model_dump(mode="json") for c in segments]}
+        sent_at, lines = await self._exchange(
+            message, "sustained", SMALL_LINE, timeout, stream="segment", most=len(segments)
+        )
         arrivals: list[float] = []
         commitments: list[Commitment] = []
-        while True:
-            raw = await self._read_line(SMALL_LINE, timeout)
-            now = time.monotonic()
+        for now, raw in lines[:-1]:
             line = _parse_json(raw, "sustained")
-            if line.get("op") != "segment":
-                break
-            if (
-                line.get("ok") is not True
-                or line.get("index") != len(arrivals)
-                or len(arrivals) >= len(segments)
-            ):
+            if line.get("index") != len(arrivals) or len(arrivals) >= len(segments):
                 raise WorkerProtocolError(f"sustained: unexpected segment line {raw[:80]!r}")
             commitment = _model(Commitment, line.get("commitment"), "sustained")
             if commitment.challenge_id != segments[len(arrivals)].challenge_id:
                 raise WorkerProtocolError("sustained: segment commitment is for another challenge")
             arrivals.append(now)
             commitments.append(commitment)
-        _parse_reply(raw, "sustained")
+        _parse_reply(lines[-1][1], "sustained")
         if len(arrivals) != len(segments):
             raise WorkerProtocolError(f"sustained: {len(arrivals)} segments for {len(segments)} sent")
         return TimedSeries(sent_at, arrivals, commitments)
@@ -436,40 +392,27 @@ class PogSession:
         return await self.request_line(message, opening_line_limit(request, p), timeout)
 
     async def sustained_open(self, index: int, request: OpeningRequest, p: int, timeout: float) -> Opening:
-        reply = await self._request(
-            {"op": "sustained_open", "index": index, "request": request.model_dump(mode="json")},
-            "sustained_open",
-            opening_line_limit(request, p),
-            timeout,
-        )
-        return _model(Opening, reply.get("opening"), "sustained_open")
+        message = {"op": "sustained_open", "index": index, "request": request.model_dump(mode="json")}
+        reply = await self._request(message, "sustained_open", opening_line_limit(request, p), timeout)
+        return await _model_off_loop(Opening, reply.get("opening"), "sustained_open")
 
     async def probe(
         self, request: dict, timeout: float, op: str = "probe", limit: int = SMALL_LINE
     ) -> tuple[dict, float]:
         """One host probe (``probe``: CPU; ``disk_write``, ``disk_read``); returns (result, seconds on
         the validator's clock)."""
-        started = time.monotonic()
-        reply = await self._request({"op": op, "request": request}, op, limit, timeout)
-        elapsed = time.monotonic() - started
+        sent, ((arrived, raw),) = await self._exchange({"op": op, "request": request}, op, limit, timeout)
+        reply = await _parse_off_loop(raw, op)
         result = reply.get("result")
         if not isinstance(result, dict):
             raise WorkerProtocolError(f"{op}: result is not an object")
-        return result, elapsed
+        return result, arrived - sent
 
     async def close(self) -> None:
         """Ask the worker to exit, then tear the connection down (never raises, never hangs)."""
         try:
-            self._send({"op": "exit"})
-            self._process.stdin.write_eof()
-        except (asyncssh.Error, OSError):
-            pass
-        self._process.close()
-        self._conn.close()
-        self._stderr_task.cancel()
-        try:
-            await asyncio.wait_for(self._conn.wait_closed(), 5)
-        except (asyncio.TimeoutError, asyncssh.Error, OSError):
+            await asyncio.wait_for(self._clock.call({"op": "close", "sid": self._sid}), 10)
+        except (asyncio.TimeoutError, ClockFailed):
             pass
 
     async def __aenter__(self) -> PogSession:
@@ -479,9 +422,41 @@ class PogSession:
         await self.close()
 
 
+def _failure_text(reply: dict) -> str:
+    error = str(reply.get("error") or "failed")
+    if reply.get("kind") == "eof":
+        tail = str(reply.get("stderr") or "").strip().splitlines()[-1:] or ["no stderr"]
+        return f"worker exited ({tail[0][:200]})"
+    return error
+
+
+def _failure(reply: dict) -> Exception:
+    """The session error a failed answer of the timing process stands for."""
+    kind, text = reply.get("kind"), _failure_text(reply)
+    if kind == "timeout":
+        return WorkerTimeout(text)
+    if kind == "ssh":
+        return SshFailed(text)
+    if kind in ("eof", "channel", "protocol"):
+        return WorkerProtocolError(text)
+    return ClockFailed(f"timing process: {text}")  # the validator's own trouble, not the miner's
+
+
+async def _parse_off_loop(raw: bytes, op: str) -> dict:
+    """``parse_reply`` of one line; a large one in a thread, so the event loop keeps serving."""
+    if len(raw) <= BIG_LINE:
+        return _parse_reply(raw, op)
+    return await asyncio.to_thread(_parse_reply, raw, op)
+
+
+async def _model_off_loop(model: type[M], value: object, op: str) -> M:
+    return await asyncio.to_thread(_model, model, value, op)
+
+
 __all__ = [
     "BOOTSTRAP",
     "ChannelBroken",
+    "ClockFailed",
     "DeviceInfo",
     "MemoryGate",
     "PogSession",

@@ -20,6 +20,7 @@ wrongtype answers info with a device list of strings
 silent    answers info, then never answers again
 hostiletext answers every request {"ok": false} with an error full of terminal control codes and
           rich markup (the worker's words must reach the validator's table and log printable)
+fakefar   honest, but answers every ping 0.3 s late (pretends to be far away to stretch an allowance)
 """
 
 from __future__ import annotations
@@ -48,6 +49,16 @@ def main(mode: str) -> None:
     exec(compile(source, "pog_worker", "exec"), ns)
     if mode in ("garbage", "silent", *MALFORMED_INFO):
         return _broken(stdin, mode)
+    if mode == "fakefar":
+        honest_handle = ns["_handle"]
+
+        def handle(engine_box, device, message):
+            if isinstance(message, dict) and message.get("op") == "ping":
+                time.sleep(0.3)  # only the round-trip probes look far; the timed answers come at once
+            return honest_handle(engine_box, device, message)
+
+        ns["_handle"] = handle
+        return ns["serve"](stdin, sys.stdout, "cpu")
     original = ns["product_cpu"]
     if mode in ("memskip", "memregen", "throttle", "spike"):
         return _depth_cheat(ns, stdin, mode)

@@ -1,0 +1,254 @@
+"""The validator's timing process: every lease's SSH session, its I/O stamped where nothing else runs.
+
+Run as a script (``python clock_child.py FD``) by ``compute.validator.session.clock``, never imported
+by the validator at run time: it imports only the standard library and asyncssh, so no work of the
+validator process (the dashboard, parsing and verifying openings, the chain, the store) can delay
+it, GIL included. The parent speaks to it over the inherited UNIX socket ``FD`` in frames:
+``<II`` (header length, payload length), a JSON header, raw payload bytes.
+
+Requests (header ``op``; every answer echoes ``id``, ``ok`` and on failure ``kind``/``error``/``stderr``):
+
+- ``open``: connect to ``host:port`` (through the ``proxy`` command's stdin/stdout when given; the ``ciphers`` asked first) as
+  ``username`` with the private ``key`` (OpenSSH text), pin ``host_key``, run ``command``, write the payload (the worker upload) and answer with the first
+  line (the echoed digest).
+- ``request``: write the payload (one request line) to session ``sid``, stamping ``sent_at`` on this
+  process's monotonic clock right before the write, then read one line, or with ``stream`` the lines
+  ``{"op": stream, "ok": true, ...}`` up to the first other line (at most ``max_lines``), each
+  stamped when its bytes arrived. Answer: ``sent_at``, ``stamps``, ``sizes``; payload: the lines.
+- ``send``: write the payload, read nothing. ``close``: ask the worker to exit, drop the session.
+
+Failure kinds: ``ssh`` (connect, host key, start), ``channel`` (a write or read on the channel
+broke), ``eof`` (the command ended), ``timeout`` (silent past ``timeout`` s), ``protocol`` (a line
+longer than ``limit``). CLOCK_MONOTONIC is system-wide: stamps compare with the parent's clock.
+It parses only small lines (to find a stream's end); it judges nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import struct
+import sys
+import time
+
+import asyncssh
+
+FRAME = struct.Struct("<II")
+SMALL_LINE = 1 << 16
+STDERR_TAIL = 2000
+READ_CHUNK = 1 << 16
+TIE_S = 1e-6  # lines that arrived in one chunk are stamped 1 us apart, in order
+
+
+class Failure(Exception):
+    def __init__(self, kind: str, error: str, stderr: str = "") -> None:
+        super().__init__(error)
+        self.kind, self.error, self.stderr = kind, error, stderr
+
+
+class Channel:
+    """One worker session: a reader task stamps and splits stdout lines the moment bytes arrive."""
+
+    def __init__(self, conn: asyncssh.SSHClientConnection, process: asyncssh.SSHClientProcess) -> None:
+        self.conn, self.process = conn, process
+        self.limit = SMALL_LINE
+        self.lines: asyncio.Queue[tuple[float, bytes] | Failure] = asyncio.Queue()
+        self.stderr = bytearray()
+        self.tasks = [asyncio.ensure_future(self._read()), asyncio.ensure_future(self._drain_stderr())]
+
+    async def _read(self) -> None:
+        buffer = bytearray()
+        try:
+            while True:
+                chunk = await self.process.stdout.read(READ_CHUNK)
+                now = time.monotonic()  # the arrival of every line completed by this chunk
+                if not chunk:
+                    self.lines.put_nowait(Failure("eof", "worker exited", self.tail()))
+                    return
+                start = len(buffer)
+                buffer += chunk
+                while (end := buffer.find(b"\n", start)) >= 0:
+                    self.lines.put_nowait((now, bytes(buffer[: end + 1])))
+                    now += TIE_S  # lines of one chunk keep their order on the clock
+                    del buffer[: end + 1]
+                    start = 0
+                if len(buffer) > self.limit:
+                    self.lines.put_nowait(Failure("protocol", f"worker line longer than {self.limit} bytes"))
+                    return
+        except (asyncssh.Error, OSError) as exc:
+            self.lines.put_nowait(Failure("channel", f"worker channel failed: {exc}", self.tail()))
+
+    async def _drain_stderr(self) -> None:
+        try:
+            while chunk := await self.process.stderr.read(4096):
+                self.stderr = (self.stderr + chunk)[-STDERR_TAIL:]
+        except (asyncssh.Error, OSError):
+            pass
+
+    def tail(self) -> str:
+        return self.stderr.decode("utf-8", "replace")
+
+    def write(self, data: bytes) -> float:
+        """Write ``data``; the stamp taken right before it leaves."""
+        now = time.monotonic()
+        try:
+            self.process.stdin.write(data)
+        except (asyncssh.Error, OSError) as exc:  # BrokenPipeError: the channel closed
+            raise Failure("channel", f"channel broke ({type(exc).__name__}: {exc})", self.tail()) from None
+        return now
+
+    async def line(self, timeout: float) -> tuple[float, bytes]:
+        try:
+            item = await asyncio.wait_for(self.lines.get(), timeout)
+        except asyncio.TimeoutError:
+            raise Failure("timeout", f"worker silent for {timeout:.1f}s") from None
+        if isinstance(item, Failure):
+            self.lines.put_nowait(item)  # the channel stays failed for later requests
+            if item.kind == "eof":
+                item.stderr = self.tail()
+            raise item
+        return item
+
+    async def close(self) -> None:
+        try:
+            self.process.stdin.write(b'{"op":"exit"}\n')
+            self.process.stdin.write_eof()
+        except (asyncssh.Error, OSError):
+            pass
+        self.process.close()
+        self.conn.close()
+        for task in self.tasks:
+            task.cancel()
+        try:
+            await asyncio.wait_for(self.conn.wait_closed(), 5)
+        except (asyncio.TimeoutError, asyncssh.Error, OSError):
+            pass
+
+
+def _continues(raw: bytes, stream: str) -> bool:
+    """Whether ``raw`` is one more ``stream`` line (small, ``ok``, that op); anything else ends it."""
+    if len(raw) > SMALL_LINE:
+        return False
+    try:
+        line = json.loads(raw)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(line, dict) and line.get("ok") is True and line.get("op") == stream
+
+
+class Clock:
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.channels: dict[str, Channel] = {}
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def serve(self) -> None:
+        reader, self.writer = await asyncio.open_unix_connection(sock=self.sock, limit=1 << 20)
+        running: set[asyncio.Task] = set()
+        while True:
+            try:
+                sizes = await reader.readexactly(FRAME.size)
+                head, size = FRAME.unpack(sizes)
+                header = json.loads(await reader.readexactly(head))
+                payload = await reader.readexactly(size)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                break  # the validator went away: so do its sessions
+            task = asyncio.ensure_future(self.answer(header, payload))
+            running.add(task)
+            task.add_done_callback(running.discard)
+        for channel in list(self.channels.values()):
+            await channel.close()
+
+    async def answer(self, header: dict, payload: bytes) -> None:
+        reply: dict = {"id": header.get("id"), "ok": True}
+        body = b""
+        try:
+            body = await self.handle(header, payload, reply)
+        except Failure as exc:
+            reply.update(ok=False, kind=exc.kind, error=exc.error, stderr=exc.stderr)
+        except Exception as exc:  # noqa: BLE001 - the request boundary: the parent gets the reason
+            reply.update(ok=False, kind="clock", error=f"{type(exc).__name__}: {exc}")
+        data = json.dumps(reply).encode()
+        assert self.writer is not None
+        self.writer.write(FRAME.pack(len(data), len(body)) + data + body)
+        await self.writer.drain()
+
+    async def handle(self, header: dict, payload: bytes, reply: dict) -> bytes:
+        op = header["op"]
+        if op == "open":
+            return await self.open(header, payload)
+        channel = self.channels.get(header["sid"])
+        if channel is None:
+            raise Failure("channel", "session is closed")
+        if op == "close":
+            del self.channels[header["sid"]]
+            await channel.close()
+            return b""
+        channel.limit = int(header.get("limit", SMALL_LINE))
+        reply["sent_at"] = channel.write(payload) if payload else time.monotonic()
+        if op == "send":
+            return b""
+        timeout, stream = float(header["timeout"]), header.get("stream")
+        stamps: list[float] = []
+        lines: list[bytes] = []
+        while True:
+            stamp, raw = await channel.line(timeout)
+            stamps.append(stamp)
+            lines.append(raw)
+            if not stream or not _continues(raw, stream) or len(lines) > int(header["max_lines"]):
+                break
+        reply.update(stamps=stamps, sizes=[len(raw) for raw in lines])
+        return b"".join(lines)
+
+    async def open(self, header: dict, payload: bytes) -> bytes:
+        timeout = float(header["timeout"])
+        try:
+            pinned = asyncssh.import_public_key(header["host_key"].strip())
+            key = asyncssh.import_private_key(header["key"])
+        except (asyncssh.KeyImportError, ValueError) as exc:
+            raise Failure("ssh", f"lease host key does not parse: {exc}") from None
+        host, port = header["host"], int(header["port"])
+        try:
+            conn = await asyncio.wait_for(
+                asyncssh.connect(
+                    host,
+                    port,
+                    username=header["username"],
+                    client_keys=[key],
+                    known_hosts=([pinned], [], []),
+                    agent_path=None,
+                    config=(),
+                    connect_timeout=timeout,
+                    proxy_command=header.get("proxy") or (),
+                    encryption_algs=header.get("ciphers") or (),
+                ),
+                timeout,
+            )
+        except asyncio.TimeoutError:
+            raise Failure("ssh", f"ssh connect to {host}:{port} timed out after {timeout:.0f}s") from None
+        except (OSError, asyncssh.Error) as exc:
+            raise Failure("ssh", f"ssh connect to {host}:{port} failed: {exc}") from None
+        try:
+            process = await asyncio.wait_for(conn.create_process(header["command"], encoding=None), timeout)
+        except (asyncio.TimeoutError, OSError, asyncssh.Error) as exc:
+            conn.close()
+            raise Failure("ssh", f"could not start the worker: {exc or 'timeout'}") from None
+        channel = Channel(conn, process)
+        try:
+            channel.write(payload)
+            _, first = await channel.line(timeout)
+        except Failure:
+            await channel.close()
+            raise
+        self.channels[header["sid"]] = channel
+        return first
+
+
+def main() -> None:
+    sock = socket.socket(fileno=int(sys.argv[1]))
+    asyncio.run(Clock(sock).serve())
+
+
+if __name__ == "__main__":
+    main()

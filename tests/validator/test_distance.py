@@ -1,0 +1,100 @@
+"""Distance (issue 24, finding 1): a far honest miner is verified like a near one; faking distance
+gains nothing. Real miners (signed app, embedded backend, real SSH, real worker) reached through the
+userspace latency proxy (``compute/localnet/latency_proxy.py``: delay + jitter per direction).
+
+Before: every timed interval held one round trip and the memory proof's 16 passes had to absorb
+it: an honest card past ~0.35 s round trip lost its memory (an H100 paid the CPU floor), and a
+small GEMM measured at 300 ms was a fraction of the same GEMM measured at 0 ms. Now the round trip
+is measured in the session and the timed work is made long enough that it is at most
+``distance_share`` of it; nothing is ever subtracted, so a miner that answers pings late only makes
+its own work longer.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from validator_helpers import small_params
+
+from compute.scoring import ScoringConfig, load_gpu_table
+from compute.validator import MinerTarget, check_miner
+from compute.validator.proofs.distance import passes_for, stretch_factor, stretched_n
+
+PROXY = Path(__file__).resolve().parents[2] / "compute" / "localnet" / "latency_proxy.py"
+TABLE = load_gpu_table()
+SCORING = ScoringConfig()
+SHARE = 0.1  # tests: the round trip at most 10 % of a timed interval (keeps the stretched GEMM ~3 s)
+
+
+def far(rtt_ms: int, jitter: float = 0.2) -> tuple[str, ...]:
+    return (sys.executable, str(PROXY), "--rtt-ms", str(rtt_ms), "--jitter", str(jitter), "{host}", "{port}")
+
+
+def target(miner, uid: int = 1) -> MinerTarget:
+    return MinerTarget(uid, miner.hotkey, miner.endpoint)
+
+
+@pytest.mark.parametrize(
+    ("compute_s", "rtt_s", "share", "factor"),
+    [
+        (3.0, 0.001, 0.02, 1.0),  # near: nothing to stretch
+        (3.0, 0.3, 0.02, 6.5),  # 300 ms, 2 %: 15 s of work, x 1.3 headroom
+        (0.1, 0.3, 0.1, 39.0),
+        (0.5, 2.0, 0.01, 60.0),  # capped at MAX_TIMED_S = 30 s of work
+        (0.0, 0.3, 0.02, 64.0),  # a compute time hidden (warm-up faster than a ping): MAX_STRETCH
+        (3.0, 0.0, 0.02, 1.0),
+    ],
+)
+def test_timed_work_grows_with_the_measured_round_trip(compute_s, rtt_s, share, factor) -> None:
+    assert stretch_factor(compute_s, rtt_s, share) == pytest.approx(factor)
+
+
+def test_stretching_only_grows_and_stays_in_bounds() -> None:
+    assert stretched_n(8192, 0.7, 0.001, 0.02, 4096, 1 << 26) == 8192
+    assert stretched_n(8192, 0.7, 0.3, 0.02, 4096, 1 << 26) == 229376  # x 21.4 x 1.3, whole chunks
+    assert stretched_n(8192, 0.0, 9.9, 0.001, 4096, 1 << 18) == 1 << 18
+    assert passes_for(16, 0.019, 0.0, 0.02, 256) == 16
+    assert passes_for(16, 0.019, 0.3, 0.02, 256) == 256  # H100 at 300 ms: 789 wanted, the most allowed
+    assert passes_for(16, 0.5, 0.05, 0.02, 256) == 16
+
+
+async def test_a_far_honest_miner_is_verified_like_a_near_one(start_miner, validator_client) -> None:
+    """300 ms round trip (+/- 20 % jitter per chunk and direction) against the same miner near."""
+    miner = start_miner("honest")
+    params = small_params(distance_share=SHARE)
+    near = await check_miner(validator_client, target(miner), params, TABLE, SCORING)
+    away = await check_miner(
+        validator_client,
+        target(miner),
+        small_params(distance_share=SHARE, lease_proxy=far(300)),
+        TABLE,
+        SCORING,
+    )
+    assert near.ok and away.ok, away.reasons
+    assert (
+        near.mem_proven_gb and away.mem_proven_gb
+    )  # memory proven at 300 ms too (before: lost past ~0.35 s)
+    assert 0.2 < away.timings["rtt_s"] < 0.45 and near.timings["rtt_s"] < 0.1
+    # the far GEMM was made ~rtt/share long, so the round trip is ~10 % of it (before: the tiny
+    # product took ~ms and measured ~1 % of its throughput at 300 ms)
+    assert away.timings["fp32_s"] > 0.8 * away.timings["rtt_s"] / SHARE
+    assert away.tflops_fp32 > 0.6 * near.tflops_fp32, (near.tflops_fp32, away.tflops_fp32)
+    assert away.sample > 0.6 * near.sample
+
+
+async def test_faking_distance_stretches_only_the_cheaters_own_work(start_miner, validator_client) -> None:
+    """The cheat: answer pings 0.3 s late (look far, hoping for a round-trip allowance), answer the
+    timed work at once. Nothing is subtracted: its figures are work over the validator's time."""
+    honest = start_miner("honest")
+    faker = start_miner("fakefar", cheat="fakefar")
+    params = small_params(distance_share=SHARE, miner_timeout=180.0)
+    base = await check_miner(validator_client, target(honest), params, TABLE, SCORING)
+    cheat = await check_miner(validator_client, target(faker, 2), params, TABLE, SCORING)
+    print(base.timings, cheat.timings)
+    assert base.ok and cheat.ok, cheat.reasons
+    assert cheat.timings["rtt_s"] >= 0.3  # it did look far
+    assert cheat.timings["fp32_s"] > 0.8 * 0.3 / SHARE  # so its work was stretched, at its own cost
+    # and it is paid what it computed per second, never more (noise of a shared CPU: 40 %)
+    assert cheat.tflops_fp32 < 1.4 * base.tflops_fp32, (base.tflops_fp32, cheat.tflops_fp32)
