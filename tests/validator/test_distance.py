@@ -77,13 +77,16 @@ async def test_a_far_honest_miner_is_verified_like_a_near_one(start_miner, valid
         near.mem_proven_gb and away.mem_proven_gb
     )  # memory proven at 300 ms too (before: lost past ~0.35 s)
     assert 0.2 < away.timings["rtt_s"] < 0.45 and near.timings["rtt_s"] < 0.1
-    # the far GEMM was made ~rtt/share long, so the round trip is ~10 % of it (before: the tiny
-    # product took ~ms and measured ~1 % of its throughput at 300 ms)
-    assert away.timings["fp32_s"] > 0.8 * away.timings["rtt_s"] / SHARE
+    # the far GEMM runs were made ~rtt/share long, so the round trip is ~10 % of them (before: the
+    # tiny product took ~ms and measured ~1 % of its throughput at 300 ms). Their time taken together:
+    # the faster of the two counts, and this test's ms-long product lets the first grow only
+    # MAX_STRETCH x from its warm-up (a production product's warm-up is long enough not to hit it)
+    assert away.timings["total_s"] > near.timings["total_s"] + 0.8 * away.timings["rtt_s"] / SHARE
     assert away.tflops_fp32 > 0.6 * near.tflops_fp32, (near.tflops_fp32, away.tflops_fp32)
     assert away.sample > 0.6 * near.sample
 
 
+@pytest.mark.slow
 async def test_faking_distance_stretches_only_the_cheaters_own_work(start_miner, validator_client) -> None:
     """The cheat: answer pings 0.3 s late (look far, hoping for a round-trip allowance), answer the
     timed work at once. Nothing is subtracted: its figures are work over the validator's time."""
@@ -95,6 +98,9 @@ async def test_faking_distance_stretches_only_the_cheaters_own_work(start_miner,
     print(base.timings, cheat.timings)
     assert base.ok and cheat.ok, cheat.reasons
     assert cheat.timings["rtt_s"] >= 0.3  # it did look far
-    assert cheat.timings["fp32_s"] > 0.8 * 0.3 / SHARE  # so its work was stretched, at its own cost
+    # so its work was stretched, at its own cost (its runs taken together: the faster of its two
+    # runs, the one that counts, may be the first, stretched at most MAX_STRETCH x from a warm-up
+    # that looked instant beside its fake round trip)
+    assert cheat.timings["total_s"] > base.timings["total_s"] + 0.8 * 0.3 / SHARE
     # and it is paid what it computed per second, never more (noise of a shared CPU: 40 %)
     assert cheat.tflops_fp32 < 1.4 * base.tflops_fp32, (base.tflops_fp32, cheat.tflops_fp32)
