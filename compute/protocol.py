@@ -464,6 +464,40 @@ class DeleteVolumeResponse(Message):
     name: VolumeName
 
 
+Figure = Annotated[float, Field(ge=0, le=1e9, allow_inf_nan=False)]
+
+
+class VerdictFigures(Value):
+    """What the validator measured this round, each on its own clock (None: not measured)."""
+
+    tflops_fp16: Figure | None = None
+    tflops_fp32: Figure | None = None
+    memory_gbs: Figure | None = None  # proven bandwidth (median over the GPUs)
+    memory_gb: Figure | None = None  # proven resident memory per GPU
+    round_trip_ms: Figure | None = None  # validator <-> lease, measured in the session (never subtracted)
+    sustained_factor: Figure | None = None
+    rented_fraction: Figure | None = None
+
+
+class VerdictRequest(Message):
+    """validator -> miner: its verdict on the miner this round and why (optional: a miner that does
+    not know it answers 404 and loses nothing). Signed by the validator like every request; the miner
+    keeps it as received so its operator can re-check who said what (``miner-report``)."""
+
+    kind: Literal["verdict"] = "verdict"
+    round_id: int = Field(ge=0, le=2**62)
+    block: int = Field(ge=0, le=2**62)
+    ok: bool
+    sample: Figure
+    score: Figure | None = None  # the miner's moving-average score after this round
+    reasons: list[Annotated[str, PeerText(400)]] = Field(default_factory=list, max_length=16)
+    figures: VerdictFigures = Field(default_factory=VerdictFigures)
+
+
+class VerdictResponse(Message):
+    kind: Literal["verdict_received"] = "verdict_received"
+
+
 Request = (
     HealthRequest
     | SpecsRequest
@@ -480,6 +514,7 @@ Request = (
     | TemplatesRequest
     | ListVolumesRequest
     | DeleteVolumeRequest
+    | VerdictRequest
 )
 
 ROUTES: dict[type[Message], tuple[str, type[Message]]] = {
@@ -498,6 +533,7 @@ ROUTES: dict[type[Message], tuple[str, type[Message]]] = {
     TemplatesRequest: ("/v1/templates", TemplatesResponse),
     ListVolumesRequest: ("/v1/volumes/list", ListVolumesResponse),
     DeleteVolumeRequest: ("/v1/volumes/delete", DeleteVolumeResponse),
+    VerdictRequest: ("/v1/verdict", VerdictResponse),
 }
 
 
@@ -583,6 +619,9 @@ __all__ = [
     "TemplatesRequest",
     "TemplatesResponse",
     "VOLUME_MOUNT_PATH",
+    "VerdictFigures",
+    "VerdictRequest",
+    "VerdictResponse",
     "VolumeInfo",
     "VolumeName",
     "VolumeRequest",

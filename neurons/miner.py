@@ -40,6 +40,8 @@ from compute.miner.service import (  # noqa: E402
     check_registered,
 )
 from compute.miner.specs import multihost_specs  # noqa: E402
+from compute.miner.verdicts import FILE_NAME as VERDICTS_FILE  # noqa: E402
+from compute.miner.verdicts import VerdictLog  # noqa: E402
 from compute.settings import MinerSettings, SettingsError, parse_miner  # noqa: E402
 from compute.specs import SpecsCache  # noqa: E402
 from compute.transport import (  # noqa: E402
@@ -132,6 +134,7 @@ async def run(settings: MinerSettings) -> int:
         else multihost_specs(specs_cache.get, multi, manager),
         templates=catalog,
         monitor=monitor,
+        verdicts=VerdictLog(settings.data_dir / VERDICTS_FILE),
     )
 
     async def publish() -> None:

@@ -35,7 +35,7 @@ figure{margin:0}figcaption{font-weight:600}
 table{border-collapse:collapse;margin-top:12px}
 th,td{border-bottom:1px solid #e2e8f0;padding:3px 6px;text-align:right;white-space:nowrap}
 th{background:#f1f5f9}td.l,th.l{text-align:left}
-.ok{color:#16a34a}.fail{color:#dc2626}.none{color:#64748b}
+.ok{color:#16a34a}.fail{color:#dc2626}.none{color:#64748b}.why{color:#475569;font-size:.85em}
 """
 
 
@@ -78,13 +78,20 @@ def _gpus_cell(result: PogResult | None) -> str:
     return f'<td class="l">{text} <span class="hosts" title="{escape(each)}">· {hosts}</span>'
 
 
+REASON_SHOWN = 90  # characters of the first reason shown next to the verdict (all of them on hover)
+
+
 def _verdict(result: PogResult | None) -> str:
+    """pass/fail, the round, and the first reason beside it (the miner's own "why", issue 24)."""
     if result is None:
         return '<span class="none">not tested</span>'
+    reasons = "; ".join(result.reasons)
+    first = result.reasons[0] if result.reasons else ""
+    shown = first if len(first) <= REASON_SHOWN else first[: REASON_SHOWN - 1] + "…"
+    why = f' <span class="why" title="{escape(reasons)}">{escape(shown)}</span>' if first else ""
     if result.ok:
-        return f'<span class="ok">pass</span> r{result.round_id}'
-    reasons = "; ".join(result.reasons) or "failed"
-    return f'<span class="fail" title="{escape(reasons)}">fail</span> r{result.round_id}'
+        return f'<span class="ok">pass</span> r{result.round_id}{why}'
+    return f'<span class="fail" title="{escape(reasons or "failed")}">fail</span> r{result.round_id}{why}'
 
 
 def _rental(result: PogResult | None) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
 import sqlite3
 import time
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from compute import __version__
 from compute.allocation import AllocationManager, HealthMonitor, TemplateCatalog, UnknownTemplate
 from compute.allocation.lease.failures import failure, is_disk_full
 from compute.miner.receipts import keep_release, lease_release, rental_receipts, signed_receipt
+from compute.miner.verdicts import VerdictLog
 from compute.protocol import (
     AllocateRequest,
     AvailabilityResponse,
@@ -54,10 +56,13 @@ from compute.protocol import (
     RentalReceiptsResponse,
     RequestFailed,
     RestartLeaseRequest,
+    SignedRequest,
     SpecsRequest,
     SpecsResponse,
     TemplatesRequest,
     TemplatesResponse,
+    VerdictRequest,
+    VerdictResponse,
     route_for,
 )
 from compute.sqlitedb import DbBusy
@@ -76,11 +81,13 @@ def build_miner_app(
     clock: Callable[[], float] = time.monotonic,
     templates: TemplateCatalog | None = None,
     monitor: HealthMonitor | None = None,
+    verdicts: VerdictLog | None = None,
 ) -> FastAPI:
     """The miner's signed FastAPI app; ``specs_provider`` may block (it runs in a thread).
 
     ``templates``: the base images offered (None: only the backend's own image, as ``default``);
-    ``monitor``: the lease watch whose findings are attached to status and list answers."""
+    ``monitor``: the lease watch whose findings are attached to status and list answers;
+    ``verdicts``: where the validators' verdicts are kept (None: only logged)."""
     server = SignedServer(keypair, policy, limits)
     started = clock()
 
@@ -235,6 +242,16 @@ def build_miner_app(
     @route(LeaseEndRequest)
     async def lease_end(req: LeaseEndRequest, caller: Caller) -> LeaseEndResponse:
         return LeaseEndResponse(lease_id=req.lease_id, released=await lease_release(manager, req.lease_id))
+
+    @route(VerdictRequest)
+    async def verdict(req: VerdictRequest, caller: Caller) -> VerdictResponse:
+        kept = verdicts or VerdictLog(os.devnull)
+        receipt = signed_receipt()
+        signed = (
+            SignedRequest(path=receipt.path, body=receipt.body, headers=receipt.headers) if receipt else None
+        )
+        await asyncio.to_thread(kept.record, signed if verdicts else None, req, caller.hotkey_ss58)
+        return VerdictResponse()
 
     return server.app
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -94,3 +95,10 @@ def test_a_multi_host_miner_shows_its_credited_hosts(tmp_path: Path) -> None:
     assert "4× NVIDIA H100 80GB HBM3" in html and "· 2 of 3 hosts" in html
     assert 'title="gpu-a: 1.25; gpu-b: not credited; gpu-c: 0.75"' in html
     assert body.machines[0].hosts == hosts
+
+
+def test_each_miner_reads_its_reason_beside_pass_or_fail(server: RunningServer) -> None:
+    """Issue 24: the reason is on the page next to the verdict, not only in a hover title."""
+    html = httpx.get(server.url + "/", timeout=10).text
+    shown = re.search(r'<span class="fail"[^>]*>fail</span> r\d+ <span class="why"[^>]*>([^<]*)</span>', html)
+    assert shown is not None and shown.group(1) == "&lt;script&gt;alert(1)&lt;/script&gt; mismatch"

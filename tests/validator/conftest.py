@@ -12,6 +12,7 @@ from compute.allocation import AllocationManager, EmbeddedBackend, LeaseStore, M
 from compute.chain import SimChainState, connect
 from compute.miner import build_miner_app
 from compute.miner.specs import fixed_specs
+from compute.miner.verdicts import FILE_NAME, VerdictLog
 from compute.protocol import GpuSpec
 from compute.store import ValidatorStore
 from compute.transport import KeyWallet, ServerLimits, serve_in_thread
@@ -43,7 +44,12 @@ def start_miner(tmp_path: Path, make_wallet):
         specs = fixed_specs(gpus)
         keypair = KeyWallet.from_wallet(wallet)
         app = build_miner_app(
-            keypair, policy, manager, lambda: specs, ServerLimits(rate_per_s=100, burst=100)
+            keypair,
+            policy,
+            manager,
+            lambda: specs,
+            ServerLimits(rate_per_s=100, burst=100),
+            verdicts=VerdictLog(data / FILE_NAME),
         )
         server = serve_in_thread(app, "127.0.0.1", 0)
         running.append(server)

@@ -42,6 +42,7 @@ from compute.validator.params import MinerTarget, RoundParams
 from compute.validator.rentals.truth import MinerNotes
 from compute.validator.report.progress import RoundProgress
 from compute.validator.report.table import print_round_table, round_table
+from compute.validator.report.verdicts import TELL_TIMEOUT_S, tell_miners
 from compute.validator.report.wandb_log import WandbLogger
 from compute.validator.round.schedule import check_probability, due_uids, fresh_rng, start_offsets
 from compute.validator.round.weights import CreditFactors, WeightsError, WeightSetter, weights_from_scores
@@ -376,6 +377,13 @@ class RoundLoop(BlockLoop):
         updates = score_updates(results, self.store.scores(), not_skipped, self.scoring, self.own_hotkey)
         self.store.finish_round(record.round_id, updates)
         self._report(record.round_id, results, metagraph, await self._factors(metagraph))
+        scores = {uid: rec.score for uid, rec in self.store.scores().items()}
+        try:  # every tested miner reads why it scored what it did (best effort, bounded)
+            await asyncio.wait_for(
+                tell_miners(self.client, results, {t.uid: t for t in targets}, scores), TELL_TIMEOUT_S + 5
+            )
+        except asyncio.TimeoutError:
+            log.info("round=%d verdicts: not every miner was told in time", record.round_id)
         self.rounds_done += 1
         if self.rounds_limit and self.rounds_done >= self.rounds_limit and self.on_limit is not None:
             await self.on_limit()
