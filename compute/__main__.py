@@ -21,7 +21,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench-transport": ("compute.transport.bench:main", "benchmark the signed HTTP transport"),
     "bench-allocation": ("compute.miner.bench:main", "benchmark lease allocation"),
     "bench-validator": ("compute.validator.tools.bench:main", "benchmark a validator round"),
+    "bench-distance": (
+        "compute.validator.tools.distance_bench:main",
+        "an honest miner proven from near and far (latency proxy), optionally under a dashboard flood",
+    ),
     "dashboard": ("compute.dashboard.cli:main", "serve a validator store's read-only dashboard"),
+    "miner-report": ("compute.miner.verdicts:main", "the validators' verdicts on this miner and why"),
     "latency-proxy": (
         "compute.localnet.latency_proxy:main",
         "stdin/stdout <-> TCP with delay + jitter (a WAN)",

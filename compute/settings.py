@@ -236,6 +236,7 @@ class MinerSettings(BaseModel):
     hosts_file: Path | None = None  # YAML list of Docker hosts to rent out (None: this machine's engine)
     host_check_interval: float = Field(30.0, ge=1, le=3600)  # seconds between checks of the hosts
     disk_check_interval: float = Field(30.0, ge=0, le=3600)  # Docker leases' disk watch; 0 = off
+    cpu_share: float = Field(1.0, gt=0, le=1)  # embedded backend: leases answer at this share of speed
 
     @field_validator("ssh_port_range", mode="before")
     @classmethod
@@ -369,6 +370,11 @@ def add_miner_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         type=float,
         help="seconds between checks of the hosts file's hosts; a host back up is reconciled (30)",
     )
+    group.add_argument(
+        "--miner.cpu_share",
+        type=float,
+        help="embedded backend: leases answer as a machine this share as fast (demo; default 1)",
+    )
     return parser
 
 
@@ -411,6 +417,7 @@ _MINER_FLAGS = {
     "ssh_host": "miner.ssh_host",
     "base_image": "miner.base_image",
     "templates": "miner.templates",
+    "cpu_share": "miner.cpu_share",
     "health_interval": "miner.health_interval",
     "lease_lost_after": "miner.lease_lost_after",
     "max_cpu": "miner.max_cpu",

@@ -94,6 +94,18 @@ def _parser() -> argparse.ArgumentParser:
         "the validators' quorum slash and the renter's claim (fails if the renter is not compensated)",
     )
     parser.add_argument(
+        "--speeds",
+        default="",
+        help="comma-separated speed of each miner (share of full speed), e.g. 1,0.5 (cycled; default: from 1.0 "
+        "down to 0.4, so the miners differ in speed); 1 = all at full speed",
+    )
+    parser.add_argument(
+        "--latency-ms",
+        default="",
+        help="comma-separated round trip (ms) added between each validator and the leases, e.g. "
+        "0,150,300 (cycled; +/-20%% jitter per chunk and direction through a userspace proxy)",
+    )
+    parser.add_argument(
         "--logging.debug", dest="debug", action="store_true", help="debug logs from every process"
     )
     parser.add_argument(
@@ -139,6 +151,12 @@ def main(argv: list[str] | None = None) -> int:
     if not 1 <= args.validators <= 16:
         print("--validators must be between 1 and 16", file=sys.stderr)
         return 2
+    try:
+        speeds = _numbers(args.speeds, "--speeds", low=0.01, high=1.0)
+        latency = _numbers(args.latency_ms, "--latency-ms", low=0.0, high=5000.0)
+    except ValueError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
     console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
     logging.basicConfig(
         level=logging.DEBUG if args.debug else logging.INFO,
@@ -161,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
         validators=args.validators,
         hosts=args.hosts,
         collateral=args.collateral,
+        speeds=speeds,
+        latency_ms=latency,
     )
     if args.hosts > 1 and args.backend != "docker":
         print("--hosts 2 needs --backend docker", file=sys.stderr)
@@ -259,6 +279,17 @@ def hold_for_renters(net: LocalNet, hold_s: float, console: Console) -> None:
     finally:
         if server is not None:
             server.stop()
+
+
+def _numbers(text: str, flag: str, low: float, high: float) -> tuple[float, ...]:
+    """A comma-separated list of numbers in [low, high] (empty: none)."""
+    try:
+        values = tuple(float(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise ValueError(f"{flag}: expected comma-separated numbers, got {text!r}") from None
+    if any(not low <= v <= high for v in values):
+        raise ValueError(f"{flag}: every value must be between {low:g} and {high:g}")
+    return values
 
 
 def hold_dashboard(

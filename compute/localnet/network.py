@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +62,8 @@ class Options:
         1  # 2: miner1 rents out this engine and a second one (root; compute.allocation.docker.second_engine)
     )
     collateral: bool = False  # the local EVM, deposits, a lease killer and a renter made whole
+    speeds: tuple[float, ...] = ()  # speed share per miner (embedded: paced answers); () = spread_speeds
+    latency_ms: tuple[float, ...] = ()  # round trip added between each validator and the leases
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,18 @@ class Participant:
     name: str
     wallet: bt.Wallet
     uid: int
+
+
+DEMO_DISTANCE_SHARE = 0.25  # far demo validators stretch their CPU GEMMs less (2 cores are shared)
+PROXY = Path(__file__).with_name("latency_proxy.py")
+
+
+def spread_speeds(miners: int, slowest: float = 0.4) -> tuple[float, ...]:
+    """Speeds from 1.0 down to ``slowest``, evenly: the demo's miners differ in speed, so the
+    validators must agree on a ranking, not on equality (issue 24, finding 5)."""
+    if miners <= 1:
+        return (1.0,) * miners
+    return tuple(round(1.0 - (1.0 - slowest) * i / (miners - 1), 3) for i in range(miners))
 
 
 def validator_name(index: int) -> str:
@@ -242,6 +257,8 @@ class LocalNet:
             ]
             if self.options.base_image:
                 args += ["--miner.base_image", self.options.base_image]
+            if self.options.backend == "embedded":
+                args += ["--miner.cpu_share", str(self.miner_speed(index))]
             if index == 0 and self.second_engine is not None:
                 args += ["--miner.hosts_file", str(self._hosts_file(low)), "--miner.host_check_interval", "5"]
             children.append(self.processes.start(miner.name, args))
@@ -257,6 +274,16 @@ class LocalNet:
             children.append(self.processes.start("cheaters", args))
             log.info("cheating miners %s starting", [c.name for c in self.cheaters])
         return children
+
+    def miner_speed(self, index: int) -> float:
+        """The speed of miner ``index`` (embedded backend: its answers paced; Docker: full speed)."""
+        speeds = self.options.speeds or spread_speeds(len(self.miners))
+        return speeds[index % len(speeds)]
+
+    def latency_of(self, index: int) -> float:
+        """Round trip (ms) between validator ``index`` and the leases (the list is cycled)."""
+        latencies = self.options.latency_ms
+        return latencies[index % len(latencies)] if latencies else 0.0
 
     def wait_for_miners(self, children: list[Child], timeout_s: float = 60.0) -> None:
         """Wait until every miner has published its endpoint on the chain."""
@@ -293,15 +320,15 @@ class LocalNet:
                 raise LocalnetError(f"{child.name} exited with code {code}; log {child.log_path}")
 
     def demo_scoring_env(self) -> dict[str, str]:
-        """With several validators: scoring files that flatten what only the box's load decides.
+        """With several validators: scoring files for a demo whose "GPUs" are one shared CPU.
 
-        Every demo "GPU" is one shared CPU, so its throughput (the CPU weight per TFLOPS) and its
-        sustained ratio swing with whatever else the machine runs (measured: fp32 0.018 vs 0.032
-        TFLOPS for one miner, sustained ratios 0.53-0.75 on honest miners), and each validator
-        would read different figures. The demo's validators therefore weigh every CPU at the
-        table's ``min_weight`` and floor the sustained factor at 1; proofs, memory and host
-        probes are verified and scored as usual. On a network none of this applies (a validation
-        lease holds its GPU alone). Sections a config lacks are left as they are."""
+        Every CPU is weighed by the fp32 TFLOPS it proved (``min_weight`` lowered below the demo's
+        ~0.005 TFLOPS, which would otherwise pay every CPU the same floor): the miners run at
+        different speeds, so the validators must agree on a ranking, not on equality. The
+        sustained factor is floored at 1: on one shared CPU a miner's sustained ratio measures its
+        neighbours (0.53-0.75 on honest miners), not its hardware. Proofs, memory and host probes
+        are verified and scored as usual; on a network a validation lease holds its GPU alone.
+        Sections a config lacks are left as they are."""
         env: dict[str, str] = {}
         for var, default, section, key, value, name in (
             ("COMPUTE_SCORING_CONFIG", "scoring.yaml", "sustained", "floor", 1.0, "scoring-demo.yaml"),
@@ -309,8 +336,8 @@ class LocalNet:
                 "COMPUTE_GPU_TABLE",
                 "gpu_performance.yaml",
                 "cpu_fallback",
-                "weight_per_tflops",
-                0.0,
+                "min_weight",
+                1e-9,
                 "gpu-demo.yaml",
             ),
         ):
@@ -362,6 +389,11 @@ class LocalNet:
         if self.options.cheaters:  # every miner gets a canary each round, signed in turn by the
             # validator's hotkey and its operator hotkey (an ordinary renter)
             args += ["--validator.canary_rate", "1", "--validator.canary_hotkeys", OPERATOR_HOTKEY]
+        rtt = self.latency_of(self.validators.index(validator))
+        if rtt > 0:  # a WAN between this validator and the leases: the latency proxy as ProxyCommand
+            proxy = f"{sys.executable} {PROXY} --rtt-ms {rtt:g} --jitter 0.2 {{host}} {{port}}"
+            args += ["--validator.lease_proxy", proxy]
+            args += ["--validator.distance_share", str(DEMO_DISTANCE_SHARE)]
         if self.options.dashboard_port and validator is self.validator:
             args += ["--dashboard.port", str(self.options.dashboard_port)]
         extra_args, extra_env = self.validator_extra.get(validator.name, ([], {}))

@@ -107,6 +107,7 @@ def build_backend(
             bind_host=settings.axon_ip,
             port_range=(low, high),
             sandbox=embedded_sandbox(settings),
+            cpu_share=settings.cpu_share,
         )
     from compute.specs import collect_docker
 

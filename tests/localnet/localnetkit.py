@@ -24,6 +24,10 @@ def run_localnet(workdir: Path, *args: str, timeout: float = 240) -> subprocess.
 def localnet_summary(workdir: Path, *args: str, timeout: float = 240) -> dict:
     """The ``--json`` summary of a demo run that must succeed."""
     proc = run_localnet(workdir, *args, "--json", timeout=timeout)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    try:
+        problems = json.loads(proc.stdout).get("problems")
+    except ValueError:
+        problems = None
+    assert proc.returncode == 0, f"problems: {problems}\n{proc.stderr[-3000:]}"
     assert "demo took" not in proc.stdout  # --json prints only JSON on stdout
     return json.loads(proc.stdout)

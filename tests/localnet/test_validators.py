@@ -9,19 +9,29 @@ from localnetkit import REPO, localnet_summary, run_localnet
 
 
 @pytest.mark.slow
-def test_two_validators_agree_and_keep_their_consensus_trust(tmp_path: Path) -> None:
-    args = ("--validators", "2", "--miners", "2", "--rounds", "1")
-    consensus = localnet_summary(tmp_path / "net", *args, timeout=480)["consensus"]
+def test_validators_near_and_far_agree_on_miners_of_different_speeds(tmp_path: Path) -> None:
+    """Issue 24, finding 5: the demo can disagree now (miners at speeds 1.0 / 0.7 / 0.4, validators
+    0, 150 and 300 ms away through the latency proxy); they must still agree on the ranking."""
+    args = ("--validators", "3", "--miners", "3", "--rounds", "2", "--latency-ms", "0,150,300")
+    summary = localnet_summary(tmp_path / "net", *args, timeout=900)
+    consensus = summary["consensus"]
     names = [v["name"] for v in consensus["validators"]]
-    assert names == ["validator", "validator2"]
+    assert names == ["validator", "validator2", "validator3"]
+    assert [v["latency_ms"] for v in consensus["validators"]] == [0.0, 150.0, 300.0]
     stakes = [v["stake"] for v in consensus["validators"]]
-    assert stakes[0] > stakes[1] > 0  # their own stakes
+    assert stakes[0] > stakes[1] > stakes[2] > 0  # their own stakes
     for validator in consensus["validators"]:
         assert validator["set_weights"]
         assert sum(validator["weights"].values()) == pytest.approx(1.0, abs=1e-3)
         assert validator["trust"] >= 0.95
-    assert [(p["a"], p["b"]) for p in consensus["pairwise_cosine"]] == [("validator", "validator2")]
+    assert len(consensus["pairwise_cosine"]) == 3
     assert consensus["min_cosine"] >= 0.99
+    assert consensus["honest_failures"] == []  # the far validator failed no honest miner
+    assert consensus["miner_speeds"] == {"miner1": 1.0, "miner2": 0.7, "miner3": 0.4}
+    assert consensus["weight_spread"] >= 1.2  # a ranking, not equality
+    shares = {m["uid"]: m["consensus"] for m in consensus["miners"]}
+    uids = [m["uid"] for m in summary["miners"]]
+    assert shares[uids[0]] > shares[uids[2]]  # the fastest miner above the slowest
     assert sum(m["incentive"] for m in consensus["miners"]) == pytest.approx(1.0, abs=1e-3)
 
 
@@ -31,7 +41,7 @@ def test_validators_out_of_range_are_refused(tmp_path: Path) -> None:
     assert "--validators must be between 1 and 16" in proc.stderr
 
 
-def test_demo_scoring_flattens_only_load_dependent_terms(tmp_path: Path, monkeypatch) -> None:
+def test_demo_scoring_weighs_cpus_by_speed_and_floors_only_sustained(tmp_path: Path, monkeypatch) -> None:
     from compute.localnet import LocalNet, Options
     from compute.scoring import load_gpu_table, load_holistic_config
 
@@ -45,9 +55,27 @@ def test_demo_scoring_flattens_only_load_dependent_terms(tmp_path: Path, monkeyp
     assert demo.model_copy(update={"sustained": repo.sustained}) == repo  # nothing else changed
     table = load_gpu_table(env["COMPUTE_GPU_TABLE"])
     repo_table = load_gpu_table(REPO / "config" / "gpu_performance.yaml")
-    assert (
-        table.cpu_fallback.weight(0.01)
-        == table.cpu_fallback.weight(0.03)
-        == repo_table.cpu_fallback.min_weight
-    )
+    # the demo's ~0.005 TFLOPS CPUs are weighed by what they proved, not all at one floor
+    assert table.cpu_fallback.weight(0.004) == pytest.approx(2 * table.cpu_fallback.weight(0.002))
+    assert repo_table.cpu_fallback.weight(0.004) == repo_table.cpu_fallback.weight(0.002)  # before
     assert table.models == repo_table.models  # GPUs weigh as before
+
+
+def test_demo_miners_differ_in_speed_by_default() -> None:
+    from compute.localnet.network import spread_speeds
+
+    assert spread_speeds(4) == (1.0, 0.8, 0.6, 0.4)
+    assert spread_speeds(1) == (1.0,)
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "error"),
+    [
+        ("--latency-ms", "0,abc", "--latency-ms: expected comma-separated numbers"),
+        ("--latency-ms", "-5", "--latency-ms: every value must be between 0 and 5000"),
+        ("--speeds", "1,0", "--speeds: every value must be between 0.01 and 1"),
+    ],
+)
+def test_bad_speeds_or_latencies_are_refused(tmp_path: Path, flag: str, value: str, error: str) -> None:
+    proc = run_localnet(tmp_path, flag, value, timeout=60)
+    assert proc.returncode == 2 and error in proc.stderr

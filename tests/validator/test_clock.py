@@ -90,7 +90,8 @@ async def test_a_busy_validator_loop_does_not_move_the_stamps(session) -> None:
 
 
 async def test_a_dashboard_flood_moves_no_timing(session, tmp_path: Path) -> None:
-    """A real page flood on the validator's own loop: it stalls the loop, not the stamps."""
+    """A real page flood served on the validator's own loop (the worst case: the validator runs its
+    dashboard in a child process since issue 28): it stalls the loop, not the stamps."""
     ValidatorStore(tmp_path / "v.db").close()
     port = free_port()
     dashboard = serve_dashboard(tmp_path / "v.db", "127.0.0.1", port, asyncio.Event())

@@ -104,3 +104,18 @@ async def test_faking_distance_stretches_only_the_cheaters_own_work(start_miner,
     assert cheat.timings["total_s"] > base.timings["total_s"] + 0.8 * 0.3 / SHARE
     # and it is paid what it computed per second, never more (noise of a shared CPU: 40 %)
     assert cheat.tflops_fp32 < 1.4 * base.tflops_fp32, (base.tflops_fp32, cheat.tflops_fp32)
+
+
+async def test_best_of_two_runs_gives_a_cheater_two_ways_to_fail_not_two_chances(
+    start_miner, validator_client
+) -> None:
+    """Each precision is the best of two runs: the fastest VERIFIED run counts, and every run is. The
+    cheat: run honestly once, then shortcut the second run to post a fast time."""
+    honest = start_miner("honest")
+    cheat = start_miner("second", cheat="partialsecond")
+    params = small_params()
+    base = await check_miner(validator_client, target(honest), params, TABLE, SCORING)
+    result = await check_miner(validator_client, target(cheat, 2), params, TABLE, SCORING)
+    assert base.ok and base.sample > 0, base.reasons
+    assert not result.ok and result.sample == 0.0
+    assert "fp16 proof rejected" in result.reasons[0], result.reasons

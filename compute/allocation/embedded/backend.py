@@ -9,7 +9,9 @@ For development, CI and the local demo (no Docker, no GPU isolation). Each lease
 - every exec/shell request run as ``/bin/sh -c <command>`` (or ``/bin/sh`` reading stdin) in
   the lease's home directory with a minimal environment, in its own process group that is
   killed when the session closes or the lease stops; SFTP rooted at the home directory.
-  ``CUDA_VISIBLE_DEVICES`` is set to the lease's GPUs; ``RLIMIT_AS`` to the lease's memory.
+  ``CUDA_VISIBLE_DEVICES`` is set to the lease's GPUs; ``RLIMIT_AS`` to the lease's memory;
+  with ``cpu_share`` < 1 its output is paced as a machine that share as fast would answer (``pace``:
+  the demo's miners of different speeds).
 
 Extra ports are reserved from the same range and reported as ``{port: port}``: processes run on
 the host, so a lease binds its extra ports directly.
@@ -55,6 +57,7 @@ from compute.allocation.embedded.lease_env import (
     check_extra_env,
     check_path_prefix,
 )
+from compute.allocation.embedded.pace import Pacer, paced_copy
 from compute.allocation.embedded.sandbox import SandboxPaths
 from compute.allocation.lease.activity import Activity
 from compute.allocation.lease.atomic import remove_stale_temps, write_atomic
@@ -137,7 +140,11 @@ class EmbeddedBackend:
         path_prefix: Sequence[str | os.PathLike[str]] = (),
         extra_env: Mapping[str, str] | None = None,
         sandbox: SandboxPaths | None = None,
+        cpu_share: float = 1.0,
     ) -> None:
+        if not 0 < cpu_share <= 1:
+            raise ValueError(f"cpu_share must be in (0, 1], got {cpu_share}")
+        self.cpu_share = cpu_share  # < 1: leases answer as a machine this share as fast (pace.py)
         self.root = Path(data_dir) / "embedded"
         self.ssh_host = ssh_host
         self.bind_host = bind_host
@@ -343,9 +350,12 @@ class EmbeddedBackend:
         state.processes.add(proc)
         state.groups.add(proc.pid)
         assert proc.stdin is not None
-        feeder = asyncio.ensure_future(_feed_stdin(process.stdin, proc.stdin))
+        pacer = Pacer(self.cpu_share) if self.cpu_share < 1 else None
+        if pacer is not None:
+            pacer.input()  # the command itself started now
+        feeder = asyncio.ensure_future(_feed_stdin(process.stdin, proc.stdin, pacer))
         try:
-            finished = asyncio.ensure_future(_finish(proc, process))
+            finished = asyncio.ensure_future(_finish(proc, process, pacer))
             closed = asyncio.ensure_future(process.channel.wait_closed())
             done, _ = await asyncio.wait({finished, closed}, return_when=asyncio.FIRST_COMPLETED)
             if finished in done:
@@ -365,7 +375,9 @@ class EmbeddedBackend:
             await asyncio.gather(feeder, return_exceptions=True)
 
 
-async def _feed_stdin(source: asyncssh.SSHReader, target: asyncio.StreamWriter) -> None:
+async def _feed_stdin(
+    source: asyncssh.SSHReader, target: asyncio.StreamWriter, pacer: Pacer | None = None
+) -> None:
     """Copy the channel's input to the child's stdin and close it at EOF.
 
     Done here rather than with ``SSHServerProcess.redirect(stdin=...)``: asyncssh's redirect
@@ -380,6 +392,8 @@ async def _feed_stdin(source: asyncssh.SSHReader, target: asyncio.StreamWriter) 
                 continue  # no PTY and no signal delivery on this backend: ignored
             if not chunk:
                 break
+            if pacer is not None:
+                pacer.input()
             target.write(chunk)
             await target.drain()
     except (OSError, asyncssh.Error):
@@ -388,19 +402,24 @@ async def _feed_stdin(source: asyncssh.SSHReader, target: asyncio.StreamWriter) 
         target.close()
 
 
-async def _finish(proc: asyncio.subprocess.Process, process: asyncssh.SSHServerProcess) -> int:
-    """Copy the child's stdout/stderr to the channel until EOF; return its exit code."""
+async def _finish(
+    proc: asyncio.subprocess.Process, process: asyncssh.SSHServerProcess, pacer: Pacer | None = None
+) -> int:
+    """Copy the child's stdout (paced by ``pacer``) and stderr to the channel until EOF; return its
+    exit code."""
 
-    async def pump(source: asyncio.StreamReader, target: asyncssh.SSHWriter) -> None:
+    async def pump(source: asyncio.StreamReader, target: asyncssh.SSHWriter, paced: Pacer | None) -> None:
+        async def write(chunk: bytes) -> None:
+            target.write(chunk)
+            await target.drain()
+
         try:
-            while chunk := await source.read(65536):
-                target.write(chunk)
-                await target.drain()
+            await paced_copy(lambda: source.read(65536), write, paced)
         except (OSError, asyncssh.Error):
             pass  # the channel went away mid-write: the session's end is handled by the caller
 
     assert proc.stdout is not None and proc.stderr is not None
-    await asyncio.gather(pump(proc.stdout, process.stdout), pump(proc.stderr, process.stderr))
+    await asyncio.gather(pump(proc.stdout, process.stdout, pacer), pump(proc.stderr, process.stderr, None))
     return await proc.wait()
 
 

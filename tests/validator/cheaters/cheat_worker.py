@@ -20,6 +20,7 @@ wrongtype answers info with a device list of strings
 silent    answers info, then never answers again
 hostiletext answers every request {"ok": false} with an error full of terminal control codes and
           rich markup (the worker's words must reach the validator's table and log printable)
+partialsecond honest in the first timed GEMM run, computes a quarter of the rows in the next ones
 fakefar   honest, but answers every ping 0.3 s late (pretends to be far away to stretch an allowance)
 """
 
@@ -84,6 +85,23 @@ def main(mode: str) -> None:
 
         def product(spec, gpu, threads, use_torch, *_buffers, **_reuse):
             return original(dataclasses.replace(spec, key="00" * 16), gpu, threads, use_torch)
+    elif mode == "partialsecond":  # honest in the first timed run, a quarter of the rows after it
+        engine_cls, honest_commit = ns["ProverEngine"], ns["ProverEngine"].commit
+        commits = {"n": 0}
+
+        def commit(self, challenge, keep_previous=False):
+            commits["n"] += 1
+            return honest_commit(self, challenge, keep_previous)
+
+        def product(spec, gpu, threads, use_torch, *_buffers, **_reuse):
+            if commits["n"] < 2:
+                return original(spec, gpu, threads, use_torch)
+            quarter = original(dataclasses.replace(spec, m=max(1, spec.m // 4)), gpu, threads, use_torch)
+            out = np.zeros((spec.m, spec.p), dtype=np.float32)
+            out[: quarter.shape[0]] = quarter
+            return out
+
+        engine_cls.commit = commit
     elif mode == "forged":
         engine_cls = ns["ProverEngine"]
         honest_commit = engine_cls.commit
@@ -172,6 +190,8 @@ def _broken(stdin, mode: str) -> None:
     while line := stdin.readline():
         if mode == "garbage":
             sys.stdout.write("ceci n'est pas du JSON\n")
+        elif b'"ping"' in line:  # the round-trip probe is answered: the cheat is in what follows
+            sys.stdout.write('{"ok":true,"op":"ping"}\n')
         elif mode in MALFORMED_INFO:
             sys.stdout.write(MALFORMED_INFO[mode])
         elif b'"info"' in line:
