@@ -193,6 +193,8 @@ async def _resident(check: MinerCheck, unit: Unit, seat: Seat, lease) -> UnitOut
             min_chain_s=lockstep.min_chain_s,
             build_slack_s=lockstep.build_s if unit.gpus else lockstep.cpu_build_s,
             verify_workers=params.verify_workers,
+            rtt_s=rtt,  # a far miner's chain gets more passes (the round trip never subtracted)
+            share=params.distance_share,
         )
     if memory is None or memory.started_at is None:
         return UnitOutcome(0, reason="absent: no memory proof for its model, presence unprovable")
