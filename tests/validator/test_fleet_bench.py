@@ -206,6 +206,7 @@ def test_fleet_bench_runs_the_real_round_and_reports_every_figure(tmp_path) -> N
     assert figures["timing_error_ms"]["n"] == 4  # fp16 and fp32 of both miners
     assert figures["stage_wall_s_per_miner"]["fp16_s"] > 0 and figures["stages_cpu_s"]
     assert figures["verify_jobs_pooled"] > 0 and figures["miners_process"]["errors"] == []
+    assert figures["miners_process"]["memory_pass_late_max_s"] >= 0
     credited = figures["proofs_credited"]
     assert credited["gemm_fp16_fp32"] == 2 and credited["sustained_runs"] >= 1  # miner 0 is due
     # the timing judges (memory passes, scaling, sustained, host probes) also need the simulated
@@ -225,3 +226,20 @@ def test_fleet_bench_refuses_bad_arguments(capsys) -> None:
 
     assert main(["fleet-bench", "--miners", "0"]) == 2
     assert "--miners must be" in capsys.readouterr().err
+
+
+def test_lines_due_at_one_moment_leave_together() -> None:
+    """Every GPU's pass r in one hop (a simulation skew otherwise reads as a late chain), order kept."""
+    from compute.validator.tools.fleet.leases import next_due
+
+    lines = iter([(0.1, {"g": 0}), (0.1, {"g": 1}), (0.2, {"g": 0}), (0.2, {"g": 1}), (0.5, {"end": 1})])
+    held: list = []
+    groups = []
+    while group := next_due(lines, held):
+        groups.append(group)
+    assert groups == [
+        [(0.1, {"g": 0}), (0.1, {"g": 1})],
+        [(0.2, {"g": 0}), (0.2, {"g": 1})],
+        [(0.5, {"end": 1})],
+    ]
+    assert next_due(iter([]), []) == []

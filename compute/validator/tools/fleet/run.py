@@ -262,6 +262,9 @@ def report(options: FleetOptions, measured: dict, miners_side: dict) -> dict:
             "cpu_s": round(miners_side.get("cpu_s", 0.0), 1),
             "peak_rss_mb": round(miners_side.get("peak_rss_mb", 0.0), 1),
             "prover_late_max_s": round(max(late, default=0.0), 3),
+            # a memory pass line that left the simulated miner this late reads, on the validator's
+            # clock, as a chain begun late: the lockstep judge fails it (the simulation's fault)
+            "memory_pass_late_max_s": round(miners_side.get("pass_late_max_s", 0.0), 3),
             "errors": miners_side.get("errors", []),
         },
         "failures": failures[:10],
