@@ -199,8 +199,17 @@ def test_fleet_bench_runs_the_real_round_and_reports_every_figure(tmp_path) -> N
     assert done.returncode == 0, done.stderr[-2000:]
     figures = json.loads(done.stdout.strip().splitlines()[-1])
     assert figures["verified"] == figures["tested"] == 2 and figures["failures"] == []
-    for key in ("wall_s", "cpu_s", "cpu_main_s", "cpu_pool_s", "peak_rss_mb", "ssh_sessions_open_max"):
+    for key in (
+        "wall_s",
+        "cpu_s",
+        "cpu_main_s",
+        "cpu_pool_s",
+        "cpu_clock_s",
+        "peak_rss_mb",
+        "peak_rss_clock_mb",
+    ):
         assert figures[key] > 0, key
+    assert figures["ssh_sessions_open_max"] > 0
     assert set(figures["loop_lag_ms"]) == {"p50", "p99", "max", "n"} and figures["loop_lag_ms"]["n"] > 0
     assert figures["control_loop_lag_ms"]["n"] > 0 and "max" in figures["gc_pause_ms"]
     assert figures["timing_error_ms"]["n"] == 4  # fp16 and fp32 of both miners

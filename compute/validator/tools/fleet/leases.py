@@ -113,6 +113,10 @@ async def serve_worker(
             if message.get("op") == "exit":
                 _write(process, {"ok": True, "op": "exit"})
                 return
+            if message.get("op") == "ping":  # answered at once, as the real worker does (no thread hop)
+                _write(process, {"ok": True, "op": "ping"})
+                await process.stdout.drain()
+                continue
             answer = await loop.run_in_executor(executor, prover.handle, message)
         except (BrokenPipeError, ConnectionError, asyncssh.Error):
             return  # the validator closed the session

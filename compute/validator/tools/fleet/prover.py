@@ -1,6 +1,6 @@
 """The fleet benchmark's prover: honest answers at production shapes, at a fraction of the work.
 
-It speaks the worker protocol (``compute.pog.worker_main``: info, warmup, commit, open, commit_on,
+It speaks the worker protocol (``compute.pog.worker_main``: ping, info, warmup, commit, open, commit_on,
 sustained, sustained_open, and the in-depth ops of ``prover_depth``) to the REAL validator, which
 verifies everything as in production: Merkle paths, exact recomputation of the sampled entries at
 production n, memory passes, host probes. What makes it cheap is that it is told the openings in
@@ -141,6 +141,8 @@ class FleetProver:
 
     def handle(self, message: dict) -> Answer:
         op = message.get("op")
+        if op == "ping":
+            return Answer([(0.0, {"ok": True, "op": "ping"})])
         if op == "info":
             return Answer([(0.0, {"ok": True, "op": "info", **self._info()})])
         if op == "warmup":

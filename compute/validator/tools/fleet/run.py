@@ -42,6 +42,21 @@ class FleetOptions:
     sustained_seconds: float = 60.0
 
 
+def _clock_figures() -> tuple[float, float]:
+    """(CPU seconds, peak RSS MB) of the validator's timing process (``session.clock``: it holds the
+    leases' SSH sessions and stamps their lines, so SSH decryption is counted there)."""
+    import psutil
+
+    from compute.validator.session.clock import Clock
+
+    try:
+        pid = Clock.shared().pid
+        times = psutil.Process(pid).cpu_times()
+        return times.user + times.system, peak_rss_mb(pid)
+    except (psutil.Error, OSError):
+        return 0.0, 0.0
+
+
 def _seed_history(store, miners: list[dict], gpus: int, every: int) -> None:
     """``every`` past rounds, miner i verified (with its GPU UUIDs) in round ``i % every + 1``."""
     from compute.store import PogResult, ScoreUpdate
@@ -172,12 +187,15 @@ async def run_round(options: FleetOptions, root: Path, miners: list[dict], seed:
     store.close()
     chain.close()
     pool_cpu, pool_rss, pooled = _pool_figures(workers)
+    clock_cpu, clock_rss = _clock_figures()
     return {
         "wall_s": wall,
         "cpu_main_s": cpu_main,
         "cpu_pool_s": pool_cpu,
+        "cpu_clock_s": clock_cpu,
         "rss_main_mb": peak_rss_mb(),
         "rss_pool_mb": pool_rss,
+        "rss_clock_mb": clock_rss,
         "jobs_pooled": pooled,
         "load_before": load_before,
         "load_after": os.getloadavg(),
@@ -222,11 +240,12 @@ def proofs(results) -> dict[str, int]:
 def report(options: FleetOptions, measured: dict, miners_side: dict) -> dict:
     """The benchmark's figures as one JSON-ready object."""
     results = measured["results"]
-    cpu = measured["cpu_main_s"] + measured["cpu_pool_s"]
+    cpu = measured["cpu_main_s"] + measured["cpu_pool_s"] + measured["cpu_clock_s"]
     stages = {
         stage: round(share * measured["cpu_main_s"], 2) for stage, share in measured["stage_shares"].items()
     }
     stages["verify in the pool (recomputation)"] = round(measured["cpu_pool_s"], 2)
+    stages["timing process (SSH sessions, stamps)"] = round(measured["cpu_clock_s"], 2)
     failures = sorted({r.reasons[0][:160] for r in results if not r.ok and r.reasons})
     notes = Counter(reason[:120] for r in results if r.ok for reason in r.reasons)
     errors = _timing_errors(results, miners_side.get("timed", []))
@@ -240,8 +259,10 @@ def report(options: FleetOptions, measured: dict, miners_side: dict) -> dict:
         "cpu_s": round(cpu, 1),
         "cpu_main_s": round(measured["cpu_main_s"], 1),
         "cpu_pool_s": round(measured["cpu_pool_s"], 1),
-        "peak_rss_mb": round(measured["rss_main_mb"] + measured["rss_pool_mb"], 1),
+        "cpu_clock_s": round(measured["cpu_clock_s"], 1),
+        "peak_rss_mb": round(measured["rss_main_mb"] + measured["rss_pool_mb"] + measured["rss_clock_mb"], 1),
         "peak_rss_main_mb": round(measured["rss_main_mb"], 1),
+        "peak_rss_clock_mb": round(measured["rss_clock_mb"], 1),
         "loop_lag_ms": measured["lag"],
         "control_loop_lag_ms": measured["control_lag"],
         "gc_pause_ms": measured["gc"],
