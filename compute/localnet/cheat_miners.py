@@ -14,7 +14,13 @@ their endpoints on the simulated chain:
   on chain, so every
   validation lease is refused as rented on the strength of a real, signed, live receipt (on this
   CPU demo a claimed GPU has no verified history to live on; ``tests/validator/test_self_rental.py``
-  gives it one and shows the 3.63 it earned before).
+  gives it one and shows the 3.63 it earned before);
+- ``sybil-a``, ``sybil-b``, ``sybil-c``: three hotkeys on ONE emulated device
+  (``compute.localnet.one_device``: one resident matrix at a time), each lease taking the device at
+  its best moment: before answering ``info`` (a), only when the start comes (b, c);
+- ``hosts-dup``: one miner whose hosts file lists one emulated device three times, each entry with
+  its own address (127.0.0.1/2/3), SSH port and host key;
+- ``hit-and-run``: its emulated device is there for its first test only, then gone for good.
 
 It runs until SIGTERM. Demo only: nothing in the miner imports it.
 """
@@ -31,8 +37,13 @@ from pathlib import Path
 import bittensor as bt
 
 from compute.allocation import AllocationManager, EmbeddedBackend, LeaseStore, ManagerLimits
+from compute.allocation.hosts.backend import MultiHostBackend
+from compute.allocation.hosts.check import HostCheck
+from compute.allocation.hosts.config import HostConfig, parse_hosts
+from compute.allocation.lifecycle.hostwatch import check_and_recover
 from compute.chain import MetagraphSnapshot, connect
 from compute.localnet.cheaters import CanaryAwareManager, OneBoxBackend, RefusingManager
+from compute.localnet.one_device import device_bin, send_away
 from compute.localnet.processes import free_port
 from compute.miner import build_miner_app
 from compute.miner.specs import fixed_specs
@@ -42,7 +53,22 @@ from compute.transport import KeyWallet, MinerClient, ServerLimits, serve
 
 log = logging.getLogger("compute.localnet.cheat_miners")
 NETUID = 27
-CHEATERS = ("refuser", "box-a", "box-b", "canary-aware", "self-renter")
+CHEATERS = (
+    "refuser",
+    "box-a",
+    "box-b",
+    "canary-aware",
+    "self-renter",
+    "sybil-a",
+    "sybil-b",
+    "sybil-c",
+    "hosts-dup",
+    "hit-and-run",
+)
+# each takes the device at its best moment; a lease waiting at the build would only stretch the demo's
+# windows by the CPU build bound (tests/validator/test_lockstep.py plays that variant)
+SYBIL_MODES = {"sybil-a": "wait-info", "sybil-b": "late-start", "sybil-c": "late-start"}
+DUP_HOSTS = 3
 SELF_RENTER_KEY = "renter"  # the self-renter's second hotkey (its own coldkey), validator-permitted
 MOCK_GPU = GpuSpec(index=0, name="NVIDIA H100 80GB HBM3", memory_bytes=80 * 10**9, uuid="GPU-mock-0")
 SELF_GPU = MOCK_GPU.model_copy(update={"uuid": "GPU-mock-self"})
@@ -82,27 +108,98 @@ def _specs(gpus: list[GpuSpec]) -> MachineSpecs:
     return fixed_specs(gpus, cpu_model="demo cpu", miner_version="cheater")
 
 
-def _app(net: Net, name: str, index: int, wallet: bt.Wallet):  # noqa: ANN202 - a FastAPI app
+def device_path(net: Net, name: str) -> Path:
+    """The emulated device behind ``name`` (the sybils share one)."""
+    return net.workdir / "device" / ("sybil" if name.startswith("sybil-") else name)
+
+
+async def _hosts_dup(net: Net, data: Path, low: int, limits: ManagerLimits):  # noqa: ANN202
+    """One emulated device listed as ``DUP_HOSTS`` hosts (distinct addresses, ports, host keys)."""
+    names = [f"dup-{i}" for i in range(DUP_HOSTS)]
+    hosts = parse_hosts(
+        {
+            "hosts": [
+                {"name": n, "endpoint": f"unix:///run/{n}.sock", "ssh_host": f"127.0.0.{i + 1}"}
+                for i, n in enumerate(names)
+            ]
+        }
+    )
+    store = LeaseStore(data / "leases.db")
+    bins = device_bin(net.workdir / "bins", device_path(net, "hosts-dup"), "wait-build")
+
+    def embedded(config: HostConfig) -> EmbeddedBackend:
+        first = low + 10 * names.index(config.name)
+        return EmbeddedBackend(
+            data / config.name,
+            config.ssh_host,
+            bind_host=config.ssh_host,
+            port_range=(first, first + 9),
+            path_prefix=[bins],
+        )
+
+    def host_of(lease_id: str) -> str | None:
+        lease = store.get(lease_id)
+        return None if lease is None else lease.record.host
+
+    backend = MultiHostBackend(
+        hosts,
+        host_of,
+        embedded,  # type: ignore[arg-type]  # the embedded backend stands in for each host's engine
+        "demo",
+        checker=lambda c, i: HostCheck(True, "", (), 2, 2**33),
+    )
+    manager = AllocationManager(store, backend, [], limits, placement=backend)
+    await check_and_recover(backend, manager)
+    specs = _specs(manager.gpus).model_copy(update={"hosts": backend.host_specs()})
+    return manager, specs
+
+
+async def gone_after_first_test(manager: AllocationManager, device: Path) -> None:
+    """The hit-and-run's device leaves once its first validation lease (its first test) has ended,
+    for good. A canary is a rental like any other: the device stays for it."""
+    seen: set[str] = set()
+    while True:
+        live = {lease.lease_id for lease in manager.store.live() if lease.record.purpose == "validation"}
+        if seen - live:
+            break
+        seen |= live
+        await asyncio.sleep(0.2)
+    send_away(device)
+    log.info("hit-and-run: its device is gone (elsewhere) after its first test")
+
+
+async def _app(net: Net, name: str, index: int, wallet: bt.Wallet):  # noqa: ANN202 - (app, manager)
     data = net.workdir / name
     low = 43500 + index * 50
     ports = (low, low + 49)
     limits = ManagerLimits(max_cpu=2, max_memory_gb=4, max_disk_gb=10)
     store = LeaseStore(data / "leases.db")
-    embedded = EmbeddedBackend(data, bind_host="127.0.0.1", port_range=ports)
     manager: AllocationManager
-    if name == "refuser":
+    if name == "hosts-dup":
+        store.close()
+        manager, specs = await _hosts_dup(net, data, low, limits)
+    elif name in SYBIL_MODES or name == "hit-and-run":
+        mode = SYBIL_MODES.get(name, "try-build")
+        device = device_bin(net.workdir / "bins", device_path(net, name), mode)
+        embedded = EmbeddedBackend(data, bind_host="127.0.0.1", port_range=ports, path_prefix=[device])
+        manager, specs = AllocationManager(store, embedded, [], limits), _specs([])
+    elif name == "refuser":
+        embedded = EmbeddedBackend(data, bind_host="127.0.0.1", port_range=ports)
         manager, specs = RefusingManager(store, embedded, [MOCK_GPU], limits), _specs([MOCK_GPU])
     elif name == "canary-aware":
+        embedded = EmbeddedBackend(data, bind_host="127.0.0.1", port_range=ports)
         manager = CanaryAwareManager(store, embedded, [], limits, validators=lambda: net.validators)
         specs = _specs([])
     elif name == "self-renter":
+        embedded = EmbeddedBackend(data, bind_host="127.0.0.1", port_range=ports)
         manager, specs = AllocationManager(store, embedded, [SELF_GPU], limits), _specs([SELF_GPU])
     else:
         backend = OneBoxBackend(
             data, net.workdir / "box" / "host_key", bind_host="127.0.0.1", port_range=ports
         )
         manager, specs = AllocationManager(store, backend, [], limits), _specs([])
-    return build_miner_app(KeyWallet.from_wallet(wallet), None, manager, lambda: specs, ServerLimits())
+    app = build_miner_app(KeyWallet.from_wallet(wallet), None, manager, lambda: specs, ServerLimits())
+    return app, manager
 
 
 async def run(workdir: Path, chain_path: Path) -> None:
@@ -119,8 +216,10 @@ async def run(workdir: Path, chain_path: Path) -> None:
         for index, name in enumerate(CHEATERS):
             wallet = bt.Wallet(name=name, hotkey="default", path=str(workdir / "wallets"))
             port = free_port()
-            app = _app(net, name, index, wallet)
+            app, manager = await _app(net, name, index, wallet)
             tasks.append(asyncio.create_task(serve(app, "127.0.0.1", port, stop)))
+            if name == "hit-and-run":
+                tasks.append(asyncio.create_task(gone_after_first_test(manager, device_path(net, name))))
             await asyncio.sleep(0.3)
             if name == "self-renter":
                 await rent_self(net, wallet.hotkey.ss58_address, f"127.0.0.1:{port}")

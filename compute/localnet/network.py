@@ -34,7 +34,22 @@ RENTER_STAKE_TAO = 100.0  # the cheaters' demo: renter hotkeys (operators, the s
 OPERATOR_HOTKEY = "operator"  # each validator's operator hotkey with --cheaters (signs canaries too)
 # what --cheaters leaves in the work directory (the cheaters' lease stores, the shared box key, the
 # self-renter's register.py book): a run starts without an earlier run's leases
-CHEATER_DIRS = ("refuser", "box-a", "box-b", "box", "canary-aware", "self-renter", "self-rental")
+CHEATER_DIRS = (
+    "refuser",
+    "box-a",
+    "box-b",
+    "box",
+    "canary-aware",
+    "self-renter",
+    "self-rental",
+    "sybil-a",
+    "sybil-b",
+    "sybil-c",
+    "hosts-dup",
+    "hit-and-run",
+    "device",
+    "bins",
+)
 
 
 class LocalnetError(Exception):

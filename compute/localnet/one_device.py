@@ -61,7 +61,9 @@ def device_bin(root: Path, device: Path, mode: str, gbs: float = TABLE_GBS) -> P
     directory.mkdir(parents=True, exist_ok=True)
     shim = directory / "python3"
     shim.write_text(
-        f'#!/bin/sh\nexec "{sys.executable}" -u "{Path(__file__).resolve()}" "{device}" {mode} {gbs}\n'
+        "#!/bin/sh\n"  # a renter's ``python3 --version`` is answered by the real interpreter
+        f'case "$1" in --version|-V) exec "{sys.executable}" "$@";; esac\n'
+        f'exec "{sys.executable}" -u "{Path(__file__).resolve()}" "{device}" {mode} {gbs}\n'
     )
     shim.chmod(shim.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return directory

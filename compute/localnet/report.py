@@ -12,7 +12,9 @@ from rich.console import Console
 from rich.table import Table
 
 from compute.chain import connect
+from compute.scoring import DEFAULT_WINDOW
 from compute.store import ValidatorStore
+from compute.validator.round.loop import stored_shares
 
 from .network import NETUID, LocalNet, LocalnetError
 
@@ -29,11 +31,15 @@ def collect_summary(net: LocalNet) -> dict[str, Any]:
         weights = chain.weights(net.validator.uid)
         scores = store.scores()
         rounds = store.rounds_finished()
+        shares = stored_shares(store, DEFAULT_WINDOW) or {}
+        checks = store.presence_count()
         miners = []
         for miner in net.miners + net.cheaters:
             hotkey = miner.wallet.hotkey.ss58_address
             result = _latest_result(store, miner.uid, rounds)
             score = scores.get(miner.uid)
+            samples = [r.sample for k in range(1, rounds + 1) for r in store.results(k) if r.uid == miner.uid]
+            share = shares.get(hotkey, 0.0)
             miners.append(
                 {
                     "name": miner.name,
@@ -51,6 +57,10 @@ def collect_summary(net: LocalNet) -> dict[str, Any]:
                     "availability": result.availability if result else None,
                     "shared_with": list(result.shared_with) if result else [],
                     "score": score.score if score else 0.0,
+                    "presence": share,
+                    "credit": (score.score if score else 0.0) * share,
+                    "capacity": max(samples, default=0.0),
+                    "credited_hosts": sum(1 for v in (result.hosts.values() if result else ()) if v > 0),
                     "weight": weights.get(miner.uid, 0.0),
                 }
             )
@@ -59,6 +69,7 @@ def collect_summary(net: LocalNet) -> dict[str, Any]:
             "chain": str(net.chain_path),
             "validator": {"uid": net.validator.uid, "hotkey": net.validator.wallet.hotkey.ss58_address},
             "rounds": rounds,
+            "presence_checks": checks,
             "block": chain.block(),
             "miners": miners,
             "weights_on_chain": {str(uid): w for uid, w in sorted(weights.items())},
@@ -88,6 +99,8 @@ def _verdict(result) -> str:
         return "self-rental: its own coldkey's lease is no rental"
     if not result.ok and "no verified lease" in first:
         return "refused rentals, no verified lease"
+    if not result.ok and ("lockstep" in first or "not ready" in first):
+        return "absent at the lockstep window's moment"
     if not result.ok:
         return "failed"
     if any("credited once, here" in reason for reason in result.reasons):
@@ -105,7 +118,9 @@ def summary_problems(summary: dict[str, Any], rounds_wanted: int) -> list[str]:
             reason = f": {miner['reasons'][0]}" if miner["reasons"] else ""
             problems.append(f"{miner['name']} (uid {miner['uid']}) {miner['verdict']}{reason}")
     problems += _cheater_problems(
-        [m for m in summary["miners"] if m.get("role") == "cheater"], summary["rounds"]
+        [m for m in summary["miners"] if m.get("role") == "cheater"],
+        summary["rounds"],
+        summary.get("presence_checks", 0),
     )
     if not summary["weights_on_chain"]:
         problems.append("no weights were written on chain")
@@ -117,16 +132,29 @@ LEGEND = (
     "sustained: throughput over the last fifth of a long run ÷ over its first fifth; above 1 the run "
     "sped up as it warmed (never rewarded); below 0.90 the machine throttled and its GPU score is "
     'multiplied by the factor shown ("throttled ×F"); "-": not measured this round',
-    "score: moving average of the round samples; weight on chain: each score's share of the total",
+    "score: moving average of the round samples; presence: share of the validator's presence checks "
+    "(a round over every miner at one moment is one) that found the miner's device there; weight on "
+    "chain: each score x presence's share of the total",
 )
 
 
-def _cheater_problems(cheaters: list[dict[str, Any]], rounds: int = 1) -> list[str]:
+def _cheater_problems(cheaters: list[dict[str, Any]], rounds: int = 1, checks: int = 0) -> list[str]:
     """``--cheaters``: none earns more than its device's honest share. The refuser earns nothing;
     the box shared by two hotkeys earns exactly once; the canary-aware miner, which turns real
     renters away, keeps less than its full availability once it met both canary signers (two
-    rounds); the self-renter never earns rented credit from its own coldkey's lease."""
+    rounds); the self-renter never earns rented credit from its own coldkey's lease; the three
+    sybils on one device earn together at most that device's credit (its best proven sample x a
+    presence share of 1); the device listed as three hosts is credited as at most one host; the
+    hit-and-run, there for its first test only, earns at most its device's credit for that share of
+    the presence checks."""
     problems = []
+    sybils = [m for m in cheaters if m["name"].startswith("sybil-")]
+    device = max((m["capacity"] for m in sybils), default=0.0)
+    if sybils and sum(m["credit"] for m in sybils) > 1.05 * device + 1e-12:
+        total = sum(m["credit"] for m in sybils)
+        problems.append(
+            f"the {len(sybils)} sybils on one device earned {total:.3g}, more than the device's {device:.3g}"
+        )
     for miner in cheaters:
         if miner["name"] == "refuser" and (miner["weight"] > 0 or miner["score"] > 0):
             problems.append(f"refuser (uid {miner['uid']}) earned while refusing every rental")
@@ -136,6 +164,16 @@ def _cheater_problems(cheaters: list[dict[str, Any]], rounds: int = 1) -> list[s
             )
         if miner["name"] == "self-renter" and miner["verdict"].startswith("rented"):
             problems.append(f"self-renter (uid {miner['uid']}) was credited a rental to its own coldkey")
+        if miner["name"] == "hosts-dup" and miner["credited_hosts"] > 1:
+            problems.append(
+                f"hosts-dup (uid {miner['uid']}): one device credited as {miner['credited_hosts']} hosts"
+            )
+        there = 1.0 / max(1, checks)  # its device was there at the first check only
+        if miner["name"] == "hit-and-run" and miner["credit"] > 1.05 * miner["capacity"] * there + 1e-12:
+            problems.append(
+                f"hit-and-run (uid {miner['uid']}) earned {miner['credit']:.3g}, more than its device for "
+                f"{there:.0%} of the checks ({miner['capacity'] * there:.3g})"
+            )
     box = [m for m in cheaters if m["name"].startswith("box-")]
     credited = [m for m in box if m["weight"] > 0]
     if box and len(credited) != 1:
@@ -158,6 +196,7 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
         "memory GB/s",
         "sustained",
         "score",
+        "presence",
         "weight on chain",
     ):
         table.add_column(
@@ -175,6 +214,7 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
             _fmt(miner["memory_gbs"], 2),
             _sustained(miner),
             f"{miner['score']:.6f}",
+            f"{miner.get('presence', 0.0):.2f}",
             f"{miner['weight']:.4f}",
         )
     console.print(table)

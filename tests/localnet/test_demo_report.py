@@ -99,6 +99,37 @@ def test_a_cheater_earning_its_devices_full_share_fails_the_demo(
     assert summary_problems(summary, rounds) == ([problem] if problem else [])
 
 
+@pytest.mark.parametrize(
+    ("credits", "problem"),
+    [
+        ((0.5, 0.5, 0.0), None),  # one device, present behind a different hotkey at each check
+        ((1.0, 0.0, 0.0), None),
+        ((1.0, 1.0, 0.0), "the 3 sybils on one device earned 2, more than the device's 1"),
+    ],
+)
+def test_sybils_on_one_device_earn_together_at_most_that_device(credits, problem) -> None:
+    summary = _summary("verified", "verified", "verified", rounds=2)
+    for i, (miner, credit) in enumerate(zip(summary["miners"], credits, strict=True)):
+        miner.update(name=f"sybil-{'abc'[i]}", role="cheater", capacity=1.0, credit=credit)
+    assert summary_problems(summary, 2) == ([problem] if problem else [])
+
+
+def test_one_device_as_many_hosts_and_a_hit_and_run_fail_the_demo_when_overpaid() -> None:
+    summary = _summary("verified", "verified", rounds=2)
+    summary["presence_checks"] = 2
+    summary["miners"][0].update(name="hosts-dup", role="cheater", credited_hosts=2, capacity=1.0, credit=1.0)
+    summary["miners"][1].update(
+        name="hit-and-run", role="cheater", credited_hosts=0, capacity=1.0, credit=0.9
+    )
+    assert summary_problems(summary, 2) == [
+        "hosts-dup (uid 1): one device credited as 2 hosts",
+        "hit-and-run (uid 2) earned 0.9, more than its device for 50% of the checks (0.5)",
+    ]
+    summary["miners"][0]["credited_hosts"] = 1
+    summary["miners"][1]["credit"] = 0.35  # score 0.7 (absent at its second test) x share 1/2
+    assert summary_problems(summary, 2) == []
+
+
 def test_an_all_verified_demo_is_ok_and_every_figure_has_a_legend() -> None:
     text = _render(_summary("verified", "verified"))
     assert "demo OK" in text and "FAILED" not in text
