@@ -151,6 +151,7 @@ def credits(store, chain, own: str, window: int = 16) -> dict[int, float]:
     }
 
 
+@pytest.mark.slow
 async def test_one_device_behind_three_hotkeys_earns_one_device_share(pool_net, validator_client) -> None:
     """Findings 3 and 4, played for real: three hotkeys on one device are tested APART in their
     first round (one window each: each proves full capacity, the first-round windfall), then two
@@ -195,6 +196,7 @@ class DeviceAway:
         send_away(self.path, away=False)
 
 
+@pytest.mark.slow
 async def test_hit_and_run_is_credited_for_the_time_its_device_is_there(pool_net, validator_client) -> None:
     """Finding 5: a fresh hotkey proves its device in its first round, then the device is away at
     two of three presence checks: its credit is a third of its capacity (the share of checks it was
