@@ -20,6 +20,7 @@ if docker info >/dev/null 2>&1; then
 fi
 run dashboard         python3 -m compute bench-dashboard --json
 run presence-sim      python3 -m compute.validator presence-sim --json
+run distance          python3 -m compute bench-distance --rounds 3 --share 0.1 --flood --json || true  # exits 1 on a false negative
 if python3 -c "import web3" 2>/dev/null; then
   run collateral-gas  python3 -m compute collateral bench --json
 fi
