@@ -20,7 +20,7 @@ from compute.chain import SimChainState, connect
 from compute.collateral import machine_id
 from compute.collateral.chain import CollateralClient
 from compute.collateral.devchain import serve_local
-from compute.store import PogResult, ScoreUpdate, ValidatorStore
+from compute.store import PogResult, PresenceEntry, ScoreUpdate, ValidatorStore
 from compute.validator import WeightSetter, WeightsLoop
 from compute.validator.collateral.credit import CollateralCredit
 
@@ -88,6 +88,10 @@ def test_weights_scale_by_collateral_and_every_dodge_earns_the_floor_at_most(tmp
         store.finish_round(
             round_.round_id,
             [ScoreUpdate(uid, state.neurons(NETUID)[uid].hotkey, 1.0) for uid in uids.values()],
+        )
+        # every miner present at the round's one moment (presence share 1): only collateral differs
+        store.record_presence(
+            "round", [PresenceEntry(uid, state.neurons(NETUID)[uid].hotkey, 1.0) for uid in uids.values()]
         )
         credit = CollateralCredit(CollateralClient(w3, evm.address), store, FLOOR)
         setter = WeightSetter(chain, validator, store, VERSION_KEY, backoff_s=0.1)
