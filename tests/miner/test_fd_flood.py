@@ -49,6 +49,7 @@ def _soft_nofile(pid: int) -> int:
     return int(line.split()[3])
 
 
+@pytest.mark.soak
 @pytest.mark.parametrize("hard", [8192, 1024])
 async def test_a_connection_flood_from_many_addresses_never_starves_validators(
     tmp_path: Path, wallets, sim_network, hard: int
