@@ -25,6 +25,20 @@ _STEP[[ord("["), ord("{")]] = 1
 _STEP[[ord("]"), ord("}")]] = -1
 
 
+# everything a parser or a conversion can raise on hostile data (MemoryError included: a reply is
+# bounded by the line limit, but a pathological structure must not take the validator down)
+PARSE_ERRORS = (
+    ValueError,
+    TypeError,
+    AttributeError,
+    KeyError,
+    IndexError,
+    RecursionError,
+    OverflowError,
+    MemoryError,
+)
+
+
 class TooDeep(ValueError):
     """The JSON text nests deeper than allowed."""
 

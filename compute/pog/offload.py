@@ -20,21 +20,11 @@ from pydantic import BaseModel, ValidationError
 
 from compute import safejson
 from compute.peertext import printable
+from compute.safejson import PARSE_ERRORS
 
 from .memory import MemoryOpening, MemoryVerdict, verify_memory
 from .verifier import Verdict, verify
 from .wire import Opening
-
-PARSE_ERRORS = (
-    ValueError,
-    TypeError,
-    AttributeError,
-    KeyError,
-    IndexError,
-    RecursionError,
-    OverflowError,
-    MemoryError,
-)
 
 
 class ReplyError(Exception):

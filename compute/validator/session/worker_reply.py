@@ -20,21 +20,10 @@ from pydantic import BaseModel, ValidationError
 
 from compute import safejson
 from compute.peertext import printable
+from compute.safejson import PARSE_ERRORS
 
 M = TypeVar("M", bound=BaseModel)
 
-# everything a parser or a conversion can raise on hostile data (MemoryError included: a reply
-# is bounded by the line limit, but a pathological structure must not take the validator down)
-PARSE_ERRORS = (
-    ValueError,
-    TypeError,
-    AttributeError,
-    KeyError,
-    IndexError,
-    RecursionError,
-    OverflowError,
-    MemoryError,
-)
 MAX_DEVICES = 64
 
 
