@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from compute.pog import Prover, choose_openings, new_challenge, offload, verify, verify_lines
+from compute.pog.spool import SpooledLine
 from compute.pog.wire import Opening
 from compute.validator.proofs import offloaded
 from compute.validator.session import worker_reply
@@ -110,3 +111,26 @@ def test_a_big_line_reaches_the_worker_through_a_file_that_is_always_removed(hon
     with pytest.raises(WorkerFailed, match="out of memory"):
         asyncio.run(offloaded.verify_opening(broken, "open", challenge, commitment, request, 1))
     assert len(written) == 2 and not any(os.path.exists(path) for path in written)
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_a_spooled_line_is_verified_from_its_file_which_is_always_removed(
+    workers: int, honest, tmp_path
+) -> None:
+    """The timing process's spool file (``SpooledLine``): read by the worker (or a thread), never by
+    the validator's process when a pool runs, and deleted whatever the verdict."""
+    challenge, commitment, request, opening, line = honest
+    big = line[:-1] + b" " * verify_lines.FILE_MIN_LINE + b"\n"
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    good.write_bytes(big)
+    verdict = asyncio.run(
+        offloaded.verify_opening(
+            SpooledLine(str(good), len(big)), "open", challenge, commitment, request, workers
+        )
+    )
+    assert verdict == verify(challenge, commitment, request, opening) and verdict.ok
+    bad.write_bytes(b'{"ok": false, "error": "out of memory"}' + b" " * verify_lines.FILE_MIN_LINE + b"\n")
+    with pytest.raises(WorkerFailed, match="out of memory"):
+        spooled = SpooledLine(str(bad), bad.stat().st_size)
+        asyncio.run(offloaded.verify_opening(spooled, "open", challenge, commitment, request, workers))
+    assert not good.exists() and not bad.exists()

@@ -28,6 +28,8 @@ import threading
 from pathlib import Path
 from typing import ClassVar
 
+from compute.pog.spool import SpooledLine, new_spool_dir, remove_spool_dir
+
 log = logging.getLogger(__name__)
 
 CHILD = Path(__file__).with_name("clock_child.py")
@@ -63,8 +65,9 @@ class Clock:
     def __init__(self) -> None:
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock = parent
+        self.spool_dir = new_spool_dir()  # big lines land here (``spool``); removed by either end
         self._process = subprocess.Popen(
-            [sys.executable, "-u", str(CHILD), str(child.fileno())],
+            [sys.executable, "-u", str(CHILD), str(child.fileno()), self.spool_dir],
             pass_fds=(child.fileno(),),
             stdin=subprocess.DEVNULL,
         )
@@ -121,6 +124,8 @@ class Clock:
                     waiter = self._pending.pop(header.get("id"), None)
                 if waiter is not None:
                     _resolve(waiter, (header, payload))
+                else:  # nobody waits for this answer: its files would linger
+                    _discard_spooled(header)
         except (OSError, ValueError) as exc:
             self._fail(f"timing process answer failed: {exc}")
 
@@ -145,13 +150,37 @@ class Clock:
             self._process.wait(5)
         except subprocess.TimeoutExpired:
             self._process.kill()
+        remove_spool_dir(self.spool_dir)
+
+
+def spooled_lines(header: dict, payload: bytes) -> list[bytes | SpooledLine]:
+    """The lines of a ``request`` answer: bytes, or ``SpooledLine`` where the timing process spooled
+    one (``spooled``: a path or None per line). The caller owns (deletes) the spooled files."""
+    paths = header.get("spooled") or [None] * len(header["sizes"])
+    lines: list[bytes | SpooledLine] = []
+    offset = 0
+    for size, path in zip(header["sizes"], paths, strict=True):
+        if path is not None:
+            lines.append(SpooledLine(str(path), int(size)))
+        else:
+            lines.append(payload[offset : offset + size])
+            offset += size
+    return lines
+
+
+def _discard_spooled(header: dict) -> None:
+    for path in header.get("spooled") or ():
+        if path is not None:
+            SpooledLine(str(path), 0).discard()
 
 
 def _resolve(waiter: tuple[asyncio.AbstractEventLoop, asyncio.Future], value: object) -> None:
     loop, future = waiter
 
     def settle() -> None:
-        if future.done():
+        if future.done():  # cancelled (a deadline passed): the answer's files are nobody's
+            if isinstance(value, tuple):
+                _discard_spooled(value[0])
             return
         if isinstance(value, BaseException):
             future.set_exception(value)
@@ -161,7 +190,8 @@ def _resolve(waiter: tuple[asyncio.AbstractEventLoop, asyncio.Future], value: ob
     try:
         loop.call_soon_threadsafe(settle)
     except RuntimeError:  # the asking loop is closed: nobody waits for this answer any more
-        pass
+        if isinstance(value, tuple):
+            _discard_spooled(value[0])
 
 
-__all__ = ["CHILD", "Clock", "ClockFailed"]
+__all__ = ["CHILD", "Clock", "ClockFailed", "spooled_lines"]

@@ -1,6 +1,6 @@
 """The validator's timing process: every lease's SSH session, its I/O stamped where nothing else runs.
 
-Run as a script (``python clock_child.py FD``) by ``compute.validator.session.clock``, never imported
+Run as a script (``python clock_child.py FD [SPOOL_DIR]``) by ``compute.validator.session.clock``, never imported
 by the validator at run time: it imports only the standard library and asyncssh, so no work of the
 validator process (the dashboard, parsing and verifying openings, the chain, the store) can delay
 it, GIL included. The parent speaks to it over the inherited UNIX socket ``FD`` in frames:
@@ -14,22 +14,31 @@ Requests (header ``op``; every answer echoes ``id``, ``ok`` and on failure ``kin
 - ``request``: write the payload (one request line) to session ``sid``, stamping ``sent_at`` on this
   process's monotonic clock right before the write, then read one line, or with ``stream`` the lines
   ``{"op": stream, "ok": true, ...}`` up to the first other line (at most ``max_lines``), each
-  stamped when its bytes arrived. Answer: ``sent_at``, ``stamps``, ``sizes``; payload: the lines.
+  stamped when its last byte arrived. Answer: ``sent_at``, ``stamps``, ``sizes``; payload: the lines.
+  With ``spool``, a line that grows past ``SPOOL_MIN`` bytes is written, chunk by chunk as it arrives,
+  to a new file of the spool directory (``FD``'s second argument, ``compute.pog.spool``) instead of
+  memory; the answer names it in ``spooled`` (a path or null per line) and the payload leaves it out.
+  The validator then owns the file. A line refused (past ``limit``), cut off (the channel broke, the
+  command ended) or never asked for (the session closed) has its file deleted here; the whole
+  directory goes when the validator does.
 - ``send``: write the payload, read nothing. ``close``: ask the worker to exit, drop the session.
 
 Failure kinds: ``ssh`` (connect, host key, start), ``channel`` (a write or read on the channel
 broke), ``eof`` (the command ended), ``timeout`` (silent past ``timeout`` s), ``protocol`` (a line
 longer than ``limit``). CLOCK_MONOTONIC is system-wide: stamps compare with the parent's clock.
-It parses only small lines (to find a stream's end); it judges nothing.
+It parses only small lines (to find a stream's end); it judges nothing; it never holds a spooled line.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shutil
 import socket
 import struct
 import sys
+import tempfile
 import time
 
 import asyncssh
@@ -39,6 +48,7 @@ SMALL_LINE = 1 << 16
 STDERR_TAIL = 2000
 READ_CHUNK = 1 << 16
 TIE_S = 1e-6  # lines that arrived in one chunk are stamped 1 us apart, in order
+SPOOL_MIN = 1 << 20  # with ``spool``, a line past this many bytes continues in a file of the spool
 
 
 class Failure(Exception):
@@ -47,18 +57,111 @@ class Failure(Exception):
         self.kind, self.error, self.stderr = kind, error, stderr
 
 
+class SpoolError(Exception):
+    """Writing a spool file failed (tmpfs full, the directory gone): the validator's trouble."""
+
+
+class Spooled:
+    """A complete line in a spool file (its holder deletes it)."""
+
+    def __init__(self, path: str, size: int) -> None:
+        self.path, self.size = path, size
+
+    def discard(self) -> None:
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+
+Line = bytes | Spooled
+
+
+def _discard(items: list) -> None:
+    for item in items:
+        if isinstance(item, Spooled):
+            item.discard()
+
+
+class Partial:
+    """The line being received: in memory, or -- with ``spool`` and past ``SPOOL_MIN`` bytes -- in a
+    new file of ``spool_dir``, each chunk written as it arrives (tmpfs: a copy, no disk wait)."""
+
+    def __init__(self, spool_dir: str | None) -> None:
+        self.spool_dir = spool_dir
+        self.buffer = bytearray()
+        self.fd: int | None = None
+        self.path = ""
+        self.size = 0
+
+    def add(self, data: bytes, spool: bool) -> None:
+        self.size += len(data)
+        if self.fd is not None:
+            self._write(data)
+            return
+        self.buffer += data
+        if spool and self.spool_dir is not None and len(self.buffer) > SPOOL_MIN:
+            try:
+                self.fd, self.path = tempfile.mkstemp(prefix="line-", dir=self.spool_dir)
+            except OSError as exc:
+                raise SpoolError(f"cannot create a spool file: {exc}") from None
+            self._write(self.buffer)
+            self.buffer = bytearray()
+
+    def _write(self, data: bytes | bytearray) -> None:
+        assert self.fd is not None
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(self.fd, view) :]
+        except OSError as exc:
+            raise SpoolError(f"spool write failed: {exc}") from None
+
+    def finish(self, data: bytes) -> Line:
+        """The line completed by ``data`` (its newline included); the partial starts over."""
+        if self.fd is None:
+            if not self.buffer:
+                line = data
+            else:
+                self.buffer += data
+                line = bytes(self.buffer)
+                self.buffer = bytearray()
+            self.size = 0
+            return line
+        self._write(data)
+        os.close(self.fd)
+        spooled = Spooled(self.path, self.size + len(data))
+        self.fd, self.path, self.size = None, "", 0
+        return spooled
+
+    def discard(self) -> None:
+        """Drop an unfinished line (its file too)."""
+        if self.fd is not None:
+            os.close(self.fd)
+            Spooled(self.path, 0).discard()
+            self.fd, self.path = None, ""
+        self.buffer, self.size = bytearray(), 0
+
+
 class Channel:
     """One worker session: a reader task stamps and splits stdout lines the moment bytes arrive."""
 
-    def __init__(self, conn: asyncssh.SSHClientConnection, process: asyncssh.SSHClientProcess) -> None:
+    def __init__(
+        self,
+        conn: asyncssh.SSHClientConnection,
+        process: asyncssh.SSHClientProcess,
+        spool_dir: str | None = None,
+    ) -> None:
         self.conn, self.process = conn, process
         self.limit = SMALL_LINE
-        self.lines: asyncio.Queue[tuple[float, bytes] | Failure] = asyncio.Queue()
+        self.spool = False  # set per request: big lines of this one go to files of ``spool_dir``
+        self.spool_dir = spool_dir
+        self.lines: asyncio.Queue[tuple[float, Line] | Failure] = asyncio.Queue()
         self.stderr = bytearray()
         self.tasks = [asyncio.ensure_future(self._read()), asyncio.ensure_future(self._drain_stderr())]
 
     async def _read(self) -> None:
-        buffer = bytearray()
+        partial = Partial(self.spool_dir)
         try:
             while True:
                 chunk = await self.process.stdout.read(READ_CHUNK)
@@ -66,18 +169,22 @@ class Channel:
                 if not chunk:
                     self.lines.put_nowait(Failure("eof", "worker exited", self.tail()))
                     return
-                start = len(buffer)
-                buffer += chunk
-                while (end := buffer.find(b"\n", start)) >= 0:
-                    self.lines.put_nowait((now, bytes(buffer[: end + 1])))
+                start = 0
+                while (end := chunk.find(b"\n", start)) >= 0:
+                    self.lines.put_nowait((now, partial.finish(chunk[start : end + 1])))
                     now += TIE_S  # lines of one chunk keep their order on the clock
-                    del buffer[: end + 1]
-                    start = 0
-                if len(buffer) > self.limit:
+                    start = end + 1
+                if start < len(chunk):
+                    partial.add(chunk[start:], self.spool)
+                if partial.size > self.limit:
                     self.lines.put_nowait(Failure("protocol", f"worker line longer than {self.limit} bytes"))
                     return
+        except SpoolError as exc:
+            self.lines.put_nowait(Failure("clock", str(exc)))
         except (asyncssh.Error, OSError) as exc:
             self.lines.put_nowait(Failure("channel", f"worker channel failed: {exc}", self.tail()))
+        finally:  # refused, broken, cancelled: a half-written spool file never lingers
+            partial.discard()
 
     async def _drain_stderr(self) -> None:
         try:
@@ -98,7 +205,7 @@ class Channel:
             raise Failure("channel", f"channel broke ({type(exc).__name__}: {exc})", self.tail()) from None
         return now
 
-    async def line(self, timeout: float) -> tuple[float, bytes]:
+    async def line(self, timeout: float) -> tuple[float, Line]:
         try:
             item = await asyncio.wait_for(self.lines.get(), timeout)
         except asyncio.TimeoutError:
@@ -120,15 +227,17 @@ class Channel:
         self.conn.close()
         for task in self.tasks:
             task.cancel()
+        while not self.lines.empty():  # lines nobody asked for: their files go now
+            _discard([self.lines.get_nowait()])
         try:
             await asyncio.wait_for(self.conn.wait_closed(), 5)
         except (asyncio.TimeoutError, asyncssh.Error, OSError):
             pass
 
 
-def _continues(raw: bytes, stream: str) -> bool:
+def _continues(raw: Line, stream: str) -> bool:
     """Whether ``raw`` is one more ``stream`` line (small, ``ok``, that op); anything else ends it."""
-    if len(raw) > SMALL_LINE:
+    if isinstance(raw, Spooled) or len(raw) > SMALL_LINE:
         return False
     try:
         line = json.loads(raw)
@@ -138,8 +247,9 @@ def _continues(raw: bytes, stream: str) -> bool:
 
 
 class Clock:
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, spool_dir: str | None = None) -> None:
         self.sock = sock
+        self.spool_dir = spool_dir
         self.channels: dict[str, Channel] = {}
         self.writer: asyncio.StreamWriter | None = None
 
@@ -186,20 +296,27 @@ class Clock:
             await channel.close()
             return b""
         channel.limit = int(header.get("limit", SMALL_LINE))
+        channel.spool = bool(header.get("spool"))
         reply["sent_at"] = channel.write(payload) if payload else time.monotonic()
         if op == "send":
             return b""
         timeout, stream = float(header["timeout"]), header.get("stream")
         stamps: list[float] = []
-        lines: list[bytes] = []
-        while True:
-            stamp, raw = await channel.line(timeout)
-            stamps.append(stamp)
-            lines.append(raw)
-            if not stream or not _continues(raw, stream) or len(lines) > int(header["max_lines"]):
-                break
-        reply.update(stamps=stamps, sizes=[len(raw) for raw in lines])
-        return b"".join(lines)
+        lines: list[Line] = []
+        try:
+            while True:
+                stamp, raw = await channel.line(timeout)
+                stamps.append(stamp)
+                lines.append(raw)
+                if not stream or not _continues(raw, stream) or len(lines) > int(header["max_lines"]):
+                    break
+        except BaseException:
+            _discard(lines)  # a failed request hands over no file: nobody would delete it
+            raise
+        reply.update(stamps=stamps, sizes=[_size(raw) for raw in lines])
+        if any(isinstance(raw, Spooled) for raw in lines):
+            reply["spooled"] = [raw.path if isinstance(raw, Spooled) else None for raw in lines]
+        return b"".join(raw for raw in lines if isinstance(raw, bytes))
 
     async def open(self, header: dict, payload: bytes) -> bytes:
         timeout = float(header["timeout"])
@@ -234,7 +351,7 @@ class Clock:
         except (asyncio.TimeoutError, OSError, asyncssh.Error) as exc:
             conn.close()
             raise Failure("ssh", f"could not start the worker: {exc or 'timeout'}") from None
-        channel = Channel(conn, process)
+        channel = Channel(conn, process, self.spool_dir)
         try:
             channel.write(payload)
             _, first = await channel.line(timeout)
@@ -242,12 +359,22 @@ class Clock:
             await channel.close()
             raise
         self.channels[header["sid"]] = channel
+        assert isinstance(first, bytes)  # nothing is spooled before a request asks for it
         return first
+
+
+def _size(raw: Line) -> int:
+    return raw.size if isinstance(raw, Spooled) else len(raw)
 
 
 def main() -> None:
     sock = socket.socket(fileno=int(sys.argv[1]))
-    asyncio.run(Clock(sock).serve())
+    spool_dir = sys.argv[2] if len(sys.argv) > 2 else None
+    try:
+        asyncio.run(Clock(sock, spool_dir).serve())
+    finally:  # the validator went away (or killed): its spool goes with this process
+        if spool_dir is not None:
+            shutil.rmtree(spool_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -43,7 +43,8 @@ from compute.pog import (
     OpeningRequest,
     worker_script,
 )
-from compute.validator.session.clock import Clock, ClockFailed
+from compute.pog.spool import SpooledLine
+from compute.validator.session.clock import Clock, ClockFailed, spooled_lines
 from compute.validator.session.worker_reply import (
     DeviceInfo,
     PogSessionError,
@@ -204,19 +205,30 @@ class PogSession:
     ) -> tuple[float, list[tuple[float, bytes]]]:
         """Write ``message`` (None: nothing) and read its line(s): (sent at, [(arrival, line)...]),
         both on the timing process's clock."""
-        header = {"op": "request", "sid": self._sid, "limit": limit, "timeout": timeout}
+        header: dict = {"op": "request", "sid": self._sid, "limit": limit, "timeout": timeout}
         if stream is not None:
             header.update(stream=stream, max_lines=most)
+        sent, lines = await self._exchange_lines(header, message)
+        plain: list[tuple[float, bytes]] = []
+        for stamp, raw in lines:
+            if not isinstance(raw, bytes):  # only ``request_line`` asks for spooling
+                raw.discard()
+                raise ClockFailed("the timing process spooled a line nobody asked it to")
+            plain.append((stamp, raw))
+        return sent, plain
+
+    async def _exchange_lines(
+        self, header: dict, message: dict | None
+    ) -> tuple[float, list[tuple[float, bytes | SpooledLine]]]:
+        """``_exchange``'s request; a line spooled by the timing process (``spool`` asked) comes back
+        as its ``SpooledLine``."""
         line = json.dumps(message, separators=(",", ":")).encode() + b"\n" if message is not None else b""
         reply, payload = await self._clock.call(header, line)
         if not reply["ok"]:
             self.stderr_tail = reply.get("stderr") or self.stderr_tail
             raise _failure(reply)
-        lines, offset = [], 0
-        for stamp, size in zip(reply["stamps"], reply["sizes"], strict=True):
-            lines.append((float(stamp), payload[offset : offset + size]))
-            offset += size
-        return float(reply["sent_at"]), lines
+        lines = spooled_lines(reply, payload)
+        return float(reply["sent_at"]), list(zip((float(s) for s in reply["stamps"]), lines, strict=True))
 
     async def _request(self, message: dict, op: str, limit: int, timeout: float) -> dict:
         _, ((_, raw),) = await self._exchange(message, op, limit, timeout)
@@ -264,13 +276,17 @@ class PogSession:
             raise WorkerProtocolError(f"commit: {len(commitment.roots)} roots for {challenge.gpu_count} GPUs")
         return TimedCommitment(commitment, arrived - sent)
 
-    async def request_line(self, message: dict, limit: int, timeout: float) -> bytes | bytearray:
+    async def request_line(self, message: dict, limit: int, timeout: float) -> bytes | SpooledLine:
         """Send ``message``; its reply line unparsed. For the big replies (openings), which are parsed
-        and verified off the event loop (``compute.pog.offload``, ``verify_pool``)."""
-        _, ((_, raw),) = await self._exchange(message, str(message.get("op")), limit, timeout)
+        and verified off the event loop (``compute.pog.offload``, ``verify_pool``): a line past
+        ``clock_child.SPOOL_MIN`` bytes is written to a spool file as it arrives and comes back as its
+        ``SpooledLine`` (the caller deletes it: ``verify_lines`` does), so neither this process nor
+        the timing process ever holds it whole."""
+        header = {"op": "request", "sid": self._sid, "limit": limit, "timeout": timeout, "spool": True}
+        _, ((_, raw),) = await self._exchange_lines(header, message)
         return raw
 
-    async def open_rows_line(self, request: OpeningRequest, p: int, timeout: float) -> bytes | bytearray:
+    async def open_rows_line(self, request: OpeningRequest, p: int, timeout: float) -> bytes | SpooledLine:
         """The ``open`` reply line for ``request``, unparsed (see ``request_line``)."""
         message = {"op": "open", "request": request.model_dump(mode="json")}
         return await self.request_line(message, opening_line_limit(request, p), timeout)
@@ -345,7 +361,7 @@ class PogSession:
 
     async def memory_open_line(
         self, request: MemoryOpenRequest, n: int, timeout: float, slot: str = "memory"
-    ) -> bytes | bytearray:
+    ) -> bytes | SpooledLine:
         """The ``<slot>_open`` reply line, unparsed (see ``request_line``)."""
         vectors = sum(2 * len(p) for p in request.passes)
         message = {"op": f"{slot}_open", "request": request.model_dump(mode="json")}
@@ -386,7 +402,7 @@ class PogSession:
 
     async def sustained_open_line(
         self, index: int, request: OpeningRequest, p: int, timeout: float
-    ) -> bytes | bytearray:
+    ) -> bytes | SpooledLine:
         """The ``sustained_open`` reply line, unparsed (see ``request_line``)."""
         message = {"op": "sustained_open", "index": index, "request": request.model_dump(mode="json")}
         return await self.request_line(message, opening_line_limit(request, p), timeout)

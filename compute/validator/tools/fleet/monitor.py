@@ -9,6 +9,8 @@
   selector, a queue or a lock) are not counted. Stage CPU = the process's CPU x the stage's share
   of busy samples: a profile, not an exact account.
 - ``GcPauses``: how long each garbage collection stopped the interpreter.
+- ``SpoolWatch``: a thread that sums the timing process's spool directory (the big lines on their way
+  to the pool: tmpfs memory that no process's RSS shows) every ``interval``; its peak and file count.
 - ``ControlLoop``: an idle event loop in its own process, measured the same way: the lag the rest of
   the machine causes, to tell apart from the validator's own.
 - ``percentiles``: p50 / p99 / max of a list of seconds, in milliseconds.
@@ -19,11 +21,13 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import os
 import subprocess
 import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 
 # innermost-frame file fragments -> stage (first match from the innermost frame outward wins)
 STAGES: tuple[tuple[str, str], ...] = (
@@ -168,6 +172,44 @@ class GcPauses:
     def stop(self) -> None:
         if self._callback in gc.callbacks:
             gc.callbacks.remove(self._callback)
+
+
+class SpoolWatch:
+    """Peak bytes and files at once in a spool directory, and how many files it ever saw."""
+
+    def __init__(self, directory: Callable[[], str | None], interval: float = 0.05) -> None:
+        self.directory, self.interval = directory, interval
+        self.peak_bytes = 0
+        self.peak_files = 0
+        self.seen: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="fleet-spool", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            path = self.directory()
+            if path is None:
+                continue
+            size, files = 0, 0
+            try:
+                with os.scandir(path) as entries:
+                    for entry in entries:
+                        try:
+                            size += entry.stat().st_size
+                        except FileNotFoundError:  # verified and deleted meanwhile
+                            continue
+                        files += 1
+                        self.seen.add(entry.name)
+            except FileNotFoundError:
+                continue
+            self.peak_bytes, self.peak_files = max(self.peak_bytes, size), max(self.peak_files, files)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
 
 
 async def _idle_loop_lag() -> None:
