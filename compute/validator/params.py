@@ -58,7 +58,15 @@ class LockstepParams:
     prepare_s: float = 120.0  # the window waits this long at most for every seat to be prepared
     rtt_cap_s: float = 0.6  # a round trip above this is judged as this (distance buys no slack)
     lead_slack_s: float = 0.3  # the chain's first pass may come this much after one round trip
+    # the same for a machine without GPUs: its worker shares the cores with whatever else runs (on
+    # the demo, every miner and the validator on one machine: starts 0.5-1.6 s late at load >= 10).
+    # Sound while cap + this < the chain at the table bandwidth + a rebuild (docs/presence.md)
+    cpu_lead_slack_s: float = 1.8
     min_chain_s: float = 2.7  # memory chain length at the table bandwidth: 3 x (cap + slack)
+
+    def slack(self, cpu: bool) -> float:
+        """The lead slack of a seat: ``cpu_lead_slack_s`` for a machine without GPUs."""
+        return self.cpu_lead_slack_s if cpu else self.lead_slack_s
 
     def after(self, step_s: float, rtt_s: float) -> float:
         """The bound of a step: ``step_s`` above twice the measured round trip (capped)."""

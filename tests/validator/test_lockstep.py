@@ -9,6 +9,7 @@ playing its best moment to take the device. The same device behind one hotkey is
 from __future__ import annotations
 
 import asyncio
+import math
 from pathlib import Path
 
 import pytest
@@ -23,13 +24,16 @@ from compute.chain import connect
 from compute.localnet.one_device import device_bin
 from compute.miner import build_miner_app
 from compute.miner.specs import fixed_specs
-from compute.scoring import ScoringConfig, load_gpu_table
+from compute.pog import judge_memory_timing, plan_memory
+from compute.scoring import ProvenGpu, ScoringConfig, gpu_credit, load_gpu_table
+from compute.scoring.value import table_figures
 from compute.store import ValidatorStore
 from compute.transport import KeyWallet, ServerLimits, serve_in_thread
 from compute.validator import MinerTarget, RoundLoop, chain_block_source, check_miner
 from compute.validator.lockstep.residency import Residency, common_interval, exclusivity
 from compute.validator.lockstep.window import SeatLate, Window
-from compute.validator.params import LockstepParams
+from compute.validator.params import DepthParams, LockstepParams
+from compute.validator.proofs.depth import memory_shape
 from compute.validator.round.windows import pack_windows
 
 TABLE = load_gpu_table()
@@ -62,6 +66,83 @@ def test_a_busy_validator_stamping_late_does_not_make_an_honest_chain_late() -> 
     stalled = tuple(max(t, 0.35) for t in true)  # the event loop was busy for the first 0.35 s
     verdict = exclusivity(Residency(0.0, (stalled,), 0.04), 0.0, POLICY)
     assert verdict.ok and verdict.lead_s == pytest.approx(0.03, abs=1e-9)
+
+
+def _cpu_chain():
+    """The CPU seat's memory challenge as the validator plans it (the demo's CPU table figures)."""
+    depth = DepthParams()
+    memory_gb, gbs, policy = memory_shape(TABLE, [], depth)
+    challenge = plan_memory(memory_gb, gbs, 1, passes=depth.memory_passes, policy=policy)
+    pass_s = challenge.matrix_bytes / (gbs * 1e9)
+    passes = math.ceil(LockstepParams().min_chain_s / pass_s)
+    rebuild_s = challenge.n**2 * challenge.hash_rounds / policy.max_regen_rate
+    return challenge.model_copy(update={"passes": passes}), policy, pass_s, rebuild_s
+
+
+@pytest.mark.parametrize(("late_s", "rtt"), [(0.0, 0.002), (1.6, 0.002), (1.6, 0.3), (1.75, 0.05)])
+def test_an_honest_cpu_chain_that_starts_late_on_a_loaded_machine_is_present(late_s, rtt) -> None:
+    """Issue 24 on the CPU path: at load >= 10 an honest CPU worker begins its chain 0.5-1.6 s late
+    (its cores are shared). A machine without GPUs is judged with the CPU slack (1.8 s); the same
+    chain on a GPU seat keeps the GPU slack (0.3 s: a GPU's start does not wait for the host's cores)."""
+    _, _, pass_s, _ = _cpu_chain()
+    real = 0.002  # an honest CPU runs its passes ~8x faster than the CPU table
+    arrivals = tuple(rtt + late_s + real * (r + 1) for r in range(174))
+    cpu = exclusivity(Residency(0.0, (arrivals,), rtt, pass_s, cpu=True), 0.0, LockstepParams())
+    assert cpu.ok, cpu.reason
+    gpu = exclusivity(Residency(0.0, (arrivals,), rtt, pass_s), 0.0, LockstepParams())
+    assert gpu.ok is (late_s == 0.0)
+
+
+def _second_chain(pass_s: float, start: float, passes: int, slow_s: float) -> tuple[float, ...]:
+    """A serialised second chain computed at the device's speed from ``start``; its lines after the
+    first half are held back to ``slow_s`` apart (the median step becomes ``slow_s``)."""
+    fast = passes // 2 - 1
+    arrivals = [start + pass_s * (r + 1) for r in range(fast)]
+    while len(arrivals) < passes:
+        arrivals.append(max(start + pass_s * (len(arrivals) + 1), arrivals[-1] + slow_s))
+    return tuple(arrivals)
+
+
+@pytest.mark.parametrize("held", [False, True])
+def test_a_device_at_the_cpu_table_cannot_fit_two_chains_in_the_cpu_slack(held) -> None:
+    """The serialising sybil's best second chain on a one-matrix device at the CPU table's figures
+    (the emulated device of the cheater tests): it starts one chain and a rebuild after the moment,
+    fakes a round trip above the cap, and holds back its later lines so that the median step is as
+    wide as the memory time judge still accepts (its start estimate would reach back before the
+    moment). The memory time judge passes it; the residency judge does not, because the estimate
+    never assumes a spacing wider than one pass at the table's bandwidth. Without that bound, the
+    held-back chain would be credited (the bound is what makes the CPU slack sound)."""
+    challenge, policy, pass_s, rebuild_s = _cpu_chain()
+    policy_ = LockstepParams()
+    start = challenge.passes * pass_s + rebuild_s  # after the first hotkey's chain and a rebuild
+    limit = challenge.n**2 * challenge.hash_rounds / policy.max_regen_rate / policy.min_margin
+    slow = pass_s
+    if held:  # as wide as keeps the whole chain's mean pass within the time judge (0.95 of it)
+        half = challenge.passes - (challenge.passes // 2 - 1)
+        slow = (0.95 * limit * challenge.passes - start - (challenge.passes // 2 - 1) * pass_s) / half
+        assert slow > 1.5 * pass_s
+    arrivals = _second_chain(pass_s, start, challenge.passes, slow)
+    assert judge_memory_timing(challenge, 0.0, [list(arrivals)], policy).ok  # a chain the time judge takes
+    faked_rtt = 5.0  # judged as the 0.6 s cap
+    verdict = exclusivity(Residency(0.0, (arrivals,), faked_rtt, pass_s, cpu=True), 0.0, policy_)
+    assert not verdict.ok and verdict.lead_s >= start - 1e-9
+    assert verdict.lead_s - verdict.bound_s > 0.4  # the margin: the bound 2.4 s, the best start 2.82 s
+    unbounded = exclusivity(Residency(0.0, (arrivals,), faked_rtt, 0.0, cpu=True), 0.0, policy_)
+    assert unbounded.ok is held  # the median alone would have credited the held-back chain
+
+
+def test_a_fast_device_claiming_no_gpu_behind_three_hotkeys_earns_at_most_three_cpu_floors() -> None:
+    """What the CPU slack does not bound: a device much faster than the CPU table (an H100 claiming
+    no GPU, or a real CPU with RAM for many matrices) can compute every hotkey's chain at the moment
+    and answer all three windows. Its credit per hotkey is the CPU class's (its proven memory is the
+    CPU-sized matrix, so no GPU model is identified): three hotkeys earn under 5 % of what the same
+    H100 earns honestly as one GPU."""
+    h100 = TABLE.models["H100 SXM"]
+    honest = gpu_credit(table_figures(h100), TABLE).value
+    as_cpu = ProvenGpu(h100.tflops_fp16, h100.tflops_fp32, 0.0016, h100.bandwidth_gbs)  # 1.6 MB matrix
+    credit = gpu_credit(as_cpu, TABLE)
+    assert credit.credited_as is None and credit.value <= 0.01 * 5.0 * 1.1
+    assert 3 * credit.value < 0.05 * honest
 
 
 def test_every_gpu_of_a_machine_must_hold_its_matrix_at_the_moment() -> None:

@@ -126,7 +126,8 @@ async def _prove_memory_in_lockstep(
     moment = seat.window.moment
     if moment is None:  # no seat started: cannot happen once this one did
         raise MinerAbsent("the window has no common moment")
-    verdict = exclusivity(Residency(memory.started_at, memory.arrivals, rtt), moment, lockstep)
+    residency = Residency(memory.started_at, memory.arrivals, rtt, memory.table_pass_s, cpu=not claimed)
+    verdict = exclusivity(residency, moment, lockstep)
     measured.timings["lead_s"] = verdict.lead_s
     measured.timings["start_skew_s"] = moment - memory.started_at
     if not verdict.ok:

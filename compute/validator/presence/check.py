@@ -199,9 +199,8 @@ async def _resident(check: MinerCheck, unit: Unit, seat: Seat, lease) -> UnitOut
     if memory is None or memory.started_at is None:
         return UnitOutcome(0, reason="absent: no memory proof for its model, presence unprovable")
     moment = seat.window.moment
-    verdict = exclusivity(
-        Residency(memory.started_at, memory.arrivals, rtt), moment or memory.started_at, lockstep
-    )
+    residency = Residency(memory.started_at, memory.arrivals, rtt, memory.table_pass_s, cpu=not unit.gpus)
+    verdict = exclusivity(residency, moment or memory.started_at, lockstep)
     if not verdict.ok:
         return UnitOutcome(0, reason=f"absent: {verdict.reason}")
     if not memory.all_proven:

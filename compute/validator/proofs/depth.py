@@ -78,6 +78,7 @@ class MemoryOutcome:
     proven_bytes: tuple[int, ...] = ()  # per GPU
     started_at: float | None = None  # validator clock: the start nonce was written
     arrivals: tuple[tuple[float, ...], ...] = ()  # per GPU, each pass line's arrival (validator clock)
+    table_pass_s: float = 0.0  # one pass at the table's bandwidth (the residency judge's widest spacing)
 
     @property
     def all_proven(self) -> bool:
@@ -194,6 +195,7 @@ async def prove_memory(
         credited,
         timed.started_at,
         tuple(tuple(times) for times in timed.arrivals),
+        pass_s,
     )
 
 

@@ -169,6 +169,9 @@ def _summary(args: argparse.Namespace, runs: dict[float, list[Any]], pages: int,
                 if passed
                 else None,
                 "fp32_s": statistics.median(r.timings.get("fp32_s", 0) for r in passed) if passed else None,
+                "lead_s_max": max(
+                    (r.timings.get("lead_s", 0.0) for r in results if r is not None), default=None
+                ),
             }
         )
     near = float(rows[0]["mean_sample"]) or 1.0
