@@ -89,6 +89,9 @@ class Participant:
 
 
 DEMO_DISTANCE_SHARE = 0.25  # far demo validators stretch their CPU GEMMs less (2 cores are shared)
+# several validators: every timed GEMM run lasts what a 300 ms validator stretches it to (0.3 s /
+# DEMO_DISTANCE_SHARE), near or far, so they all time the same work (one validator: no floor, short)
+DEMO_MIN_TIMED_S = 1.2
 PROXY = Path(__file__).with_name("latency_proxy.py")
 
 
@@ -399,6 +402,8 @@ class LocalNet:
             "cpu",
             "--validator.canary_dwell",  # a canary stays a second, not a minute, on the demo
             "1",
+            "--validator.min_timed_s",
+            f"{DEMO_MIN_TIMED_S if several else 0.0:g}",
             "--wandb.off",
         ]
         if self.options.cheaters:  # every miner gets a canary each round, signed in turn by the

@@ -110,6 +110,7 @@ class RoundParams:
     lockstep: LockstepParams = LockstepParams()
     lease_proxy: tuple[str, ...] = ()  # SSH ProxyCommand argv to reach leases ({host} {port}); () = direct
     distance_share: float = 0.02  # timed work is sized so the measured round trip is at most this share
+    min_timed_s: float = 0.0  # each timed GEMM run lasts at least this, near or far (the setting: 1 s)
 
 
 def round_params(s: ValidatorSettings, holistic: HolisticConfig | None = None) -> RoundParams:
@@ -142,6 +143,7 @@ def round_params(s: ValidatorSettings, holistic: HolisticConfig | None = None) -
         trusted_renters=frozenset(s.trusted_renters),
         lease_proxy=tuple(shlex.split(s.lease_proxy)),
         distance_share=s.distance_share,
+        min_timed_s=s.min_timed_s,
         depth=depth,
         holistic=holistic or HolisticConfig(),
         verify_workers=s.verify_workers if s.verify_workers >= 0 else os.cpu_count() or 1,

@@ -79,6 +79,7 @@ class ValidatorSettings(BaseModel):
     collateral: CollateralSettings = Field(default_factory=CollateralSettings)  # off without an RPC
     lease_proxy: str = Field("", max_length=1000)  # SSH ProxyCommand to leases, {host} {port}; "" = direct
     distance_share: float = Field(0.02, gt=0, le=1)  # most of a timed interval the round trip may take
+    min_timed_s: float = Field(1.0, ge=0, le=30)  # shortest timed GEMM run, at any distance
 
     @field_validator("trusted_renters", mode="before")
     @classmethod
@@ -254,6 +255,11 @@ _FLAGS: dict[str, tuple[str, type, str]] = {
         "distance_share",
         float,
         "timed work is sized so the measured round trip is at most this share of it (default 0.02)",
+    ),
+    "validator.min_timed_s": (
+        "min_timed_s",
+        float,
+        "every timed GEMM run is made at least this long, near or far, so fixed costs weigh alike (default 1)",
     ),
     "wandb.project": ("wandb_project", str, "wandb project (default compute-subnet)"),
     "dashboard.port": (

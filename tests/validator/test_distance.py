@@ -51,10 +51,29 @@ def test_timed_work_grows_with_the_measured_round_trip(compute_s, rtt_s, share, 
     assert stretch_factor(compute_s, rtt_s, share) == pytest.approx(factor)
 
 
+@pytest.mark.parametrize(
+    ("compute_s", "rtt_s", "floor_s", "factor"),
+    [
+        (0.01, 0.0, 1.0, 64.0),  # a near 10 ms CPU product: stretched to the floor (bounded per run)
+        (0.1, 0.001, 1.0, 13.0),  # near: the floor x 1.3 headroom, whatever the tiny round trip
+        (0.1, 0.3, 1.0, 39.0),  # far: the round trip's share asks more than the floor
+        (1.5, 0.0, 1.0, 1.0),  # an H100's run (~1.5 s) already lasts past the floor: no extra cost
+        (0.1, 0.0, 60.0, 64.0),  # a floor past MAX_TIMED_S stretches at most to it (and MAX_STRETCH)
+        (1.0, 0.0, 60.0, 30.0),
+    ],
+)
+def test_every_timed_run_lasts_the_floor_near_or_far(compute_s, rtt_s, floor_s, factor) -> None:
+    """Issue 24 (a): a near miner's milliseconds-long run carried its fixed costs over a few ms and
+    was under-measured beside a far one stretched over seconds; the floor, the same at every
+    distance, gives both runs comparable work."""
+    assert stretch_factor(compute_s, rtt_s, 0.1, floor_s) == pytest.approx(factor)
+
+
 def test_stretching_only_grows_and_stays_in_bounds() -> None:
     assert stretched_n(8192, 0.7, 0.001, 0.02, 4096, 1 << 26) == 8192
     assert stretched_n(8192, 0.7, 0.3, 0.02, 4096, 1 << 26) == 229376  # x 21.4 x 1.3, whole chunks
     assert stretched_n(8192, 0.0, 9.9, 0.001, 4096, 1 << 18) == 1 << 18
+    assert stretched_n(8192, 0.1, 0.0, 0.02, 4096, 1 << 26, floor_s=1.0) == 106496  # x 13
     assert passes_for(16, 0.019, 0.0, 0.02, 256) == 16
     assert passes_for(16, 0.019, 0.3, 0.02, 256) == 256  # H100 at 300 ms: 789 wanted, the most allowed
     assert passes_for(16, 0.5, 0.05, 0.02, 256) == 16

@@ -106,7 +106,7 @@ class Net:
     def start_validator(self, *extra: str) -> subprocess.Popen:
         args = self.common("vali") + [
             "--validator.round_blocks", "10000", "--validator.spread_seconds", "0", "--validator.allow_same_ip",
-            "--validator.load_budget", "0",
+            "--validator.load_budget", "0", "--validator.min_timed_s", "0",
             "--validator.pog_m", "64", "--validator.pog_n", "4096", "--validator.pog_p", "64",
             "--validator.device", "cpu", "--validator.miner_timeout", "60", "--validator.retries", "0",
             "--validator.data_dir", str(self.root / "vdata"), "--wandb.off", *extra,

@@ -73,6 +73,8 @@ def test_validator_process_runs_one_round_sets_weights_and_exits(
         "--validator.round_blocks",
         "1",
         "--validator.allow_same_ip",
+        "--validator.min_timed_s",
+        "0",
         "--validator.pog_m",
         "64",
         "--validator.pog_n",

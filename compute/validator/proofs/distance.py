@@ -15,6 +15,13 @@ process's clock) and makes the timed work long enough that this round trip is at
 - a miner that hides how long its work takes (a slow or refused warm-up) gets less stretching, so
   more of the round trip in its interval: lower, never higher.
 
+A floor (``min_timed_s``, the same at every distance) keeps a near miner's timed GEMM from being
+a few milliseconds long: there the interval's fixed costs (the commitment's line, hashing, the
+session's turn-around) weigh on the figure while a far miner's stretched run carries them over
+seconds, so the near one was under-measured (a CPU product of ~10 ms read ~0.76 of its far figure).
+With every run at least the floor long, near and far measure work of comparable size, and only the
+round trip's share (at most ``distance_share``) separates them.
+
 Pure arithmetic plus one session call; sizes are bounded (``MAX_TIMED_S``, the generators' limits).
 """
 
@@ -35,20 +42,24 @@ async def measure_round_trip(session: PogSession, timeout: float) -> float:
     return min([await session.ping(timeout) for _ in range(PINGS)])
 
 
-def stretch_factor(compute_s: float, rtt_s: float, share: float) -> float:
-    """How much longer the timed work must be so ``rtt_s`` is at most ``share`` of it: >= 1, aiming
-    ``HEADROOM`` above (a warm-up runs slower than the timed product), at most ``MAX_TIMED_S`` of
-    work and ``MAX_STRETCH`` x (a miner hiding its compute time only stretches to the bound)."""
-    if rtt_s <= 0 or share <= 0:
+def stretch_factor(compute_s: float, rtt_s: float, share: float, floor_s: float = 0.0) -> float:
+    """How much longer the timed work must be so ``rtt_s`` is at most ``share`` of it and it lasts at
+    least ``floor_s`` whatever the distance: >= 1, aiming ``HEADROOM`` above (a warm-up runs slower
+    than the timed product), at most ``MAX_TIMED_S`` of work and ``MAX_STRETCH`` x (a miner hiding
+    its compute time only stretches to the bound)."""
+    want = max(floor_s, rtt_s / share if rtt_s > 0 and share > 0 else 0.0)
+    if want <= 0:
         return 1.0
-    want = min(rtt_s / share * HEADROOM, MAX_TIMED_S)
+    want = min(want * HEADROOM, MAX_TIMED_S)
     return min(MAX_STRETCH, max(1.0, want / max(compute_s, 1e-3)))
 
 
-def stretched_n(n: int, compute_s: float, rtt_s: float, share: float, chunk: int, max_n: int) -> int:
+def stretched_n(
+    n: int, compute_s: float, rtt_s: float, share: float, chunk: int, max_n: int, floor_s: float = 0.0
+) -> int:
     """GEMM inner size: ``n`` (predicted ``compute_s`` of work, from the warm-up) grown by
     ``stretch_factor``, in whole chunks, at most ``max_n``."""
-    factor = stretch_factor(compute_s, rtt_s, share)
+    factor = stretch_factor(compute_s, rtt_s, share, floor_s)
     if factor <= 1.0:
         return n
     return max(n, min(max_n, math.ceil(n * factor / chunk) * chunk))

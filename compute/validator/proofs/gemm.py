@@ -6,7 +6,8 @@ is timed as the best of two short runs of half the inner size (issue 24, robust 
 spike in one run does not lower an honest figure, and since both runs must verify and the faster one
 counts, slowing either can only lower it. Each run is made long enough that the round trip measured
 in the session is at most ``distance_share`` of it (``proofs.distance``: the first run sized from its
-warm-up, the next from the run just timed); the round trip is never subtracted.
+warm-up, the next from the run just timed), and at least ``min_timed_s`` long at any distance (so
+near and far runs carry their fixed costs alike); the round trip is never subtracted.
 """
 
 from __future__ import annotations
@@ -52,7 +53,9 @@ async def prove_gemm(
         challenge, elapsed = await one_precision(session, challenge, params, rtt)
         best = (2.0 * m * challenge.n * p / elapsed / 1e12, challenge, elapsed)
         for _ in range(RUNS - 1):  # sized from the run just timed (a better guide than the warm-up)
-            grown = stretched_n(challenge.n, elapsed - rtt, rtt, params.distance_share, CHUNK, MAX_N)
+            grown = stretched_n(
+                challenge.n, elapsed - rtt, rtt, params.distance_share, CHUNK, MAX_N, params.min_timed_s
+            )
             challenge = new_challenge(precision, m, grown, p, gpu_count, chunk=challenge.chunk)
             challenge, elapsed = await one_precision(session, challenge, params, rtt, warm=False)
             best = max(best, (2.0 * m * challenge.n * p / elapsed / 1e12, challenge, elapsed), key=_tflops)
@@ -75,7 +78,9 @@ async def one_precision(
     and the challenge grown so the round trip is at most ``distance_share`` of its work."""
     warmed = await session.warm_up(challenge, params.miner_timeout) if warm else None  # off the clock
     if warmed is not None:  # a refused warm-up gets no stretching: more of the round trip, lower figures
-        n = stretched_n(challenge.n, warmed - rtt_s, rtt_s, params.distance_share, CHUNK, MAX_N)
+        n = stretched_n(
+            challenge.n, warmed - rtt_s, rtt_s, params.distance_share, CHUNK, MAX_N, params.min_timed_s
+        )
         if n != challenge.n:
             challenge = new_challenge(
                 challenge.precision, challenge.m, n, challenge.p, challenge.gpu_count, chunk=challenge.chunk

@@ -111,6 +111,7 @@ async def _bench(args: argparse.Namespace, root: Path, miner: dict) -> dict[str,
         device="cpu",
         lease_seconds=300,
         distance_share=args.share,
+        min_timed_s=args.min_timed,
     )
     stop, pages = threading.Event(), 0
     pool = ThreadPoolExecutor(max(1, args.clients))
@@ -164,6 +165,9 @@ def _summary(args: argparse.Namespace, runs: dict[float, list[Any]], pages: int,
                 "failures": sorted({r.reasons[0] for r in results if r is not None and not r.ok})[:3],
                 "mean_sample": statistics.fmean(r.sample for r in passed) if passed else 0.0,
                 "mean_tflops_fp32": statistics.fmean(r.tflops_fp32 or 0 for r in passed) if passed else 0.0,
+                "tflops_fp32": [round(r.tflops_fp32 or 0, 5) for r in passed],  # each round's, in order
+                "sustained_factor": [r.sustained_factor for r in passed],  # a CPU's: its neighbours' load
+                "mem_gbs": [round(r.mem_gbs or 0, 3) for r in passed],
                 "memory_proven": sum(bool(r.mem_proven_gb) for r in passed),
                 "measured_rtt_ms": statistics.median(r.timings.get("rtt_s", 0) * 1e3 for r in passed)
                 if passed
@@ -175,8 +179,10 @@ def _summary(args: argparse.Namespace, runs: dict[float, list[Any]], pages: int,
             }
         )
     near = float(rows[0]["mean_sample"]) or 1.0
+    near_tflops = float(rows[0]["mean_tflops_fp32"]) or 1.0
     for row in rows:
         row["credit_vs_nearest"] = round(float(row["mean_sample"]) / near, 4)
+        row["tflops_vs_nearest"] = round(float(row["mean_tflops_fp32"]) / near_tflops, 4)
     return {
         "rows": rows,
         "false_negatives": sum(row["false_negatives"] for row in rows),
@@ -184,6 +190,7 @@ def _summary(args: argparse.Namespace, runs: dict[float, list[Any]], pages: int,
         "flood_pages": pages,
         "parse_load": args.parse_load,
         "distance_share": args.share,
+        "min_timed_s": args.min_timed,
         "jitter": args.jitter,
         "shape": [args.m, args.n, args.p],
         "wall_s": round(wall, 1),
@@ -196,6 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latencies", default="0,150,300", help="round trips in ms (default 0,150,300)")
     parser.add_argument("--jitter", type=float, default=0.2, help="relative jitter per chunk (default 0.2)")
     parser.add_argument("--share", type=float, default=0.02, help="--validator.distance_share (0.02)")
+    parser.add_argument(
+        "--min-timed", type=float, default=1.0, help="--validator.min_timed_s: shortest timed GEMM run (1)"
+    )
     parser.add_argument("--flood", action="store_true", help="flood a dashboard on the validator's loop")
     parser.add_argument("--clients", type=int, default=8, help="flooding clients with --flood (default 8)")
     parser.add_argument(
