@@ -237,6 +237,7 @@ class MinerSettings(BaseModel):
     host_check_interval: float = Field(30.0, ge=1, le=3600)  # seconds between checks of the hosts
     disk_check_interval: float = Field(30.0, ge=0, le=3600)  # Docker leases' disk watch; 0 = off
     cpu_share: float = Field(1.0, gt=0, le=1)  # embedded backend: leases answer at this share of speed
+    pace_gflops: float = Field(0.0, ge=0, le=1e6)  # embedded: GEMMs answer at cpu_share x this; 0 = off
 
     @field_validator("ssh_port_range", mode="before")
     @classmethod
@@ -375,6 +376,12 @@ def add_miner_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         type=float,
         help="embedded backend: leases answer as a machine this share as fast (demo; default 1)",
     )
+    group.add_argument(
+        "--miner.pace_gflops",
+        type=float,
+        help="embedded backend: GEMM answers take at least their work at cpu_share x this many GFLOPS, "
+        "a fixed reference instead of the shared CPU's pace (demo; default 0 = off)",
+    )
     return parser
 
 
@@ -418,6 +425,7 @@ _MINER_FLAGS = {
     "base_image": "miner.base_image",
     "templates": "miner.templates",
     "cpu_share": "miner.cpu_share",
+    "pace_gflops": "miner.pace_gflops",
     "health_interval": "miner.health_interval",
     "lease_lost_after": "miner.lease_lost_after",
     "max_cpu": "miner.max_cpu",

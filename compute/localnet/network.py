@@ -79,6 +79,7 @@ class Options:
     collateral: bool = False  # the local EVM, deposits, a lease killer and a renter made whole
     speeds: tuple[float, ...] = ()  # speed share per miner (embedded: paced answers); () = spread_speeds
     latency_ms: tuple[float, ...] = ()  # round trip added between each validator and the leases
+    pace_gflops: float = 2.0  # several validators: embedded miners' GEMMs paced at speed x this reference
 
 
 @dataclass(frozen=True)
@@ -277,6 +278,8 @@ class LocalNet:
                 args += ["--miner.base_image", self.options.base_image]
             if self.options.backend == "embedded":
                 args += ["--miner.cpu_share", str(self.miner_speed(index))]
+                if len(self.validators) > 1:  # validators must agree: figures set by a fixed reference
+                    args += ["--miner.pace_gflops", f"{self.options.pace_gflops:g}"]
             if index == 0 and self.second_engine is not None:
                 args += ["--miner.hosts_file", str(self._hosts_file(low)), "--miner.host_check_interval", "5"]
             children.append(self.processes.start(miner.name, args))

@@ -108,6 +108,7 @@ def build_backend(
             port_range=(low, high),
             sandbox=embedded_sandbox(settings),
             cpu_share=settings.cpu_share,
+            pace_gflops=settings.pace_gflops,
         )
     from compute.specs import collect_docker
 

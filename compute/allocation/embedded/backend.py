@@ -10,8 +10,9 @@ For development, CI and the local demo (no Docker, no GPU isolation). Each lease
   the lease's home directory with a minimal environment, in its own process group that is
   killed when the session closes or the lease stops; SFTP rooted at the home directory.
   ``CUDA_VISIBLE_DEVICES`` is set to the lease's GPUs; ``RLIMIT_AS`` to the lease's memory;
-  with ``cpu_share`` < 1 its output is paced as a machine that share as fast would answer (``pace``:
-  the demo's miners of different speeds).
+  with ``cpu_share`` < 1 its output is paced as a machine that share as fast would answer, and with
+  ``pace_gflops`` its GEMM answers at that share of a fixed reference (``pace``: the demo's miners
+  of different speeds).
 
 Extra ports are reserved from the same range and reported as ``{port: port}``: processes run on
 the host, so a lease binds its extra ports directly.
@@ -141,10 +142,14 @@ class EmbeddedBackend:
         extra_env: Mapping[str, str] | None = None,
         sandbox: SandboxPaths | None = None,
         cpu_share: float = 1.0,
+        pace_gflops: float = 0.0,
     ) -> None:
         if not 0 < cpu_share <= 1:
             raise ValueError(f"cpu_share must be in (0, 1], got {cpu_share}")
+        if pace_gflops < 0:
+            raise ValueError(f"pace_gflops must be >= 0, got {pace_gflops}")
         self.cpu_share = cpu_share  # < 1: leases answer as a machine this share as fast (pace.py)
+        self.pace_gflops = pace_gflops  # > 0: GEMM answers at cpu_share x this reference (pace.py)
         self.root = Path(data_dir) / "embedded"
         self.ssh_host = ssh_host
         self.bind_host = bind_host
@@ -350,7 +355,8 @@ class EmbeddedBackend:
         state.processes.add(proc)
         state.groups.add(proc.pid)
         assert proc.stdin is not None
-        pacer = Pacer(self.cpu_share) if self.cpu_share < 1 else None
+        paced = Pacer(self.cpu_share, reference_gflops=self.pace_gflops)
+        pacer = paced if paced.paces else None
         if pacer is not None:
             pacer.input()  # the command itself started now
         feeder = asyncio.ensure_future(_feed_stdin(process.stdin, proc.stdin, pacer))
@@ -393,7 +399,7 @@ async def _feed_stdin(
             if not chunk:
                 break
             if pacer is not None:
-                pacer.input()
+                pacer.input(chunk)
             target.write(chunk)
             await target.drain()
     except (OSError, asyncssh.Error):
