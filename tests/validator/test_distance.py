@@ -26,6 +26,7 @@ PROXY = Path(__file__).resolve().parents[2] / "compute" / "localnet" / "latency_
 TABLE = load_gpu_table()
 SCORING = ScoringConfig()
 SHARE = 0.1  # tests: the round trip at most 10 % of a timed interval (keeps the stretched GEMM ~3 s)
+FLOOR = 1.0  # tests: every timed run >= 1 s near or far (a ms-long run reads 2-10x off on a shared CPU)
 
 
 def far(rtt_ms: int, jitter: float = 0.2) -> tuple[str, ...]:
@@ -82,12 +83,12 @@ def test_stretching_only_grows_and_stays_in_bounds() -> None:
 async def test_a_far_honest_miner_is_verified_like_a_near_one(start_miner, validator_client) -> None:
     """300 ms round trip (+/- 20 % jitter per chunk and direction) against the same miner near."""
     miner = start_miner("honest")
-    params = small_params(distance_share=SHARE)
+    params = small_params(distance_share=SHARE, min_timed_s=FLOOR)
     near = await check_miner(validator_client, target(miner), params, TABLE, SCORING)
     away = await check_miner(
         validator_client,
         target(miner),
-        small_params(distance_share=SHARE, lease_proxy=far(300)),
+        small_params(distance_share=SHARE, min_timed_s=FLOOR, lease_proxy=far(300)),
         TABLE,
         SCORING,
     )
@@ -111,13 +112,15 @@ async def test_faking_distance_stretches_only_the_cheaters_own_work(start_miner,
     timed work at once. Nothing is subtracted: its figures are work over the validator's time."""
     honest = start_miner("honest")
     faker = start_miner("fakefar", cheat="fakefar")
-    params = small_params(distance_share=SHARE, miner_timeout=180.0)
+    params = small_params(distance_share=SHARE, min_timed_s=FLOOR, miner_timeout=180.0)
     base = await check_miner(validator_client, target(honest), params, TABLE, SCORING)
     # the same honest device really 300 ms away: its timed work is stretched to the cheater's size.
     # This test's near GEMM lasts ~10 ms, so fixed overheads weigh on it and a stretched run of the
     # same device measures up to ~2x more per second: the cheater is held to the honest device at
     # its own work size, never to a near figure that small work under-measures
-    far_params = small_params(distance_share=SHARE, miner_timeout=180.0, lease_proxy=far(300))
+    far_params = small_params(
+        distance_share=SHARE, min_timed_s=FLOOR, miner_timeout=180.0, lease_proxy=far(300)
+    )
     honest_far = await check_miner(validator_client, target(honest), far_params, TABLE, SCORING)
     cheat = await check_miner(validator_client, target(faker, 2), params, TABLE, SCORING)
     print(base.timings, honest_far.timings, cheat.timings)
