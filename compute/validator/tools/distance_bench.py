@@ -32,7 +32,7 @@ from compute.validator.tools.bench import _listening_socket
 PROXY = Path(__file__).resolve().parents[2] / "localnet" / "latency_proxy.py"
 
 
-async def _serve_miner(root: Path) -> None:
+async def _serve_miner(root: Path, pace_gflops: float = 0.0) -> None:
     """Child: one honest miner; prints its endpoint as a JSON line, exits on stdin EOF."""
     from bittensor.sp_core import Keypair
 
@@ -42,7 +42,9 @@ async def _serve_miner(root: Path) -> None:
     from compute.transport import KeyWallet, ServerLimits, serve
 
     keypair = Keypair.create_from_uri("//DistanceMiner")
-    backend = EmbeddedBackend(root / "miner", bind_host="127.0.0.1", port_range=(46800, 46830))
+    backend = EmbeddedBackend(
+        root / "miner", bind_host="127.0.0.1", port_range=(46800, 46830), pace_gflops=pace_gflops
+    )
     manager = AllocationManager(
         LeaseStore(root / "miner" / "leases.db"), backend, [], ManagerLimits(max_cpu=2, max_memory_gb=4)
     )
@@ -191,6 +193,7 @@ def _summary(args: argparse.Namespace, runs: dict[float, list[Any]], pages: int,
         "parse_load": args.parse_load,
         "distance_share": args.share,
         "min_timed_s": args.min_timed,
+        "pace_gflops": args.pace_gflops,
         "jitter": args.jitter,
         "shape": [args.m, args.n, args.p],
         "wall_s": round(wall, 1),
@@ -206,6 +209,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--min-timed", type=float, default=1.0, help="--validator.min_timed_s: shortest timed GEMM run (1)"
     )
+    parser.add_argument(
+        "--pace-gflops",
+        type=float,
+        default=0.0,
+        help="the miner's GEMMs paced at this reference (--miner.pace_gflops): a device of fixed speed, "
+        "so the figures show the validator's distance effect, not the shared CPU's noise (default 0 = off)",
+    )
     parser.add_argument("--flood", action="store_true", help="flood a dashboard on the validator's loop")
     parser.add_argument("--clients", type=int, default=8, help="flooding clients with --flood (default 8)")
     parser.add_argument(
@@ -219,11 +229,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--serve-miner", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve_miner:
-        asyncio.run(_serve_miner(Path(args.serve_miner)))
+        asyncio.run(_serve_miner(Path(args.serve_miner), args.pace_gflops))
         return 0
     args.latencies = [float(x) for x in args.latencies.split(",") if x.strip()]
     with tempfile.TemporaryDirectory(prefix="distance-bench-") as tmp:
         command = [sys.executable, "-m", "compute.validator.tools.distance_bench", "--serve-miner", tmp]
+        command += ["--pace-gflops", str(args.pace_gflops)]
         child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert child.stdout is not None and child.stdin is not None
         try:
