@@ -90,8 +90,9 @@ class Participant:
 
 
 DEMO_DISTANCE_SHARE = 0.25  # far demo validators stretch their CPU GEMMs less (2 cores are shared)
-# several validators: every timed GEMM run lasts what a 300 ms validator stretches it to (0.3 s /
-# DEMO_DISTANCE_SHARE), near or far, so they all time the same work (one validator: no floor, short)
+# validators at different distances (--latency-ms): every timed GEMM run lasts what a 300 ms
+# validator stretches it to (0.3 s / DEMO_DISTANCE_SHARE), near or far, so they all time the same
+# work (all near: no floor, short runs)
 DEMO_MIN_TIMED_S = 1.2
 PROXY = Path(__file__).with_name("latency_proxy.py")
 
@@ -278,7 +279,7 @@ class LocalNet:
                 args += ["--miner.base_image", self.options.base_image]
             if self.options.backend == "embedded":
                 args += ["--miner.cpu_share", str(self.miner_speed(index))]
-                if len(self.validators) > 1:  # validators must agree: figures set by a fixed reference
+                if self.ranks_speeds():  # validators must agree on a ranking: figures set by a reference
                     args += ["--miner.pace_gflops", f"{self.options.pace_gflops:g}"]
             if index == 0 and self.second_engine is not None:
                 args += ["--miner.hosts_file", str(self._hosts_file(low)), "--miner.host_check_interval", "5"]
@@ -295,6 +296,12 @@ class LocalNet:
             children.append(self.processes.start("cheaters", args))
             log.info("cheating miners %s starting", [c.name for c in self.cheaters])
         return children
+
+    def ranks_speeds(self) -> bool:
+        """Several validators testing miners of different speeds (embedded: their GEMMs are paced
+        at ``pace_gflops``; one validator, or one speed, keeps the CPU's own short runs)."""
+        speeds = {self.miner_speed(index) for index in range(len(self.miners))}
+        return len(self.validators) > 1 and len(speeds) > 1
 
     def miner_speed(self, index: int) -> float:
         """The speed of miner ``index`` (embedded backend: its answers paced; Docker: full speed)."""
@@ -406,7 +413,7 @@ class LocalNet:
             "--validator.canary_dwell",  # a canary stays a second, not a minute, on the demo
             "1",
             "--validator.min_timed_s",
-            f"{DEMO_MIN_TIMED_S if several else 0.0:g}",
+            f"{DEMO_MIN_TIMED_S if several and any(self.options.latency_ms) else 0.0:g}",
             "--wandb.off",
         ]
         if self.options.cheaters:  # every miner gets a canary each round, signed in turn by the
