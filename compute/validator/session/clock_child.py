@@ -46,7 +46,6 @@ import asyncssh
 FRAME = struct.Struct("<II")
 SMALL_LINE = 1 << 16
 STDERR_TAIL = 2000
-READ_CHUNK = 1 << 16
 TIE_S = 1e-6  # lines that arrived in one chunk are stamped 1 us apart, in order
 SPOOL_MIN = 1 << 20  # with ``spool``, a line past this many bytes continues in a file of the spool
 
@@ -143,55 +142,57 @@ class Partial:
         self.buffer, self.size = bytearray(), 0
 
 
-class Channel:
-    """One worker session: a reader task stamps and splits stdout lines the moment bytes arrive."""
+class Channel(asyncssh.SSHClientSession[bytes]):
+    """One worker session. Its stdout is stamped and split in asyncssh's own callback
+    (``data_received``), the moment each packet is decrypted: no task hop, no queue of other
+    callbacks between the bytes and their stamp."""
 
-    def __init__(
-        self,
-        conn: asyncssh.SSHClientConnection,
-        process: asyncssh.SSHClientProcess,
-        spool_dir: str | None = None,
-    ) -> None:
-        self.conn, self.process = conn, process
+    def __init__(self, spool_dir: str | None = None) -> None:
+        self.conn: asyncssh.SSHClientConnection | None = None
+        self.chan: asyncssh.SSHClientChannel | None = None
         self.limit = SMALL_LINE
         self.spool = False  # set per request: big lines of this one go to files of ``spool_dir``
-        self.spool_dir = spool_dir
+        self.partial = Partial(spool_dir)
         self.lines: asyncio.Queue[tuple[float, Line] | Failure] = asyncio.Queue()
         self.stderr = bytearray()
-        self.tasks = [asyncio.ensure_future(self._read()), asyncio.ensure_future(self._drain_stderr())]
+        self.failed = False
 
-    async def _read(self) -> None:
-        partial = Partial(self.spool_dir)
+    def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
+        now = time.monotonic()  # the arrival of every line this packet completes
+        if datatype == asyncssh.EXTENDED_DATA_STDERR:
+            self.stderr = (self.stderr + data)[-STDERR_TAIL:]
+            return
+        if self.failed:
+            return
         try:
-            while True:
-                chunk = await self.process.stdout.read(READ_CHUNK)
-                now = time.monotonic()  # the arrival of every line completed by this chunk
-                if not chunk:
-                    self.lines.put_nowait(Failure("eof", "worker exited", self.tail()))
-                    return
-                start = 0
-                while (end := chunk.find(b"\n", start)) >= 0:
-                    self.lines.put_nowait((now, partial.finish(chunk[start : end + 1])))
-                    now += TIE_S  # lines of one chunk keep their order on the clock
-                    start = end + 1
-                if start < len(chunk):
-                    partial.add(chunk[start:], self.spool)
-                if partial.size > self.limit:
-                    self.lines.put_nowait(Failure("protocol", f"worker line longer than {self.limit} bytes"))
-                    return
+            start = 0
+            while (end := data.find(b"\n", start)) >= 0:
+                self.lines.put_nowait((now, self.partial.finish(data[start : end + 1])))
+                now += TIE_S  # lines of one packet keep their order on the clock
+                start = end + 1
+            if start < len(data):
+                self.partial.add(data[start:], self.spool)
+            if self.partial.size > self.limit:
+                self._fail(Failure("protocol", f"worker line longer than {self.limit} bytes"))
         except SpoolError as exc:
-            self.lines.put_nowait(Failure("clock", str(exc)))
-        except (asyncssh.Error, OSError) as exc:
-            self.lines.put_nowait(Failure("channel", f"worker channel failed: {exc}", self.tail()))
-        finally:  # refused, broken, cancelled: a half-written spool file never lingers
-            partial.discard()
+            self._fail(Failure("clock", str(exc)))
 
-    async def _drain_stderr(self) -> None:
-        try:
-            while chunk := await self.process.stderr.read(4096):
-                self.stderr = (self.stderr + chunk)[-STDERR_TAIL:]
-        except (asyncssh.Error, OSError):
-            pass
+    def eof_received(self) -> bool:
+        self._fail(Failure("eof", "worker exited", self.tail()))
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if exc is None:
+            self._fail(Failure("eof", "worker exited", self.tail()))
+        else:
+            self._fail(Failure("channel", f"worker channel failed: {exc}", self.tail()))
+
+    def _fail(self, failure: Failure) -> None:
+        """The channel stops here: a half-received line (its spool file too) is dropped."""
+        if not self.failed:
+            self.failed = True
+            self.partial.discard()
+            self.lines.put_nowait(failure)
 
     def tail(self) -> str:
         return self.stderr.decode("utf-8", "replace")
@@ -200,7 +201,8 @@ class Channel:
         """Write ``data``; the stamp taken right before it leaves."""
         now = time.monotonic()
         try:
-            self.process.stdin.write(data)
+            assert self.chan is not None
+            self.chan.write(data)
         except (asyncssh.Error, OSError) as exc:  # BrokenPipeError: the channel closed
             raise Failure("channel", f"channel broke ({type(exc).__name__}: {exc})", self.tail()) from None
         return now
@@ -218,21 +220,22 @@ class Channel:
         return item
 
     async def close(self) -> None:
-        try:
-            self.process.stdin.write(b'{"op":"exit"}\n')
-            self.process.stdin.write_eof()
-        except (asyncssh.Error, OSError):
-            pass
-        self.process.close()
-        self.conn.close()
-        for task in self.tasks:
-            task.cancel()
+        if self.chan is not None:
+            try:
+                self.chan.write(b'{"op":"exit"}\n')
+                self.chan.write_eof()
+            except (asyncssh.Error, OSError):
+                pass
+            self.chan.close()
+        self._fail(Failure("channel", "session is closed"))
         while not self.lines.empty():  # lines nobody asked for: their files go now
             _discard([self.lines.get_nowait()])
-        try:
-            await asyncio.wait_for(self.conn.wait_closed(), 5)
-        except (asyncio.TimeoutError, asyncssh.Error, OSError):
-            pass
+        if self.conn is not None:
+            self.conn.close()
+            try:
+                await asyncio.wait_for(self.conn.wait_closed(), 5)
+            except (asyncio.TimeoutError, asyncssh.Error, OSError):
+                pass
 
 
 def _continues(raw: Line, stream: str) -> bool:
@@ -346,12 +349,15 @@ class Clock:
             raise Failure("ssh", f"ssh connect to {host}:{port} timed out after {timeout:.0f}s") from None
         except (OSError, asyncssh.Error) as exc:
             raise Failure("ssh", f"ssh connect to {host}:{port} failed: {exc}") from None
+        channel = Channel(self.spool_dir)
+        channel.conn = conn
         try:
-            process = await asyncio.wait_for(conn.create_process(header["command"], encoding=None), timeout)
+            channel.chan, _ = await asyncio.wait_for(
+                conn.create_session(lambda: channel, header["command"], encoding=None), timeout
+            )
         except (asyncio.TimeoutError, OSError, asyncssh.Error) as exc:
             conn.close()
             raise Failure("ssh", f"could not start the worker: {exc or 'timeout'}") from None
-        channel = Channel(conn, process, self.spool_dir)
         try:
             channel.write(payload)
             _, first = await channel.line(timeout)
