@@ -14,7 +14,8 @@ Requests (header ``op``; every answer echoes ``id``, ``ok`` and on failure ``kin
 - ``request``: write the payload (one request line) to session ``sid``, stamping ``sent_at`` on this
   process's monotonic clock right before the write, then read one line, or with ``stream`` the lines
   ``{"op": stream, "ok": true, ...}`` up to the first other line (at most ``max_lines``), each
-  stamped when its last byte arrived. Answer: ``sent_at``, ``stamps``, ``sizes``; payload: the lines.
+  stamped when the packet holding its last byte was decrypted (in asyncssh's ``data_received``
+  callback, before any other task runs). Answer: ``sent_at``, ``stamps``, ``sizes``; payload: the lines.
   With ``spool``, a line that grows past ``SPOOL_MIN`` bytes is written, chunk by chunk as it arrives,
   to a new file of the spool directory (``FD``'s second argument, ``compute.pog.spool``) instead of
   memory; the answer names it in ``spooled`` (a path or null per line) and the payload leaves it out.
@@ -25,7 +26,7 @@ Requests (header ``op``; every answer echoes ``id``, ``ok`` and on failure ``kin
 
 Failure kinds: ``ssh`` (connect, host key, start), ``channel`` (a write or read on the channel
 broke), ``eof`` (the command ended), ``timeout`` (silent past ``timeout`` s), ``protocol`` (a line
-longer than ``limit``). CLOCK_MONOTONIC is system-wide: stamps compare with the parent's clock.
+longer than ``limit``), ``clock`` (this process's own trouble, e.g. the spool full). CLOCK_MONOTONIC is system-wide: stamps compare with the parent's clock.
 It parses only small lines (to find a stream's end); it judges nothing; it never holds a spooled line.
 """
 
