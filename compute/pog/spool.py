@@ -20,11 +20,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SHM = Path("/dev/shm")
+SHM_MIN_FREE = 2 << 30  # a container's default /dev/shm (64 MB) would refuse the openings in flight
 
 
 def spool_root() -> str | None:
-    """Where temporary line files go: tmpfs when the machine has one, else the default temp dir."""
-    return str(SHM) if SHM.is_dir() and os.access(SHM, os.W_OK) else None
+    """Where temporary line files go: tmpfs when the machine has one with room for a round's openings
+    in flight (``SHM_MIN_FREE``), else the default temp dir (disk-backed, through the page cache)."""
+    try:
+        stat = os.statvfs(SHM)
+    except OSError:
+        return None
+    free = stat.f_bavail * stat.f_frsize
+    return str(SHM) if free >= SHM_MIN_FREE and os.access(SHM, os.W_OK) else None
 
 
 def new_spool_dir() -> str:
@@ -58,4 +65,4 @@ class SpooledLine:
             pass
 
 
-__all__ = ["SHM", "SpooledLine", "new_spool_dir", "remove_spool_dir", "spool_root"]
+__all__ = ["SHM", "SHM_MIN_FREE", "SpooledLine", "new_spool_dir", "remove_spool_dir", "spool_root"]

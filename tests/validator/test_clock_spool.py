@@ -180,3 +180,15 @@ def test_a_killed_validator_leaves_no_spool() -> None:
     while os.path.exists(spool) and time.monotonic() < until:
         time.sleep(0.05)
     assert not os.path.exists(spool)
+
+
+def test_a_small_dev_shm_is_not_the_spool(monkeypatch) -> None:
+    """A container's default 64 MB /dev/shm would refuse 16 openings in flight: the disk's temp dir then."""
+    from compute.pog import spool
+
+    assert spool.spool_root() in (str(spool.SHM), None)
+    monkeypatch.setattr(spool, "SHM_MIN_FREE", 1 << 62)
+    assert spool.spool_root() is None
+    monkeypatch.setattr(spool, "SHM", Path("/nonexistent-shm"))
+    monkeypatch.setattr(spool, "SHM_MIN_FREE", 0)
+    assert spool.spool_root() is None
