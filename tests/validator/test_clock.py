@@ -16,7 +16,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import asyncssh
@@ -46,9 +48,10 @@ asyncio.run(main(sys.argv[1], int(sys.argv[2]), sys.argv[3]))
 """
 
 
-@pytest.fixture
-async def session(tmp_path: Path):
-    """A session to a lease served by ANOTHER process (a miner is never inside the validator)."""
+@contextmanager
+def lease_process(tmp_path: Path) -> Iterator[tuple[str, int, str, str, asyncssh.SSHKey]]:
+    """(host, port, username, host_key, client key) of a lease served by ANOTHER process (a miner is
+    never inside the validator)."""
     key = asyncssh.generate_private_key("ssh-ed25519")
     public = " ".join(key.export_public_key().decode().split()[:2])
     server = subprocess.Popen(
@@ -59,13 +62,22 @@ async def session(tmp_path: Path):
         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
     )
     try:
+        assert server.stdout is not None
         host, port, username, host_key = json.loads(server.stdout.readline())
+        yield host, port, username, host_key, key
+    finally:
+        assert server.stdin is not None
+        server.stdin.close()
+        server.wait(15)
+
+
+@pytest.fixture
+async def session(tmp_path: Path):
+    """A session to a lease served by another process."""
+    with lease_process(tmp_path) as (host, port, username, host_key, key):
         opened = await PogSession.open(host, port, username, key, host_key, timeout=30, device="cpu")
         async with opened:
             yield opened
-    finally:
-        server.stdin.close()
-        server.wait(15)
 
 
 def hold_the_gil(seconds: float) -> int:

@@ -7,7 +7,6 @@ is driven through its own protocol (``Clock.call``), as ``PogSession`` drives it
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import signal
@@ -16,10 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-import asyncssh
 import pytest
-from test_clock import LEASE_SERVER
-from validator_helpers import port_block
+from test_clock import lease_process
 
 from compute.pog.spool import SpooledLine
 from compute.validator.session.clock import Clock, spooled_lines
@@ -49,21 +46,8 @@ MB = 1 << 20
 @pytest.fixture
 def lease(tmp_path: Path):
     """(host, port, username, host_key, client key) of a lease served by ANOTHER process."""
-    key = asyncssh.generate_private_key("ssh-ed25519")
-    public = " ".join(key.export_public_key().decode().split()[:2])
-    server = subprocess.Popen(
-        [sys.executable, "-c", LEASE_SERVER, str(tmp_path), str(port_block()[0]), public],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
-    )
-    try:
-        host, port, username, host_key = json.loads(server.stdout.readline())
-        yield host, port, username, host_key, key
-    finally:
-        server.stdin.close()
-        server.wait(15)
+    with lease_process(tmp_path) as served:
+        yield served
 
 
 async def _open(clock: Clock, lease) -> str:
