@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import shutil
 import socket
@@ -47,7 +48,7 @@ import asyncssh
 FRAME = struct.Struct("<II")
 SMALL_LINE = 1 << 16
 STDERR_TAIL = 2000
-TIE_S = 1e-6  # lines that arrived in one chunk are stamped 1 us apart, in order
+TIE_S = 1e-6  # lines that arrived in one packet are stamped 1 us apart, in order
 SPOOL_MIN = 1 << 20  # with ``spool``, a line past this many bytes continues in a file of the spool
 
 
@@ -157,9 +158,14 @@ class Channel(asyncssh.SSHClientSession[bytes]):
         self.lines: asyncio.Queue[tuple[float, Line] | Failure] = asyncio.Queue()
         self.stderr = bytearray()
         self.failed = False
+        # the last line's stamp: several packets of one read are delivered microseconds apart, so a
+        # packet's clock can sit below the previous packet's tie-broken stamps; stamps never go back
+        self.last_stamp = -math.inf
 
     def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
-        now = time.monotonic()  # the arrival of every line this packet completes
+        # the arrival of every line this packet completes (never before the previous line's stamp:
+        # only ever microseconds late, so the memory judge always sees ordered arrivals)
+        now = max(time.monotonic(), self.last_stamp + TIE_S)
         if datatype == asyncssh.EXTENDED_DATA_STDERR:
             self.stderr = (self.stderr + data)[-STDERR_TAIL:]
             return
@@ -169,6 +175,7 @@ class Channel(asyncssh.SSHClientSession[bytes]):
             start = 0
             while (end := data.find(b"\n", start)) >= 0:
                 self.lines.put_nowait((now, self.partial.finish(data[start : end + 1])))
+                self.last_stamp = now
                 now += TIE_S  # lines of one packet keep their order on the clock
                 start = end + 1
             if start < len(data):
