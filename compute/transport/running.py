@@ -41,7 +41,7 @@ class RunningServer:
             logger.warning("server %s did not stop within %.1fs", self.url, timeout)
 
 
-def _config(app: Any, host: str, port: int) -> uvicorn.Config:
+def _config(app: Any, host: str, port: int, loop: str = "auto") -> uvicorn.Config:
     """uvicorn settings; an app carrying a ``ConnectionGuard`` (``SignedServer``) gets its protocol."""
     extra: dict[str, Any] = {}
     guard = getattr(getattr(app, "state", None), "connection_guard", None)
@@ -58,6 +58,7 @@ def _config(app: Any, host: str, port: int) -> uvicorn.Config:
         server_header=False,
         timeout_graceful_shutdown=5,
         timeout_keep_alive=15,
+        loop=loop,
         **extra,
     )
 
@@ -67,7 +68,11 @@ def serve_in_thread(
 ) -> RunningServer:
     """Start uvicorn in a daemon thread and return once it accepts connections.
 
-    ``port=0`` binds a free port first, so the reported port is the real one.
+    ``port=0`` binds a free port first, so the reported port is the real one. The thread runs
+    asyncio's own loop, as the miner's ``serve`` does, never uvloop: several servers in one process
+    each run a loop, and uvloop's process spawning is process-wide (two loops spawning at once:
+    "Racing with another loop to spawn a process", and the loser's retry hung; an embedded lease's
+    worker never started, seen in the lockstep tests).
     """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # proto must be IPPROTO_TCP (not 0): asyncio only sets TCP_NODELAY on sockets that say so, and
@@ -77,7 +82,7 @@ def serve_in_thread(
     sock.bind((host, port))
     sock.set_inheritable(True)
     bound = sock.getsockname()[1]
-    server = uvicorn.Server(_config(app, host, bound))
+    server = uvicorn.Server(_config(app, host, bound, loop="asyncio"))
     thread = threading.Thread(
         target=server.run, kwargs={"sockets": [sock]}, name=f"uvicorn-{bound}", daemon=True
     )
