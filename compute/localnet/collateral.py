@@ -138,7 +138,10 @@ class CollateralDemo:
     def start_killer(self) -> Any:
         assert self.killer is not None
         args = ["-m", "compute.localnet.lease_killer", str(self.net.workdir), str(self.net.chain_path)]
-        return self.net.processes.start("killer", [*args, self.killer.name, str(KILL_AFTER_S)])
+        args += [self.killer.name, str(KILL_AFTER_S)]
+        if self.net.paced():  # scored like the honest miners, so paced like them
+            args.append(f"{self.net.options.pace_gflops:g}")
+        return self.net.processes.start("killer", args)
 
     # ---------------------------------------------------------------- the story
 

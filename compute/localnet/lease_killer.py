@@ -57,11 +57,21 @@ class LeaseKillerManager(AllocationManager):
         log.warning("killed the renter's lease=%s inside its term (kept it 'active')", lease_id)
 
 
-def build(workdir: Path, name: str, wallet: bt.Wallet, chain_metagraph, kill_after_s: float):  # noqa: ANN001, ANN201
-    """The killer's FastAPI app over an embedded backend in ``workdir/name``."""
+def build(  # noqa: ANN201
+    workdir: Path,
+    name: str,
+    wallet: bt.Wallet,
+    chain_metagraph,  # noqa: ANN001
+    kill_after_s: float,
+    pace_gflops: float = 0.0,
+):
+    """The killer's FastAPI app over an embedded backend in ``workdir/name`` (its GEMMs paced at
+    ``pace_gflops`` like the demo's other miners: ``LocalNet.paced``)."""
     data = workdir / name
     low = 44500
-    backend = EmbeddedBackend(data, ssh_host="127.0.0.1", bind_host="127.0.0.1", port_range=(low, low + 49))
+    backend = EmbeddedBackend(
+        data, ssh_host="127.0.0.1", bind_host="127.0.0.1", port_range=(low, low + 49), pace_gflops=pace_gflops
+    )
     limits = ManagerLimits(max_cpu=2, max_memory_gb=4, max_disk_gb=10)
     manager = LeaseKillerManager(
         LeaseStore(data / "leases.db"), backend, [], limits, kill_after_s=kill_after_s
@@ -71,7 +81,7 @@ def build(workdir: Path, name: str, wallet: bt.Wallet, chain_metagraph, kill_aft
     return build_miner_app(KeyWallet.from_wallet(wallet), policy, manager, lambda: specs, ServerLimits())
 
 
-async def run(workdir: Path, chain_path: Path, name: str, kill_after_s: float) -> None:
+async def run(workdir: Path, chain_path: Path, name: str, kill_after_s: float, pace_gflops: float = 0.0) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -79,7 +89,7 @@ async def run(workdir: Path, chain_path: Path, name: str, kill_after_s: float) -
     chain = connect(f"sim:{chain_path}", NETUID)
     wallet = bt.Wallet(name=name, hotkey="default", path=str(workdir / "wallets"))
     port = free_port()
-    app = build(workdir, name, wallet, chain.metagraph, kill_after_s)
+    app = build(workdir, name, wallet, chain.metagraph, kill_after_s, pace_gflops)
     task = asyncio.create_task(serve(app, "127.0.0.1", port, stop))
     await asyncio.sleep(0.3)
     chain.serve(wallet, "127.0.0.1", port)
@@ -97,14 +107,15 @@ async def run(workdir: Path, chain_path: Path, name: str, kill_after_s: float) -
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 4:
+    if len(args) not in (4, 5):
         print(
-            "usage: python -m compute.localnet.lease_killer WORKDIR CHAIN_PATH NAME KILL_AFTER_S",
+            "usage: python -m compute.localnet.lease_killer WORKDIR CHAIN_PATH NAME KILL_AFTER_S [PACE_GFLOPS]",
             file=sys.stderr,
         )
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    asyncio.run(run(Path(args[0]), Path(args[1]), args[2], float(args[3])))
+    pace = float(args[4]) if len(args) == 5 else 0.0
+    asyncio.run(run(Path(args[0]), Path(args[1]), args[2], float(args[3]), pace))
     return 0
 
 
