@@ -160,3 +160,22 @@ async def test_a_dead_timing_process_is_the_validators_error_not_the_miners(sess
     with pytest.raises(ClockFailed):
         await session.ping(10)
     assert Clock.shared() is not clock and Clock.shared().alive  # the next session gets a new one
+
+
+async def test_the_timing_process_runs_ahead_of_ordinary_work_where_permitted() -> None:
+    """On a busy box a stamp waits for a core; the timing process asks for nice -10 (root or
+    CAP_SYS_NICE), below the validator and its verify pool (+10); unprivileged, its priority stays."""
+    from compute.validator.session.clock_child import NICE
+
+    clock = Clock.shared()
+    answer, _ = await clock.call({"op": "close", "sid": "none"})  # it is up and serving
+    assert answer["ok"] is False and answer["error"] == "session is closed"
+    parent = os.getpriority(os.PRIO_PROCESS, 0)
+    child = os.getpriority(os.PRIO_PROCESS, clock.pid)
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, parent - 1)  # can this process raise its priority?
+        permitted = True
+        os.setpriority(os.PRIO_PROCESS, 0, parent)
+    except PermissionError:
+        permitted = False
+    assert child == (NICE if permitted else parent), (child, parent, permitted)

@@ -49,19 +49,19 @@ class FleetOptions:
     sustained_seconds: float = 60.0
 
 
-def _clock_figures() -> tuple[float, float]:
-    """(CPU seconds, peak RSS MB) of the validator's timing process (``session.clock``: it holds the
-    leases' SSH sessions and stamps their lines, so SSH decryption is counted there)."""
+def _clock_figures() -> tuple[float, float, int | None]:
+    """(CPU seconds, peak RSS MB, niceness) of the validator's timing process (``session.clock``: it
+    holds the leases' SSH sessions and stamps their lines, so SSH decryption is counted there)."""
     import psutil
 
     from compute.validator.session.clock import Clock
 
     try:
-        pid = Clock.shared().pid
-        times = psutil.Process(pid).cpu_times()
-        return times.user + times.system, peak_rss_mb(pid)
+        process = psutil.Process(Clock.shared().pid)
+        times = process.cpu_times()
+        return times.user + times.system, peak_rss_mb(process.pid), process.nice()
     except (psutil.Error, OSError):
-        return 0.0, 0.0
+        return 0.0, 0.0, None
 
 
 def _spool_dir() -> str | None:
@@ -204,7 +204,7 @@ async def run_round(options: FleetOptions, root: Path, miners: list[dict], seed:
     store.close()
     chain.close()
     pool_cpu, pool_rss, pooled = _pool_figures(workers)
-    clock_cpu, clock_rss = _clock_figures()
+    clock_cpu, clock_rss, clock_nice = _clock_figures()
     return {
         "wall_s": wall,
         "cpu_main_s": cpu_main,
@@ -213,6 +213,7 @@ async def run_round(options: FleetOptions, root: Path, miners: list[dict], seed:
         "rss_main_mb": peak_rss_mb(),
         "rss_pool_mb": pool_rss,
         "rss_clock_mb": clock_rss,
+        "clock_nice": clock_nice,
         "jobs_pooled": pooled,
         "spool_peak_mb": spool.peak_bytes / 2**20,  # MiB, as peak_rss_mb
         "spool_peak_files": spool.peak_files,
@@ -283,6 +284,7 @@ def report(options: FleetOptions, measured: dict, miners_side: dict) -> dict:
         "peak_rss_mb": round(measured["rss_main_mb"] + measured["rss_pool_mb"] + measured["rss_clock_mb"], 1),
         "peak_rss_main_mb": round(measured["rss_main_mb"], 1),
         "peak_rss_clock_mb": round(measured["rss_clock_mb"], 1),
+        "clock_nice": measured["clock_nice"],  # the timing process's priority (-10 where permitted)
         # big opening lines on their way to the pool, in the timing process's tmpfs spool: memory
         # that no RSS above counts (sampled every 50 ms; peak_rss_mb + this bounds the round's peak)
         "peak_spool_mb": round(measured["spool_peak_mb"], 1),
