@@ -210,6 +210,7 @@ def test_fleet_bench_runs_the_real_round_and_reports_every_figure(tmp_path) -> N
     ):
         assert figures[key] > 0, key
     assert figures["ssh_sessions_open_max"] > 0
+    assert isinstance(figures["clock_nice"], int)  # the timing process's priority, -10 where permitted
     assert set(figures["loop_lag_ms"]) == {"p50", "p99", "max", "n"} and figures["loop_lag_ms"]["n"] > 0
     assert figures["control_loop_lag_ms"]["n"] > 0 and "max" in figures["gc_pause_ms"]
     assert figures["timing_error_ms"]["n"] == 4  # fp16 and fp32 of both miners
