@@ -17,7 +17,7 @@ def test_one_kill_at_each_step_loses_nothing(tmp_path):
     assert (report.ghost_leases, report.orphans, report.failed_restarts) == (0, 0, 0)
 
 
-@pytest.mark.slow
+@pytest.mark.soak  # a long kill -9 loop (45 s in CI): scripts/soak.sh; one cycle above runs everywhere
 @pytest.mark.timeout(900)
 def test_twenty_kills_at_each_step_lose_nothing(tmp_path):
     report = run_crash_loop(tmp_path, iterations=20, port_range=(BASE, BASE + 9))
