@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from test_dashboard_browser import BROWSER, artifacts_dir, browser
+from test_dashboard_browser import BROWSER, artifacts_dir, browser, dump_dom
 
 from compute.dashboard.feed import MachineFeed
 
@@ -52,10 +52,7 @@ def test_feed_page_renders_the_demos_machines_in_chromium(tmp_path: Path) -> Non
         assert len(feed.machines) == 2 and all(
             m.window(7) and m.window(7).uptime == 1.0 for m in feed.machines
         )
-        dom = browser("--dump-dom", url + "/machines")
-        assert dom.returncode == 0, dom.stderr[-2000:]
-        html = dom.stdout
-        assert "<h1>Machines proven by this validator</h1>" in html
+        html = dump_dom(url + "/machines", "<h1>Machines proven by this validator</h1>")
         assert html.count("<tr data-uid=") == 2 and "100%" in html and "<svg" in html
         shots = artifacts_dir()
         shot = browser(f"--screenshot={shots / 'machines.png'}", url + "/machines")
