@@ -81,7 +81,9 @@ def build(  # noqa: ANN201
     return build_miner_app(KeyWallet.from_wallet(wallet), policy, manager, lambda: specs, ServerLimits())
 
 
-async def run(workdir: Path, chain_path: Path, name: str, kill_after_s: float, pace_gflops: float = 0.0) -> None:
+async def run(
+    workdir: Path, chain_path: Path, name: str, kill_after_s: float, pace_gflops: float = 0.0
+) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
