@@ -382,16 +382,15 @@ def _size(raw: Line) -> int:
     return raw.size if isinstance(raw, Spooled) else len(raw)
 
 
-def raise_priority(nice: int = NICE) -> int:
+def raise_priority(nice: int = NICE) -> None:
     """Run ahead of ordinary work where the OS allows it (root or CAP_SYS_NICE), so a packet waits
     for a core behind raised tasks only, not behind the validator's verifying, the dashboard or a
     neighbour's build on a busy box; elsewhere the priority stays (the verify pool still runs below
-    it, at nice +10). Returns the niceness this process runs at."""
+    it, at nice +10)."""
     try:
         os.setpriority(os.PRIO_PROCESS, 0, nice)
     except OSError:
         pass
-    return os.getpriority(os.PRIO_PROCESS, 0)
 
 
 def main() -> None:
