@@ -217,6 +217,7 @@ def test_fleet_bench_runs_the_real_round_and_reports_every_figure(tmp_path) -> N
     assert figures["stage_wall_s_per_miner"]["fp16_s"] > 0 and figures["stages_cpu_s"]
     assert figures["verify_jobs_pooled"] > 0 and figures["miners_process"]["errors"] == []
     assert figures["miners_process"]["memory_pass_late_max_s"] >= 0
+    assert figures["miners_process"]["request_read_late_max_s"] >= 0
     credited = figures["proofs_credited"]
     assert credited["gemm_fp16_fp32"] == 2 and credited["sustained_runs"] >= 1  # miner 0 is due
     # the timing judges (memory passes, scaling, sustained, host probes) also need the simulated
@@ -229,6 +230,30 @@ def test_fleet_bench_runs_the_real_round_and_reports_every_figure(tmp_path) -> N
         "host_ram",
         "host_disk",
     }
+
+
+def test_a_simulated_miner_counts_from_the_requests_arrival_not_its_late_read() -> None:
+    """The simulation's own lateness stays out of the validator's timing error (``rxstamp``): a
+    request read 200 ms after it arrived is stamped with its arrival, and an unstamped socket says so."""
+    import socket
+    import time
+
+    from compute.validator.tools.fleet.rxstamp import listening, received_at
+
+    with listening("127.0.0.1", 0) as server:
+        server.listen(1)
+        with socket.create_connection(server.getsockname()) as client:
+            conn, _ = server.accept()
+            with conn:
+                sent = time.monotonic()
+                client.sendall(b'{"op":"commit"}\n')
+                time.sleep(0.2)  # the busy loop reads it late
+                assert conn.recv(100) == b'{"op":"commit"}\n'
+                read = time.monotonic()
+                arrived = received_at(conn)
+                assert arrived is not None and sent <= arrived < sent + 0.05 and read - arrived > 0.19
+        with socket.socket() as plain:
+            assert received_at(plain) is None
 
 
 def test_fleet_bench_refuses_bad_arguments(capsys) -> None:

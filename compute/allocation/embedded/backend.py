@@ -271,6 +271,7 @@ class EmbeddedBackend:
                 lambda: _LeaseServer(state),
                 self.bind_host,
                 state.port,
+                sock=self._listener(state),
                 server_host_keys=[state.host_key],
                 process_factory=lambda process: self._session(state, process),
                 # SFTP runs in the miner's process: sandboxed leases have none (a symlink could lead out)
@@ -287,6 +288,10 @@ class EmbeddedBackend:
             )
         except OSError as exc:
             raise BackendError(f"cannot listen on port {state.port}: {exc}") from exc
+
+    def _listener(self, state: _Lease) -> socket.socket | None:
+        """A bound socket to serve the lease on instead of ``bind_host:port`` (None: asyncssh binds)."""
+        return None
 
     async def _close(self, state: _Lease) -> None:
         if state.acceptor is not None:

@@ -18,6 +18,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import socket
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +28,7 @@ import asyncssh
 
 from compute.allocation import EmbeddedBackend
 from compute.validator.session.pog_session import DEVICES, bootstrap_command
+from compute.validator.tools.fleet import rxstamp
 from compute.validator.tools.fleet.prover import FleetProver
 
 log = logging.getLogger(__name__)
@@ -46,6 +48,7 @@ class SessionStats:
     timed: list[dict] = field(default_factory=list)  # op, owner, precision, recv, sent, late_s
     errors: list[str] = field(default_factory=list)
     pass_late_max_s: float = 0.0  # memory chains: how far past its due time a pass line left here
+    read_late_max_s: float = 0.0  # how long after its arrival (kernel stamp) a request was read here
 
     def opened(self) -> None:
         self.open_now += 1
@@ -70,6 +73,10 @@ class FleetBackend(EmbeddedBackend):
     ) -> None:
         super().__init__(*args, **kwargs)
         self._prover, self._stats, self._executor, self._owner = prover, stats, executor, owner
+
+    def _listener(self, state) -> socket.socket:  # type: ignore[override]
+        """Connections that stamp their reads with the kernel's receive time (``rxstamp``)."""
+        return rxstamp.listening(self.bind_host, state.port)
 
     async def _session(self, state, process: asyncssh.SSHServerProcess) -> None:  # type: ignore[override]
         if process.command not in BOOTSTRAPS:
@@ -101,11 +108,15 @@ async def serve_worker(
     source = await process.stdin.readexactly(size)
     process.stdout.write(hashlib.sha256(source).hexdigest().encode() + b"\n")
     loop = asyncio.get_running_loop()
+    transport_socket = process.get_extra_info("socket")
     while True:
         raw = await process.stdin.readline()
         if not raw:
             return
-        received = time.monotonic()
+        # the request's arrival, not this busy loop's read of it: what the device would count from
+        read = time.monotonic()
+        received = min(read, rxstamp.received_at(transport_socket) or read)
+        stats.read_late_max_s = max(stats.read_late_max_s, read - received)
         try:
             message = json.loads(raw)
             if not isinstance(message, dict):

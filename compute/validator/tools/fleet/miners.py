@@ -117,6 +117,7 @@ async def serve_miners(count: int, gpus: int, root: Path, seed: bytes, first_por
         "ssh_sessions_open_max": stats.open_max,
         "timed": stats.timed,
         "pass_late_max_s": stats.pass_late_max_s,
+        "read_late_max_s": stats.read_late_max_s,
         "errors": stats.errors[:20],
     }
     print(json.dumps(report), flush=True)

@@ -313,6 +313,9 @@ def report(options: FleetOptions, measured: dict, miners_side: dict) -> dict:
             # a memory pass line that left the simulated miner this late reads, on the validator's
             # clock, as a chain begun late: the lockstep judge fails it (the simulation's fault)
             "memory_pass_late_max_s": round(miners_side.get("pass_late_max_s", 0.0), 3),
+            # a request read this long after the kernel received it: the provers count from the
+            # arrival (``rxstamp``), so this delay is no longer in ``timing_error_ms``
+            "request_read_late_max_s": round(miners_side.get("read_late_max_s", 0.0), 3),
             "errors": miners_side.get("errors", []),
         },
         "failures": failures[:10],
