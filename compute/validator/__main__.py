@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "canary-sim":
         return _canary_sim(args)
     if args.command == "fleet-bench":
-        return fleet.run(args)
+        return fleet.main(args)
     if args.command == "presence-sim":
         return _presence_sim(args)
     if not 2 <= args.validators <= 256 or not 1 <= args.miners <= 1024 or not 1 <= args.rounds <= 1000:

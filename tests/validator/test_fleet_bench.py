@@ -191,10 +191,11 @@ def test_sparse_tree_equals_the_full_tree(count: int) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_fleet_bench_runs_the_real_round_and_reports_every_figure(tmp_path) -> None:
-    """A small fleet (2 miners x 2 GPUs) through the CLI: every miner verified, every figure present."""
+    """A small fleet (2 miners x 2 GPUs, one process each) through the CLI: every miner verified,
+    every figure present."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     command = [sys.executable, "-m", "compute.validator", "fleet-bench", "--miners", "2", "--gpus", "2"]
-    command += ["--concurrency", "2", "--sustained-seconds", "4", "--json"]
+    command += ["--concurrency", "2", "--sustained-seconds", "4", "--miner-processes", "2", "--json"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     figures = json.loads(done.stdout.strip().splitlines()[-1])
@@ -256,11 +257,31 @@ def test_a_simulated_miner_counts_from_the_requests_arrival_not_its_late_read() 
             assert received_at(plain) is None
 
 
+def test_the_simulated_miners_split_over_processes_and_their_reports_join() -> None:
+    from compute.validator.tools.fleet.miners import merge_reports, split
+
+    assert split(256, 8) == [range(32 * k, 32 * (k + 1)) for k in range(8)]
+    assert split(5, 2) == [range(0, 2), range(2, 5)] and split(2, 8) == [range(0, 1), range(1, 2)]
+    assert split(3, 0) == [range(0, 3)]
+    first = {"cpu_s": 2.0, "peak_rss_mb": 100.0, "ssh_worker_sessions": 3, "ssh_sessions_open_max": 2,
+             "pass_late_max_s": 0.5, "read_late_max_s": 0.1, "timed": [{"op": "commit"}], "errors": ["a"]}  # fmt: skip
+    second = {"cpu_s": 1.0, "peak_rss_mb": 50.0, "ssh_worker_sessions": 1, "ssh_sessions_open_max": 1,
+              "pass_late_max_s": 0.2, "read_late_max_s": 0.3, "timed": [{"op": "commit_on"}], "errors": []}  # fmt: skip
+    merged = merge_reports([first, second, {}])  # a process that died reports nothing
+    assert merged == {
+        "cpu_s": 3.0, "peak_rss_mb": 150.0, "ssh_worker_sessions": 4, "ssh_sessions_open_max": 3,
+        "pass_late_max_s": 0.5, "read_late_max_s": 0.3, "timed": [{"op": "commit"}, {"op": "commit_on"}],
+        "errors": ["a"],
+    }  # fmt: skip
+
+
 def test_fleet_bench_refuses_bad_arguments(capsys) -> None:
     from compute.validator.__main__ import main
 
     assert main(["fleet-bench", "--miners", "0"]) == 2
     assert "--miners must be" in capsys.readouterr().err
+    assert main(["fleet-bench", "--miner-processes", "65"]) == 2
+    assert "--miner-processes must be" in capsys.readouterr().err
 
 
 def test_lines_due_at_one_moment_leave_together() -> None:

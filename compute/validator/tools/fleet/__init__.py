@@ -6,6 +6,8 @@ the round and reports, ``miners`` hosts the miners, ``leases`` serves their SSH 
 watches the validator's process.
 """
 
-from compute.validator.tools.fleet.cli import add_parser, run
+from compute.validator.tools.fleet.cli import add_parser
+from compute.validator.tools.fleet.cli import run as main
 
-__all__ = ["add_parser", "run"]
+# not ``run``: importing the ``run`` submodule rebinds that name on this package to the module
+__all__ = ["add_parser", "main"]

@@ -1,6 +1,6 @@
 """``python -m compute.validator fleet-bench``: one real validator round against a simulated subnet.
 
-Starts the miners' child process (``miners.py``), runs the round in this process (``run.py``), stops
+Starts the miners' child processes (``miners.py``), runs the round in this process (``run.py``), stops
 the miners and prints the figures (``--json``: one object). Exit status 1 unless every miner verified.
 """
 
@@ -47,8 +47,15 @@ def add_parser(sub) -> None:
         default=60.0,
         help="length of a sustained run (default 60, the validator's; shorter for quick runs)",
     )
+    fleet.add_argument(
+        "--miner-processes",
+        type=int,
+        default=0,
+        help="processes the simulated miners run in (default 0: one per 32 miners, at most 8)",
+    )
     fleet.add_argument("--json", action="store_true", help="one JSON object on stdout")
     fleet.add_argument("--serve-miners", type=int, default=0, help=argparse.SUPPRESS)
+    fleet.add_argument("--first-miner", type=int, default=0, help=argparse.SUPPRESS)
     fleet.add_argument("--dir", default=None, help=argparse.SUPPRESS)
     fleet.add_argument("--seed", default=None, help=argparse.SUPPRESS)
 
@@ -58,6 +65,8 @@ def _check(args: argparse.Namespace) -> str | None:
         return "--miners must be 1..1024 and --gpus 1..16"
     if not 1 <= args.concurrency <= 1024 or not -1 <= args.verify_workers <= 64:
         return "--concurrency must be 1..1024 and --verify-workers -1..64"
+    if not 0 <= args.miner_processes <= 64:
+        return "--miner-processes must be 0..64"
     if not 0 <= args.canary_rate <= 1 or args.miner_timeout <= 0 or not 1 <= args.sustained_seconds <= 3600:
         return "--canary-rate must be 0..1, --miner-timeout positive, --sustained-seconds 1..3600"
     return None
@@ -71,14 +80,30 @@ def _print(figures: dict, as_json: bool) -> None:
         sys.stdout.write(f"{key:>26}: {value}\n")
 
 
+def _start_miners(args: argparse.Namespace, tmp: str, seed: bytes, part: range) -> subprocess.Popen:
+    command = [sys.executable, "-m", "compute.validator", "fleet-bench", "--serve-miners", str(len(part))]
+    command += [
+        "--first-miner",
+        str(part.start),
+        "--gpus",
+        str(args.gpus),
+        "--dir",
+        tmp,
+        "--seed",
+        seed.hex(),
+    ]
+    return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+
 def run(args: argparse.Namespace) -> int:
-    from compute.validator.tools.fleet.miners import serve_miners
+    from compute.validator.tools.fleet.miners import merge_reports, serve_miners, split
     from compute.validator.tools.fleet.run import FleetOptions, report, run_round
 
-    if args.serve_miners:  # the child: plumbing between this command and itself
+    if args.serve_miners:  # a child: plumbing between this command and itself
         logging.basicConfig(level=logging.ERROR)
+        seed = bytes.fromhex(args.seed)
         asyncio.run(
-            serve_miners(args.serve_miners, args.gpus, Path(args.dir), bytes.fromhex(args.seed), FIRST_PORT)
+            serve_miners(args.serve_miners, args.gpus, Path(args.dir), seed, FIRST_PORT, args.first_miner)
         )
         return 0
     problem = _check(args)
@@ -97,31 +122,32 @@ def run(args: argparse.Namespace) -> int:
         sustained_seconds=args.sustained_seconds,
     )
     seed = secrets.token_bytes(32)
+    processes = args.miner_processes or min(8, -(-args.miners // 32))
     with tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp:
-        command = [
-            sys.executable,
-            "-m",
-            "compute.validator",
-            "fleet-bench",
-            "--serve-miners",
-            str(args.miners),
-        ]
-        command += ["--gpus", str(args.gpus), "--dir", tmp, "--seed", seed.hex()]
-        child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        assert child.stdout is not None and child.stdin is not None  # both are PIPEs
+        children = [_start_miners(args, tmp, seed, part) for part in split(args.miners, processes)]
         try:
-            line = child.stdout.readline()
-            if not line:
-                print(
-                    f"fleet-bench: the miners' process exited {child.wait(30)} before serving",
-                    file=sys.stderr,
-                )
-                return 1
-            measured = asyncio.run(run_round(options, Path(tmp), json.loads(line), seed))
+            miners: list[dict] = []
+            for child in children:
+                assert child.stdout is not None
+                line = child.stdout.readline()
+                if not line:
+                    print(
+                        f"fleet-bench: a miners' process exited {child.wait(30)} before serving",
+                        file=sys.stderr,
+                    )
+                    return 1
+                miners += json.loads(line)
+            measured = asyncio.run(run_round(options, Path(tmp), miners, seed))
         finally:
-            child.stdin.close()
-        miners_side = json.loads(child.stdout.readline() or "{}")
-        child.wait(60)
+            for child in children:
+                assert child.stdin is not None
+                child.stdin.close()
+        reports = []
+        for child in children:
+            assert child.stdout is not None
+            reports.append(json.loads(child.stdout.readline() or "{}"))
+            child.wait(60)
+        miners_side = merge_reports(reports)
     figures = report(options, measured, miners_side)
     _print(figures, args.json)
     return 0 if figures["verified"] == args.miners else 1

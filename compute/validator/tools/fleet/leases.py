@@ -8,8 +8,10 @@ worker source through SSH, the lease echoes its SHA-256, then JSON lines flow bo
 encrypted channel. Any other command (a canary's ``echo``) runs as on the embedded backend.
 
 The prover's work runs in a small thread pool (numba releases the GIL); each answer line is written
-when the simulated device would have finished, stamped with this process's monotonic clock so the
-benchmark can compare the validator's timing with the prover's own (``SessionStats``).
+when the simulated device would have finished, counted from the request's arrival as the kernel
+stamped it (``rxstamp``: this busy process may read it much later) and stamped when written, on this
+process's monotonic clock, so the benchmark can compare the validator's timing with the prover's own
+(``SessionStats``).
 """
 
 from __future__ import annotations

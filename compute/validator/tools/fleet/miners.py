@@ -1,10 +1,12 @@
-"""The fleet benchmark's miners: N real miner apps in one child process, each with its own leases.
+"""The fleet benchmark's miners: N real miner apps in child processes, each with its own leases.
 
 Each miner is the production miner app (signed FastAPI on its own loopback socket, the real
 allocation manager and lease store) claiming ``gpus`` H100s, on a ``FleetBackend`` (real SSH,
-in-process ``FleetProver``). The process prints the miners' endpoints as one JSON line, serves until
-its stdin closes, then prints what its side saw (``SessionStats``, its own CPU seconds and peak
-memory) as a second JSON line. It runs at a lower priority than the validator (nice), so the figures
+in-process ``FleetProver``). A process serves a slice of the miners (``split``: one process for
+2,048 GPUs held every due line behind another session's tens-of-MB opening being encoded and
+encrypted, one GIL for all); it prints its miners' endpoints as one JSON line, serves until its
+stdin closes, then prints what its side saw (``SessionStats``, its own CPU seconds and peak memory)
+as a second JSON line (``merge_reports`` joins the processes'). It runs at a lower priority than the validator (nice), so the figures
 measure the validator's process, not the simulated miners'.
 """
 
@@ -55,8 +57,32 @@ def miner_keypair(index: int) -> Keypair:
     return Keypair.create_from_uri(f"//FleetMiner{index}")
 
 
-async def serve_miners(count: int, gpus: int, root: Path, seed: bytes, first_port: int) -> None:
-    """Run ``count`` miners until stdin closes (see the module docstring)."""
+def merge_reports(reports: list[dict]) -> dict:
+    """What the miners' processes saw, as one (sums; the worst lateness; sessions open at once is
+    their sum, an upper bound)."""
+    merged: dict = {"timed": [], "errors": []}
+    for report in reports:
+        for key in ("cpu_s", "peak_rss_mb", "ssh_worker_sessions", "ssh_sessions_open_max"):
+            merged[key] = merged.get(key, 0) + report.get(key, 0)
+        for key in ("pass_late_max_s", "read_late_max_s"):
+            merged[key] = max(merged.get(key, 0.0), report.get(key, 0.0))
+        merged["timed"] += report.get("timed", [])
+        merged["errors"] += report.get("errors", [])
+    merged["errors"] = merged["errors"][:20]
+    return merged
+
+
+def split(count: int, processes: int) -> list[range]:
+    """Miner indices ``0..count-1`` in at most ``processes`` contiguous, near-equal slices."""
+    processes = max(1, min(processes, count))
+    bounds = [count * k // processes for k in range(processes + 1)]
+    return [range(bounds[k], bounds[k + 1]) for k in range(processes)]
+
+
+async def serve_miners(
+    count: int, gpus: int, root: Path, seed: bytes, first_port: int, first: int = 0
+) -> None:
+    """Run miners ``first .. first+count-1`` until stdin closes (see the module docstring)."""
     from compute.allocation import AllocationManager, LeaseStore, ManagerLimits
     from compute.miner import build_miner_app
     from compute.miner.specs import fixed_specs
@@ -70,7 +96,7 @@ async def serve_miners(count: int, gpus: int, root: Path, seed: bytes, first_por
     device, stats = Device(), SessionStats()
     executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="fleet-prover")
     stop, tasks, listed = asyncio.Event(), [], []
-    for i in range(count):
+    for i in range(first, first + count):
         keypair = miner_keypair(i)
         hotkey = keypair.ss58_address
         gpu_specs = [
