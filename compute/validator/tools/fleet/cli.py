@@ -55,7 +55,7 @@ def add_parser(sub) -> None:
     )
     fleet.add_argument("--json", action="store_true", help="one JSON object on stdout")
     fleet.add_argument("--serve-miners", type=int, default=0, help=argparse.SUPPRESS)
-    fleet.add_argument("--first-miner", type=int, default=0, help=argparse.SUPPRESS)
+    fleet.add_argument("--miner-slice", default="0:1", help=argparse.SUPPRESS)  # START:STEP of the indices
     fleet.add_argument("--dir", default=None, help=argparse.SUPPRESS)
     fleet.add_argument("--seed", default=None, help=argparse.SUPPRESS)
 
@@ -81,17 +81,9 @@ def _print(figures: dict, as_json: bool) -> None:
 
 
 def _start_miners(args: argparse.Namespace, tmp: str, seed: bytes, part: range) -> subprocess.Popen:
-    command = [sys.executable, "-m", "compute.validator", "fleet-bench", "--serve-miners", str(len(part))]
-    command += [
-        "--first-miner",
-        str(part.start),
-        "--gpus",
-        str(args.gpus),
-        "--dir",
-        tmp,
-        "--seed",
-        seed.hex(),
-    ]
+    command = [sys.executable, "-m", "compute.validator", "fleet-bench", "--serve-miners", str(args.miners)]
+    command += ["--miner-slice", f"{part.start}:{part.step}", "--gpus", str(args.gpus), "--dir", tmp]
+    command += ["--seed", seed.hex()]
     return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
 
@@ -102,9 +94,9 @@ def run(args: argparse.Namespace) -> int:
     if args.serve_miners:  # a child: plumbing between this command and itself
         logging.basicConfig(level=logging.ERROR)
         seed = bytes.fromhex(args.seed)
-        asyncio.run(
-            serve_miners(args.serve_miners, args.gpus, Path(args.dir), seed, FIRST_PORT, args.first_miner)
-        )
+        start, step = (int(x) for x in args.miner_slice.split(":"))
+        indices = range(start, args.serve_miners, step)
+        asyncio.run(serve_miners(indices, args.gpus, Path(args.dir), seed, FIRST_PORT))
         return 0
     problem = _check(args)
     if problem:
@@ -137,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
                     )
                     return 1
                 miners += json.loads(line)
+            miners.sort(key=lambda miner: miner["index"])  # the round's uids follow the indices
             measured = asyncio.run(run_round(options, Path(tmp), miners, seed))
         finally:
             for child in children:

@@ -73,16 +73,14 @@ def merge_reports(reports: list[dict]) -> dict:
 
 
 def split(count: int, processes: int) -> list[range]:
-    """Miner indices ``0..count-1`` in at most ``processes`` contiguous, near-equal slices."""
+    """Miner indices ``0..count-1`` dealt round-robin to at most ``processes``: the validator tests
+    miners in index order, so the ones tested at once land in different processes."""
     processes = max(1, min(processes, count))
-    bounds = [count * k // processes for k in range(processes + 1)]
-    return [range(bounds[k], bounds[k + 1]) for k in range(processes)]
+    return [range(k, count, processes) for k in range(processes)]
 
 
-async def serve_miners(
-    count: int, gpus: int, root: Path, seed: bytes, first_port: int, first: int = 0
-) -> None:
-    """Run miners ``first .. first+count-1`` until stdin closes (see the module docstring)."""
+async def serve_miners(indices: range, gpus: int, root: Path, seed: bytes, first_port: int) -> None:
+    """Run the miners ``indices`` until stdin closes (see the module docstring)."""
     from compute.allocation import AllocationManager, LeaseStore, ManagerLimits
     from compute.miner import build_miner_app
     from compute.miner.specs import fixed_specs
@@ -96,7 +94,7 @@ async def serve_miners(
     device, stats = Device(), SessionStats()
     executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="fleet-prover")
     stop, tasks, listed = asyncio.Event(), [], []
-    for i in range(first, first + count):
+    for i in indices:
         keypair = miner_keypair(i)
         hotkey = keypair.ss58_address
         gpu_specs = [
@@ -129,7 +127,7 @@ async def serve_miners(
         )
         sock = _socket()
         tasks.append(asyncio.create_task(serve(app, "127.0.0.1", sock.getsockname()[1], stop, sock=sock)))
-        listed.append({"hotkey": hotkey, "port": sock.getsockname()[1]})
+        listed.append({"index": i, "hotkey": hotkey, "port": sock.getsockname()[1]})
     await asyncio.sleep(1.0)
     print(json.dumps(listed), flush=True)
     await asyncio.to_thread(sys.stdin.read)
