@@ -246,6 +246,12 @@ def test_a_simulated_miner_counts_from_the_requests_arrival_not_its_late_read() 
         with socket.create_connection(server.getsockname()) as client:
             conn, _ = server.accept()
             with conn:
+                for _ in range(100):  # the kernel turns receive stamps on lazily (a deferred work item)
+                    client.sendall(b"{}\n")
+                    assert conn.recv(100) == b"{}\n"
+                    if received_at(conn) is not None:
+                        break
+                    time.sleep(0.01)
                 sent = time.monotonic()
                 client.sendall(b'{"op":"commit"}\n')
                 time.sleep(0.2)  # the busy loop reads it late
@@ -280,7 +286,7 @@ def test_fleet_bench_refuses_bad_arguments(capsys) -> None:
 
     assert main(["fleet-bench", "--miners", "0"]) == 2
     assert "--miners must be" in capsys.readouterr().err
-    assert main(["fleet-bench", "--miner-processes", "65"]) == 2
+    assert main(["fleet-bench", "--miner-processes", "0"]) == 2
     assert "--miner-processes must be" in capsys.readouterr().err
 
 

@@ -44,6 +44,7 @@ class StampingSocket(socket.socket):
 
     def recv(self, size: int, flags: int = 0) -> bytes:
         data, ancillary, _, _ = self.recvmsg(size, _CMSG_SPACE, flags)
+        self.rx_at = None  # a read without a stamp (the kernel turns stamping on lazily) says so
         for level, kind, raw in ancillary:
             if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= _TIMESPEC.size:
                 seconds, nanoseconds = _TIMESPEC.unpack(raw[: _TIMESPEC.size])
