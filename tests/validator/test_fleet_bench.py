@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import base64
 import json
 import os
 import subprocess
@@ -31,13 +32,15 @@ from compute.pog.merkle import MerkleTree
 from compute.pog.wire import Commitment, Opening
 from compute.validator.tools.fleet.prover import FleetProver
 from compute.validator.tools.fleet.sparse_tree import SparseMerkleTree
+from compute.validator.tools.fleet.wire import B64, array_json, encode_line
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = bytes(range(32))
 
 
 def _reply(prover: FleetProver, message: dict) -> dict:
-    return list(prover.handle(message).lines)[-1][1]
+    """The answer's last line as the validator reads it: through the simulated miners' encoder."""
+    return json.loads(encode_line(list(prover.handle(message).lines)[-1][1]))
 
 
 def _gemm_round(seed_in_validator: bytes | None):
@@ -306,3 +309,23 @@ def test_lines_due_at_one_moment_leave_together() -> None:
         [(0.5, {"end": 1})],
     ]
     assert next_due(iter([]), []) == []
+
+
+def test_the_simulated_miners_encoder_writes_what_json_dumps_writes() -> None:
+    """``encode_line`` copies base64 payloads instead of scanning them; the bytes must not change."""
+    vector = np.zeros(1001, dtype=np.uint32)
+    vector[[0, 500, 1000]] = [1, 2**32 - 1, 7]
+    line = {"ok": True, "op": "memory_open", "text": 'a "quoted"\n\u00e9', "n": [1, 2.5, None, False],
+            "vectors": [array_json(vector, "<u4"), array_json(np.zeros(1001, np.uint32), "<u4")]}  # fmt: skip
+    plain = json.loads(json.dumps(line, default=lambda b64: b64.raw.decode("ascii")))
+    assert encode_line(line) == json.dumps(plain, separators=(",", ":")).encode() + b"\n"
+    decoded = np.frombuffer(base64.b64decode(json.loads(encode_line(line))["vectors"][0]["data"]), "<u4")
+    assert np.array_equal(decoded, vector)
+    assert isinstance(array_json(np.zeros(3, np.float32), "<f4")["data"], B64)
+    rng = np.random.default_rng(7)  # sparse vectors patch the zeros' base64: every tail and group
+    for n in (1, 2, 3, 4, 5, 7, 64, 1001):
+        for dtype in ("<u4", "<f4"):
+            for count in (1, 2, 8, min(n, 65)):
+                values = np.zeros(n, dtype=dtype)
+                values[rng.choice(n, min(n, count), replace=False)] = rng.integers(1, 2**24, min(n, count))
+                assert array_json(values, dtype)["data"].raw == base64.b64encode(values.tobytes()), (n, count)

@@ -7,8 +7,10 @@ machine cannot each run a worker process). The handshake is the real one: the va
 worker source through SSH, the lease echoes its SHA-256, then JSON lines flow both ways through the
 encrypted channel. Any other command (a canary's ``echo``) runs as on the embedded backend.
 
-The prover's work runs in a small thread pool (numba releases the GIL); each answer line is written
-when the simulated device would have finished, counted from the request's arrival as the kernel
+The prover's work runs in small thread pools (numba, numpy and hashlib release the GIL): answers in
+one, the lines of a timed chain in another, so a pass line never queues behind another session's
+opening; lines are encoded there too (``wire``: a 36 MB opening's base64 copied, not scanned). Each
+answer line is written when the simulated device would have finished, counted from the request's arrival as the kernel
 stamped it (``rxstamp``: this busy process may read it much later) and stamped when written, on this
 process's monotonic clock, so the benchmark can compare the validator's timing with the prover's own
 (``SessionStats``).
@@ -32,12 +34,33 @@ from compute.allocation import EmbeddedBackend
 from compute.validator.session.pog_session import DEVICES, bootstrap_command
 from compute.validator.tools.fleet import rxstamp
 from compute.validator.tools.fleet.prover import FleetProver
+from compute.validator.tools.fleet.wire import encode_line
 
 log = logging.getLogger(__name__)
 
 BOOTSTRAPS = frozenset(bootstrap_command(device) for device in DEVICES)
 TIMED_OPS = ("commit", "commit_on")
 PASS_OPS = ("memory_pass",)  # the RAM proof's passes too (same op)
+
+
+@dataclass(frozen=True)
+class Executors:
+    """The simulated miners' threads: ``answers`` computes answers (openings, builds, commitments),
+    ``lines`` the next lines of a chain that is running (due on time, so never behind an answer)."""
+
+    answers: ThreadPoolExecutor
+    lines: ThreadPoolExecutor
+
+    @classmethod
+    def start(cls) -> Executors:
+        return cls(
+            ThreadPoolExecutor(max_workers=2, thread_name_prefix="fleet-prover"),
+            ThreadPoolExecutor(max_workers=2, thread_name_prefix="fleet-lines"),
+        )
+
+    def shutdown(self) -> None:
+        self.answers.shutdown(wait=False)
+        self.lines.shutdown(wait=False)
 
 
 @dataclass
@@ -69,12 +92,12 @@ class FleetBackend(EmbeddedBackend):
         *args,
         prover: Callable[[], FleetProver],
         stats: SessionStats,
-        executor: ThreadPoolExecutor,
+        executors: Executors,
         owner: str,
         **kwargs,
     ) -> None:
         super().__init__(*args, **kwargs)
-        self._prover, self._stats, self._executor, self._owner = prover, stats, executor, owner
+        self._prover, self._stats, self._executors, self._owner = prover, stats, executors, owner
 
     def _listener(self, state) -> socket.socket:  # type: ignore[override]
         """Connections that stamp their reads with the kernel's receive time (``rxstamp``)."""
@@ -86,7 +109,7 @@ class FleetBackend(EmbeddedBackend):
             return
         self._stats.opened()
         try:
-            await serve_worker(process, self._prover(), self._stats, self._executor, self._owner)
+            await serve_worker(process, self._prover(), self._stats, self._executors, self._owner)
         except (OSError, asyncssh.Error, asyncio.IncompleteReadError, ValueError) as exc:
             log.debug("fleet: session of lease=%s ended: %s", state.record.lease_id, exc)
         finally:
@@ -95,14 +118,14 @@ class FleetBackend(EmbeddedBackend):
 
 
 def _write(process: asyncssh.SSHServerProcess, line: dict) -> None:
-    process.stdout.write(json.dumps(line, separators=(",", ":")).encode() + b"\n")
+    process.stdout.write(encode_line(line))
 
 
 async def serve_worker(
     process: asyncssh.SSHServerProcess,
     prover: FleetProver,
     stats: SessionStats,
-    executor: ThreadPoolExecutor,
+    executors: Executors,
     owner: str,
 ) -> None:
     """The worker's side of ``PogSession``: upload digest, then one request line at a time."""
@@ -130,7 +153,7 @@ async def serve_worker(
                 _write(process, {"ok": True, "op": "ping"})
                 await process.stdout.drain()
                 continue
-            answer = await loop.run_in_executor(executor, prover.handle, message)
+            answer = await loop.run_in_executor(executors.answers, prover.handle, message)
         except (BrokenPipeError, ConnectionError, asyncssh.Error):
             return  # the validator closed the session
         except Exception as exc:  # the request boundary, as in the real worker
@@ -139,7 +162,7 @@ async def serve_worker(
             continue
         lines = iter(answer.lines)
         try:
-            await _write_lines(process, lines, received, message, stats, executor, owner)
+            await _write_lines(process, lines, received, message, stats, executors.lines, owner)
         except (BrokenPipeError, ConnectionError, asyncssh.Error):
             return
         except Exception as exc:  # a generator's failure mid-answer: reported like the real worker
@@ -169,24 +192,47 @@ def next_due(lines: Iterator[tuple[float, dict]], held: list[tuple[float, dict]]
     return group
 
 
+CHUNK = 1 << 20
+
+
+async def _send(process: asyncssh.SSHServerProcess, data: bytes) -> None:
+    """A line into the channel; a big one in 1 MiB pieces, the loop free between them (asyncssh
+    copies what it is given into its buffer: 36 MB at once held every other session's line)."""
+    if len(data) <= CHUNK:
+        process.stdout.write(data)
+        return
+    view = memoryview(data)
+    for at in range(0, len(data), CHUNK):
+        process.stdout.write(view[at : at + CHUNK])
+        await process.stdout.drain()
+
+
+def next_encoded(
+    lines: Iterator[tuple[float, dict]], held: list[tuple[float, dict]]
+) -> list[tuple[float, str, bytes]]:
+    """``next_due``'s lines as (offset, op, the line's bytes): encoded off the event loop too."""
+    return [(at, str(line.get("op")), encode_line(line)) for at, line in next_due(lines, held)]
+
+
 async def _write_lines(process, lines, received: float, message: dict, stats, executor, owner: str) -> None:
-    """Each line at its offset from ``received`` (computed in the prover's threads just before)."""
+    """Each line at its offset from ``received`` (computed and encoded in the prover's threads just
+    before)."""
     loop = asyncio.get_running_loop()
     held: list[tuple[float, dict]] = []
-    while group := await loop.run_in_executor(executor, next_due, lines, held):
+    while group := await loop.run_in_executor(executor, next_encoded, lines, held):
         wait = received + group[0][0] - time.monotonic()
         if wait > 0:
             await asyncio.sleep(wait)
-        if group[0][1].get("op") in PASS_OPS:
+        if group[0][1] in PASS_OPS:
             stats.pass_late_max_s = max(stats.pass_late_max_s, -wait)
-        for _, line in group:
-            _write(process, line)
-            if line.get("op") in TIMED_OPS:
+        for _, op, data in group:
+            await _send(process, data)
+            if op in TIMED_OPS:
                 sent = time.monotonic()
                 precision = (message.get("challenge") or {}).get("precision")
                 stats.timed.append(
                     {
-                        "op": line["op"],
+                        "op": op,
                         "owner": owner,
                         "precision": precision,
                         "challenge_id": (message.get("challenge") or {}).get("challenge_id"),

@@ -19,12 +19,11 @@ import os
 import socket
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bittensor.sp_core import Keypair
 
-from compute.validator.tools.fleet.leases import FleetBackend, SessionStats
+from compute.validator.tools.fleet.leases import Executors, FleetBackend, SessionStats
 from compute.validator.tools.fleet.prover import Device, FleetProver
 
 MINER_NICE = 2
@@ -92,7 +91,7 @@ async def serve_miners(indices: range, gpus: int, root: Path, seed: bytes, first
     except OSError:
         pass
     device, stats = Device(), SessionStats()
-    executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="fleet-prover")
+    executors = Executors.start()
     stop, tasks, listed = asyncio.Event(), [], []
     for i in indices:
         keypair = miner_keypair(i)
@@ -109,7 +108,7 @@ async def serve_miners(indices: range, gpus: int, root: Path, seed: bytes, first
             port_range=(base, base + PORTS_PER_MINER - 1),
             prover=functools.partial(FleetProver, seed, gpus, f"m{i}", device),
             stats=stats,
-            executor=executor,
+            executors=executors,
             owner=hotkey,
         )
         manager = AllocationManager(
@@ -133,7 +132,7 @@ async def serve_miners(indices: range, gpus: int, root: Path, seed: bytes, first
     await asyncio.to_thread(sys.stdin.read)
     stop.set()
     await asyncio.gather(*tasks, return_exceptions=True)
-    executor.shutdown(wait=False)
+    executors.shutdown()
     report = {
         "cpu_s": time.process_time(),
         "peak_rss_mb": peak_rss_mb(),

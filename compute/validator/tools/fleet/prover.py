@@ -20,7 +20,6 @@ or validator entry point imports it.
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +31,7 @@ from compute.pog.draws import GEMM_OPENINGS, derived_rng
 from compute.pog.merkle import leaf_hash
 from compute.pog.recompute import expected_entries
 from compute.validator.tools.fleet.sparse_tree import SparseMerkleTree
+from compute.validator.tools.fleet.wire import array_json
 
 FILLER = bytes(32)  # the leaf committed for every row that will not be opened
 
@@ -99,11 +99,6 @@ def _roots(committed: _Committed) -> dict:
     return {"challenge_id": committed.challenge.challenge_id, "roots": roots}
 
 
-def _row_json(row: np.ndarray) -> dict:
-    data = base64.b64encode(np.ascontiguousarray(row, dtype="<f4").tobytes()).decode("ascii")
-    return {"dtype": "<f4", "shape": [len(row)], "data": data}
-
-
 def open_rows(committed: _Committed, request: Any) -> dict:
     """The requested rows with their paths (filler rows where the validator asked other rows)."""
     rows = request.get("rows") if isinstance(request, dict) else None
@@ -117,7 +112,7 @@ def open_rows(committed: _Committed, request: Any) -> dict:
                 "rows": [
                     {
                         "index": i,
-                        "row": _row_json(committed.rows[g].get(i, zeros)),
+                        "row": array_json(committed.rows[g].get(i, zeros), "<f4"),
                         "path": [node.hex() for node in committed.trees[g].path(i)],
                     }
                     for i in indices

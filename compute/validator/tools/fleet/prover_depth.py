@@ -35,17 +35,13 @@ from compute.pog.host.probe import (
 from compute.pog.memory.kernel import lockstep_word, next_x, pass_leaf, pass_offsets, round_keys, start_vector
 from compute.pog.memory.rows_kernel import element_rows
 from compute.validator.tools.fleet.sparse_tree import SparseMerkleTree
+from compute.validator.tools.fleet.wire import array_json
 
 MEMORY_OPEN_PASSES = 3  # the validator's memory_open_passes (GPU) and RAM opening
 MEMORY_ROWS_CHECKED = 8  # verify_memory's rows_per_gpu
 CPU_CHECKED = 8  # host.check.CPU_SEGMENT_CHECKS
 DISK_READS = 8  # disk_read_request's default
 FILLER = bytes(32)
-
-
-def _vector_json(values: np.ndarray) -> dict:
-    data = base64.b64encode(np.ascontiguousarray(values, dtype="<u4").tobytes()).decode("ascii")
-    return {"dtype": "<u4", "shape": [len(values)], "data": data}
 
 
 class _MemoryRun:
@@ -103,7 +99,7 @@ class _MemoryRun:
         for g, wanted in enumerate(passes):
             ordered = sorted({r for p in wanted for r in (p, p - 1)} - {0})
             zeros = np.zeros(self.challenge["n"], dtype=np.uint32)
-            vectors = [_vector_json(self.vectors[g].get(r, zeros)) for r in ordered]
+            vectors = [array_json(self.vectors[g].get(r, zeros), "<u4") for r in ordered]
             per_gpu.append({"indices": ordered, "vectors": vectors})
         return {"challenge_id": self.challenge["challenge_id"], "per_gpu": per_gpu}
 
