@@ -2,9 +2,9 @@
 
 Each miner is the production miner app (signed FastAPI on its own loopback socket, the real
 allocation manager and lease store) claiming ``gpus`` H100s, on a ``FleetBackend`` (real SSH,
-in-process ``FleetProver``). A process serves a share of the miners (``split``; with one process
-for 2,048 GPUs, every due line waits behind another session's tens-of-MB opening being encoded and
-encrypted under one GIL); it prints its miners' endpoints as one JSON line, serves until its stdin
+in-process ``FleetProver``). A process serves a share of the miners (``split``; one process for
+2,048 GPUs shares one loop and one GIL, which ``leases`` and ``wire`` keep tens-of-MB openings from
+holding); it prints its miners' endpoints as one JSON line, serves until its stdin
 closes, then prints what its side saw (``SessionStats``, its own CPU seconds and peak memory) as a
 second JSON line (``merge_reports`` joins the processes'). It runs at a lower priority than the
 validator (nice), so the figures measure the validator's process, not the simulated miners'.
