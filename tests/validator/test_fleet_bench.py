@@ -315,7 +315,7 @@ def test_the_simulated_miners_encoder_writes_what_json_dumps_writes() -> None:
     """``encode_line`` copies base64 payloads instead of scanning them; the bytes must not change."""
     vector = np.zeros(1001, dtype=np.uint32)
     vector[[0, 500, 1000]] = [1, 2**32 - 1, 7]
-    line = {"ok": True, "op": "memory_open", "text": 'a "quoted"\n\u00e9', "n": [1, 2.5, None, False],
+    line = {"ok": True, "op": "memory_open", "text": 'a "quoted"\n\u00e9', "n": [1, 2.5, None, False], "keys": {7: 0, None: 1, False: 2, 2.5: 3},
             "vectors": [array_json(vector, "<u4"), array_json(np.zeros(1001, np.uint32), "<u4")]}  # fmt: skip
     plain = json.loads(json.dumps(line, default=lambda b64: b64.raw.decode("ascii")))
     assert encode_line(line) == json.dumps(plain, separators=(",", ":")).encode() + b"\n"

@@ -10,10 +10,10 @@ encrypted channel. Any other command (a canary's ``echo``) runs as on the embedd
 The prover's work runs in small thread pools (numba, numpy and hashlib release the GIL): answers in
 one, the lines of a timed chain in another, so a pass line never queues behind another session's
 opening; lines are encoded there too (``wire``: a 36 MB opening's base64 copied, not scanned). Each
-answer line is written when the simulated device would have finished, counted from the request's arrival as the kernel
-stamped it (``rxstamp``: this busy process may read it much later) and stamped when written, on this
-process's monotonic clock, so the benchmark can compare the validator's timing with the prover's own
-(``SessionStats``).
+answer line is written when the simulated device would have finished, counted from the request's
+arrival as the kernel stamped it (``rxstamp``: this busy process may read it much later) and stamped
+when written, on this process's monotonic clock, so the benchmark can compare the validator's timing
+with the prover's own (``SessionStats``).
 """
 
 from __future__ import annotations

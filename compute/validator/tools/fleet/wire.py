@@ -65,7 +65,8 @@ def _encode(value: object, parts: list[bytes]) -> None:
         for k, (key, item) in enumerate(value.items()):
             if k:
                 parts.append(b",")
-            parts += (json.dumps(key).encode(), b":")
+            name = key if isinstance(key, str) else json.dumps(key)  # json's own key coercion
+            parts += (json.dumps(name).encode(), b":")
             _encode(item, parts)
         parts.append(b"}")
     elif isinstance(value, list | tuple):
