@@ -329,3 +329,41 @@ def test_the_simulated_miners_encoder_writes_what_json_dumps_writes() -> None:
                 values = np.zeros(n, dtype=dtype)
                 values[rng.choice(n, min(n, count), replace=False)] = rng.integers(1, 2**24, min(n, count))
                 assert array_json(values, dtype)["data"].raw == base64.b64encode(values.tobytes()), (n, count)
+
+
+def test_the_stage_sampler_counts_work_not_a_reader_blocked_on_the_timing_process() -> None:
+    """The reader of the timing process's answers waits in ``recv`` inside a compute frame: idle,
+    not "ssh" (it was 99 % of the validator process's busy samples); a thread hashing is busy."""
+    import hashlib
+    import socket
+    import threading
+    import time
+
+    from compute.validator.session.clock import _recv_exactly
+    from compute.validator.tools.fleet.monitor import StackSampler
+
+    reader_end, writer_end = socket.socketpair()
+    stop = threading.Event()
+
+    def busy() -> None:
+        while not stop.is_set():
+            hashlib.sha256(bytes(1 << 16)).digest()
+
+    threads = [
+        threading.Thread(target=_recv_exactly, args=(reader_end, 1), daemon=True),
+        threading.Thread(target=busy, daemon=True),
+    ]
+    sampler = StackSampler(interval=0.005)
+    for thread in threads:
+        thread.start()
+    sampler.start()
+    time.sleep(0.5)
+    sampler.stop()
+    stop.set()
+    writer_end.sendall(b"x")
+    for thread in threads:
+        thread.join(5)
+    reader_end.close()
+    writer_end.close()
+    assert sampler.counts and "ssh" not in sampler.counts, sampler.frames
+    assert not any("_recv_exactly" in frame for frame in sampler.frames), sampler.frames
