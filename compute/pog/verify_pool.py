@@ -11,7 +11,8 @@ Workers run at a lower priority (``nice``), so the process holding the validator
 loop, SSH sessions) keeps its core whenever it needs it; they compile the numba kernel when they
 start. Small proofs (the demo, tests) are recomputed inline in a thread: a pool is started only when
 a proof is big enough (``POOL_MIN_ELEMENTS``) and ``workers > 0``. A worker that dies is replaced;
-its job is recomputed inline, so ``verify_async`` never raises, like ``verify``.
+its job is recomputed inline, so ``verify_async`` never raises, like ``verify``. A worker whose
+validator died (kill -9 included) ends within ``PARENT_POLL_S``.
 
 One pool per process and worker count (``shared_pool``), shut down at exit; this module does not
 decide how many workers a validator wants (its settings do).
@@ -25,6 +26,7 @@ import logging
 import multiprocessing
 import os
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -83,7 +85,22 @@ def _ready() -> bool:
     return True
 
 
-def _start_worker(nice: int) -> None:  # runs in each worker process when it starts
+PARENT_POLL_S = 1.0  # how often a worker checks that the validator that started it still runs
+
+
+def _exit_with(parent: int, interval: float) -> None:
+    """End this worker once ``parent`` is gone. A validator killed with -9 (OOM killer, pm2, a
+    crash) never shuts its pool down, and a worker blocked on the job queue never sees EOF (it holds
+    that pipe's write end too): each one would stay, ~250 MB, until the machine restarts, and every
+    restart of the validator would leave two more."""
+    while os.getppid() == parent:
+        time.sleep(interval)
+    os._exit(0)
+
+
+def _start_worker(nice: int, parent: int = 0) -> None:  # runs in each worker process when it starts
+    if parent:
+        threading.Thread(target=_exit_with, args=(parent, PARENT_POLL_S), daemon=True).start()
     try:
         os.nice(nice)
     except OSError:
@@ -115,7 +132,7 @@ class VerifyPool:
                     self.workers,
                     mp_context=multiprocessing.get_context("spawn"),
                     initializer=_start_worker,
-                    initargs=(self.nice,),
+                    initargs=(self.nice, os.getpid()),
                 )
                 log.info("verify pool: %d worker processes (nice +%d)", self.workers, self.nice)
             return self._executor

@@ -132,3 +132,51 @@ def test_run_job_is_the_recomputation(honest) -> None:
 def test_negative_workers_is_an_error() -> None:
     with pytest.raises(ValueError, match="workers must be >= 0"):
         VerifyPool(-1)
+
+
+PARENT = """
+import asyncio, sys
+from compute.pog import VerifyPool
+
+async def main():
+    pool = VerifyPool(2)
+    await pool.start()
+    print(*pool.pids(), flush=True)
+    await asyncio.sleep(600)
+
+asyncio.run(main())
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ", 1)[1][0] != "Z"  # a zombie has exited
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
+def test_workers_of_a_validator_killed_with_minus_9_do_not_outlive_it() -> None:
+    """kill -9 runs no atexit: the pool's workers must notice their validator is gone and end,
+    not stay (~250 MB each) until the machine restarts."""
+    import subprocess
+    import sys
+    import time
+
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
+    try:
+        workers = [int(pid) for pid in parent.stdout.readline().split()]  # type: ignore[union-attr]
+        assert len(workers) == 2 and all(_alive(pid) for pid in workers)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(10)
+        deadline = time.monotonic() + 15
+        while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(_alive(pid) for pid in workers), "a pool worker outlived its validator"
+    finally:
+        parent.kill()
+        parent.wait(10)
+        for pid in workers if "workers" in locals() else []:
+            if _alive(pid):  # the failure above must not leave them behind either
+                os.kill(pid, signal.SIGKILL)
