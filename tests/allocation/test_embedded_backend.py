@@ -190,7 +190,12 @@ async def test_extra_ports_are_reserved_from_range(backend, renter_key):
 
 
 async def test_exhausted_port_range_is_a_backend_error(tmp_path, renter_key):
-    tiny = EmbeddedBackend(tmp_path, bind_host="127.0.0.1", port_range=(PORTS[1] + 5, PORTS[1] + 5))
+    # a port free now: a fixed one lies in the kernel's ephemeral range, where any client socket of
+    # the machine may hold it (CI: "no 1 free port(s) left in 41478-41478" on the first lease)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    tiny = EmbeddedBackend(tmp_path, bind_host="127.0.0.1", port_range=(port, port))
     await tiny.start(record("6" * 32, renter_key))
     with pytest.raises(BackendError, match="no 1 free port"):
         await tiny.start(record("7" * 32, renter_key))
