@@ -223,11 +223,15 @@ async def test_a_seat_that_leaves_is_not_waited_for_and_windows_take_turns_at_th
 # ---------------------------------------------------------------- cheats through the real round
 def no_torch(root: Path) -> dict[str, str]:
     """A lease environment without torch (a miner that has none installed: the worker uses numpy),
-    so a loaded CI machine does not spend the worker's start importing it."""
+    so a loaded CI machine does not spend the worker's start importing it; and with one BLAS thread,
+    as each of several machines sharing these two cores would have. With OpenBLAS's default threads,
+    which keep spinning after each call, two CPU provers at once ran ~100x slower (a 4-segment
+    sustained run: 54 s instead of 0.6 s), so an honest miner's run came out "throttled", was
+    confirmed by a second one, and its test ran past the 60 s budget."""
     stub = root / "no-torch" / "torch"
     stub.mkdir(parents=True, exist_ok=True)
     (stub / "__init__.py").write_text('raise ImportError("torch is not installed in this lease")\n')
-    return {"PYTHONPATH": str(stub.parent)}
+    return {"PYTHONPATH": str(stub.parent), "OPENBLAS_NUM_THREADS": "1"}
 
 
 def device_miner(
