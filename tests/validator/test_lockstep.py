@@ -221,7 +221,7 @@ async def test_a_seat_that_leaves_is_not_waited_for_and_windows_take_turns_at_th
 
 
 # ---------------------------------------------------------------- cheats through the real round
-def no_torch(root: Path) -> dict[str, str]:
+def cpu_lease_env(root: Path) -> dict[str, str]:
     """A lease environment without torch (a miner that has none installed: the worker uses numpy),
     so a loaded CI machine does not spend the worker's start importing it; and with one BLAS thread,
     as each of several machines sharing these two cores would have. With OpenBLAS's default threads,
@@ -242,7 +242,11 @@ def device_miner(
     data = tmp_path / name
     prefix = [device_bin(tmp_path / "bins", device, mode)] if device else []
     backend = EmbeddedBackend(
-        data, bind_host="127.0.0.1", port_range=port_block(), path_prefix=prefix, extra_env=no_torch(tmp_path)
+        data,
+        bind_host="127.0.0.1",
+        port_range=port_block(),
+        path_prefix=prefix,
+        extra_env=cpu_lease_env(tmp_path),
     )
     manager = AllocationManager(
         LeaseStore(data / "leases.db"), backend, [], ManagerLimits(max_cpu=2, max_memory_gb=4, max_disk_gb=10)
