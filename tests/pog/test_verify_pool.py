@@ -6,6 +6,9 @@ import asyncio
 import dataclasses
 import os
 import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -160,13 +163,10 @@ def _alive(pid: int) -> bool:
 def test_workers_of_a_validator_killed_with_minus_9_do_not_outlive_it() -> None:
     """kill -9 runs no atexit: the pool's workers must notice their validator is gone and end,
     not stay (~250 MB each) until the machine restarts."""
-    import subprocess
-    import sys
-    import time
-
     parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
+    workers: list[int] = []
     try:
-        workers = [int(pid) for pid in parent.stdout.readline().split()]  # type: ignore[union-attr]
+        workers += [int(pid) for pid in parent.stdout.readline().split()]  # type: ignore[union-attr]
         assert len(workers) == 2 and all(_alive(pid) for pid in workers)
         parent.send_signal(signal.SIGKILL)
         parent.wait(10)
@@ -177,6 +177,6 @@ def test_workers_of_a_validator_killed_with_minus_9_do_not_outlive_it() -> None:
     finally:
         parent.kill()
         parent.wait(10)
-        for pid in workers if "workers" in locals() else []:
+        for pid in workers:
             if _alive(pid):  # the failure above must not leave them behind either
                 os.kill(pid, signal.SIGKILL)
