@@ -14,16 +14,10 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "chain": ("compute.chain.cli:main", "simulated chain: create, register, show, weights"),
     "localnet": ("compute.localnet:main", "run the local demo (simulated chain, miner, validator)"),
+    "bench": ("compute.lab.cli:main", "benchmarks and simulators: `bench` alone lists them"),
     "collateral": (
         "compute.collateral.cli:main",
-        "collateral contract: deposit, topup, reclaim, status, claim, build, bench",
-    ),
-    "bench-transport": ("compute.transport.bench:main", "benchmark the signed HTTP transport"),
-    "bench-allocation": ("compute.miner.bench:main", "benchmark lease allocation"),
-    "bench-validator": ("compute.validator.tools.bench:main", "benchmark a validator round"),
-    "bench-distance": (
-        "compute.validator.tools.distance_bench:main",
-        "an honest miner proven from near and far (latency proxy), optionally under a dashboard flood",
+        "collateral contract: deposit, topup, reclaim, status, claim, build, devchain",
     ),
     "dashboard": ("compute.dashboard.cli:main", "serve a validator store's read-only dashboard"),
     "miner-report": ("compute.miner.verdicts:main", "the validators' verdicts on this miner and why"),
@@ -31,9 +25,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "compute.localnet.latency_proxy:main",
         "stdin/stdout <-> TCP with delay + jitter (a WAN)",
     ),
-    "bench-dashboard": ("compute.dashboard.bench:main", "benchmark the dashboard's first render"),
-    "bench-feed": ("compute.dashboard.feed_bench:main", "benchmark the public machine feed (build, size)"),
-    "bench-hardening": ("compute.miner.hardening:main", "flood, kill -9 loop and tenant isolation figures"),
 }
 
 

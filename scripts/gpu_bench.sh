@@ -20,7 +20,7 @@ except Exception as exc:
     print("addmm out_dtype in place FAILED:", type(exc).__name__, exc)
 PY
 bench() {  # name precision n repeats
-    timeout 240 python3 -m compute.pog bench --device cuda --precision "$2" --m 8192 --p 8192 --n "$3" \
+    timeout 240 python3 -m compute bench pog --device cuda --precision "$2" --m 8192 --p 8192 --n "$3" \
         --repeat "$4" --json > "$out/$1.json" 2> "$out/$1.err" || tail -5 "$out/$1.err"
     cat "$out/$1.json"
 }
@@ -29,13 +29,13 @@ bench fp16_validator fp16 14979072 2     # the validator's H100 fp16 shape (n fr
 bench fp32_validator fp32 1167360 2      # the validator's H100 fp32 shape
 bench bf16_full bf16 262144 3
 # issue 24 finding 7: segment_over_gemm calibrates sustained.reference_fractions for this GPU class
-timeout 300 python3 -m compute.pog bench --suite sustained --device cuda --json > "$out/sustained.json" 2>&1 \
+timeout 300 python3 -m compute bench pog-depth --suite sustained --device cuda --json > "$out/sustained.json" 2>&1 \
     || tail -5 "$out/sustained.json"
 cat "$out/sustained.json"
 # issue 24 finding 6: the real cuBLAS honest product and the fp16 reduced-precision shortcuts
 # (allow_fp16_reduced_precision_reduction, fp16 blocks of 16-256 through a batched GEMM) at the
 # H100 fp16 size, next to the CPU emulation, each against the tolerance
-timeout 900 python3 -m compute.pog bench --suite verdicts --device cuda --n 11468800 --entries 8 --json \
+timeout 900 python3 -m compute bench pog-verdicts --device cuda --n 11468800 --entries 8 --json \
     > "$out/verdicts.json" 2> "$out/verdicts.err" || tail -5 "$out/verdicts.err"
 python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(json.dumps({p: v['given']['cuda'] for p, v in r.items()}))" "$out/verdicts.json"
 python3 - "$out" <<'PY'

@@ -35,6 +35,14 @@ ORDER: dict[str, list[set[str]]] = {
         {"renter"},
         {"validator"},
         {"localnet"},
+        {"lab"},  # benchmarks, simulators, harnesses: clients of every room, imported by none
+        {"__main__"},
+    ],
+    "compute.lab": [
+        {"registry", "report"},
+        {"harness", "sim"},
+        {"bench"},
+        {"cli"},
         {"__main__"},
     ],
     "compute.validator": [
@@ -50,8 +58,6 @@ ORDER: dict[str, list[set[str]]] = {
         {"round"},
         {"presence"},
         {"collateral"},
-        {"tools"},
-        {"__main__"},
     ],
     "compute.allocation": [
         {"lease"},
@@ -135,6 +141,21 @@ def test_no_room_imports_a_higher_one() -> None:
     assert ("compute", "validator", "check", "miner") in modules  # the walk really read the tree
     problems = violations(REPO, "compute", ORDER)
     assert not problems, "upward imports:\n" + "\n".join(problems)
+
+
+def test_no_product_module_imports_the_lab() -> None:
+    """The lab measures the product; the product never depends on it (only the top-level CLI names it)."""
+    modules = module_parts(REPO, "compute")
+    known = set(modules)
+    lab = [parts for parts in known if parts[:2] == ("compute", "lab")]
+    assert len(lab) > 20  # the walk really found the lab
+    importers = sorted(
+        ".".join(source)
+        for source, path in modules.items()
+        if source[:2] != ("compute", "lab")
+        and any(target[:2] == ("compute", "lab") for target in imports_of(source, path, known))
+    )
+    assert importers == [], f"product modules importing compute.lab: {importers}"
 
 
 def test_every_child_of_a_layered_package_is_placed() -> None:

@@ -103,6 +103,8 @@ def _script(path: Path) -> Main:
 def entry_points() -> dict[str, Main]:
     """Every command a person (or CI) runs, found in the tree."""
     from compute.__main__ import COMMANDS
+    from compute.lab.cli import resolve
+    from compute.lab.registry import ENTRIES
 
     found: dict[str, Main] = {}
     for script in sorted((REPO / "neurons").glob("*.py")):
@@ -110,10 +112,13 @@ def entry_points() -> dict[str, Main]:
         if callable(getattr(module, "main", None)):
             found[f"neurons/{script.name}"] = module.main
     for command in COMMANDS:
-        found[f"python -m compute {command}"] = _compute_command(command)
+        if command != "bench":  # the lab's dispatcher: each of its commands parses for itself
+            found[f"python -m compute {command}"] = _compute_command(command)
+    for name in ENTRIES:
+        found[f"python -m compute bench {name}"] = resolve(name)
     for dunder in sorted((REPO / "compute").rglob("__main__.py")):
         package = ".".join(dunder.parent.relative_to(REPO).parts)
-        if package != "compute":
+        if package not in ("compute", "compute.lab"):  # compute.lab: the same registry as `bench`
             found[f"python -m {package}"] = importlib.import_module(f"{package}.__main__").main
     found["PoG worker script"] = importlib.import_module("compute.pog.worker_main").main
     for script in sorted((REPO / "scripts").glob("*.py")):

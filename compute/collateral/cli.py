@@ -1,5 +1,5 @@
 """``python -m compute collateral ...``: the miner's deposit, top-up, reclaim and status; a renter's
-claim; the contract build, the gas benchmark and a local dev chain.
+claim; the contract build and a local dev chain (the gas benchmark: ``python -m compute bench collateral-gas``).
 
     deposit  --collateral.machine HEX | --collateral.gpu_uuids U1,U2  --collateral.amount TAO
     topup    (the same; refuses when there is no deposit yet)
@@ -8,7 +8,6 @@ claim; the contract build, the gas benchmark and a local dev chain.
     claim    (a renter: pay what the contract owes the key's address to it)
     associate (link the EVM key to the wallet's hotkey on the subnet: associate_evm_key)
     build    [--check]  (compile contracts/ with solcjs into the committed artifact, or compare)
-    bench    [--json]   (gas per deposit, attest, slash, claim and reclaim)
     devchain [--devchain.port P]  (a local EVM with the contracts deployed, served on 127.0.0.1)
 
 The hotkey whose deposit is meant is the wallet's (``--wallet.name/--wallet.hotkey/--wallet.path``,
@@ -129,9 +128,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--solc.dir", dest="solc_dir", help="folder holding node_modules/solc (env COMPUTE_SOLC_DIR)"
     )
-    from compute.collateral.bench import add_args as bench_args
-
-    bench_args(sub.add_parser("bench", help="gas per operation on the in-process EVM"))
     return parser
 
 
@@ -141,10 +137,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "build":
             return _build(args)
-        if args.command == "bench":
-            from compute.collateral.bench import report
-
-            return report(args)
         if args.command == "associate":
             return _associate(args)
         if args.command == "devchain":

@@ -6,13 +6,13 @@ what makes a spot check sound. Every drawing function takes an ``rng`` (tests pa
 otherwise uses ``secrets`` -- directly, or a generator seeded from it -- unless ``oracle_rng`` has an
 answer, which happens only inside ``predictable_draws``.
 
-``predictable_draws`` exists for one caller: the fleet benchmark (``compute.validator.tools.fleet``)
+``predictable_draws`` exists for one caller: the fleet benchmark (``compute.lab.bench.fleet``)
 runs the real validator round against simulated provers that must answer at production shapes
 without production work. Inside its ``with`` block each draw is derived from the benchmark's seed,
 the draw's purpose and the challenge's id (``derived_rng``), and the benchmark's prover -- told the
 seed on its command line -- derives the same openings before it commits. The state is this process's
 alone: no message, setting, flag or environment variable reaches it, the validator's entry points
-never install it (``tests/validator/test_fleet_bench.py``), and installing it logs a warning.
+never install it (``tests/lab/test_fleet_bench.py``), and installing it logs a warning.
 """
 
 from __future__ import annotations

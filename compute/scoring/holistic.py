@@ -44,7 +44,7 @@ class SustainedPart(_Frozen):
     floor: float = Field(default=0.0, ge=0, le=1)
     # honest segment throughput / GEMM-round throughput (segments are narrower GEMMs): the reference
     # the last segments are compared with is GEMM x this, whatever the first segments did. Per class
-    # (a table model name or CPU) where calibrated (bench --suite sustained: segment_over_gemm); a
+    # (a table model name or CPU) where calibrated (`bench pog-depth --suite sustained`: segment_over_gemm); a
     # miner's class is the largest of its claimed and identified ones (compute.pog.sustained)
     reference_fraction: float = Field(default=0.8, gt=0, le=2)
     reference_fractions: dict[str, float] = Field(default_factory=lambda: {"CPU": 1.0})

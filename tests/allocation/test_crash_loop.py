@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from compute.allocation.lifecycle.crashloop import STEPS, run_crash_loop
+from compute.lab.harness.crashloop import STEPS, run_crash_loop
 
 BASE = 46200 + os.getpid() % 50 * 10
 

@@ -23,9 +23,9 @@ import pytest
 from test_docker_backend import IMAGE, docker_ready
 
 from compute.allocation.docker.backend import DockerBackend
-from compute.allocation.lifecycle.volcrash import STEPS, run_volume_crash_loop
 from compute.allocation.volumes.keeper import VolumeKeeper, VolumeLimits
 from compute.allocation.volumes.store import VolumeStore
+from compute.lab.harness.volcrash import STEPS, run_volume_crash_loop
 from compute.protocol import ErrorCode, RequestFailed, VolumeRequest
 
 __all__ = ["docker_ready"]

@@ -1,4 +1,4 @@
-"""The committed artifact is what contracts/ compiles to (pinned solcjs), and the bench prints gas."""
+"""The committed artifact is what contracts/ compiles to (pinned solcjs)."""
 
 from __future__ import annotations
 
@@ -40,21 +40,3 @@ def test_an_edited_source_is_caught(tmp_path, monkeypatch) -> None:
     )
     copy.write_text(build.render(artifact))
     assert build.differences(compiler, copy) == ["contract Collateral differs (abi or bytecode)"]
-
-
-def test_the_gas_benchmark_prints_every_operation(capsys) -> None:
-    from compute.__main__ import main
-
-    assert main(["collateral", "bench", "--json", "--bench.validators", "3"]) == 0
-    gas = json.loads(capsys.readouterr().out)["gas"]
-    for op in (
-        "deposit_first",
-        "deposit_topup",
-        "attest_first",
-        "attest_that_slashes",
-        "claim",
-        "reclaim_request",
-        "reclaim_finalize",
-    ):
-        assert 20_000 < gas[op] < 2_000_000, op
-    assert gas["attesters_at_quorum"] == 2

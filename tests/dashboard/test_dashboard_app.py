@@ -66,7 +66,7 @@ def test_missing_store_is_a_clear_503_and_is_not_created(tmp_path: Path) -> None
 def test_bench_prints_the_first_render_figure_as_json(capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
-    from compute.dashboard.bench import main
+    from compute.lab.bench.dashboard import main
 
     assert main(["--miners", "4", "--days", "1", "--repeats", "1", "--json"]) == 0
     figures = json.loads(capsys.readouterr().out)

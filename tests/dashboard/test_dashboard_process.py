@@ -4,7 +4,7 @@ The real ``neurons/validator.py`` on a simulated chain with ``--dashboard.port``
 from another process (not the validator's: its renders, JSON and HTTP parsing never take the
 validator's event loop or GIL) running at a lower CPU priority, and that process leaves when the
 validator is killed with ``kill -9``. How far a page flood still moves the validator's timing is a
-benchmark figure: ``python -m compute bench-hardening --only dashboard``.
+benchmark figure: ``python -m compute bench hardening --only dashboard``.
 """
 
 from __future__ import annotations

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from minerkit import NETUID, free_port, miner_args, port_block, wait_healthy
 
+from compute.lab.harness.flood import flood_process, loopback_sources, p95, signed_latencies
 from compute.protocol import HealthRequest
 from compute.transport import MinerClient
-from compute.transport.flood import flood_process, loopback_sources, p95, signed_latencies
 
 ROOT = Path(__file__).resolve().parents[2]
 ADDRESSES, PER_ADDRESS = 40, 100

@@ -82,7 +82,7 @@ def test_entries_regenerate_the_challenges_exact_products(precision: str) -> Non
 
 def test_the_real_torch_paths_on_cpu_pass_honestly_and_catch_fp16_blocks() -> None:
     pytest.importorskip("torch")
-    from compute.pog.verdicts_cuda import cuda_report
+    from compute.lab.bench.pog_verdicts_cuda import cuda_report
 
     n = 1 << 15
     report = cuda_report("fp16", n, side=16, entries=16, device="cpu")

@@ -9,6 +9,8 @@ import math
 import numpy as np
 import pytest
 
+from compute.lab.bench.pog_verdicts import engine_errors, old_tolerance
+from compute.lab.bench.pog_verify import validator_n
 from compute.pog import (
     Commitment,
     GpuOpening,
@@ -36,8 +38,6 @@ from compute.pog.tolerance import (
     margin,
     tolerance,
 )
-from compute.pog.verdicts_bench import engine_errors, old_tolerance
-from compute.pog.verify_bench import validator_n
 from compute.pog.wire import B64Array, RowProof
 from compute.scoring.identify import load_gpu_table
 

@@ -9,8 +9,8 @@ import time
 import pytest
 from transport_helpers import EchoRequest, EchoResponse, build_server
 
+from compute.lab.harness.flood import flood_process, signed_latencies
 from compute.transport import MinerClient, ServerLimits
-from compute.transport.flood import flood_process, signed_latencies
 from compute.transport.guard import ConnectionGuard, GuardLimits, RefusalLog, ThrottleFilter
 
 # The header deadline stays above httpx's 5 s keep-alive expiry, so a pooled connection is never

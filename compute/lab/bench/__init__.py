@@ -1,0 +1,1 @@
+"""One module per thing measured; each command's ``main`` is named in ``compute.lab.registry``."""
