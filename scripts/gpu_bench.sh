@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GEMM-proof figures on a CUDA machine (issue 13): kernel bit-identity, commit/GEMM ratio at the
+# GEMM-proof figures on a CUDA machine: kernel bit-identity, commit/GEMM ratio at the
 # validator's H100 shapes, generator GB/s, verify cost, and the identification those figures reach.
 # Usage, from the repository root: scripts/gpu_bench.sh [OUTDIR]   (JSON files land in OUTDIR)
 set -u
@@ -28,11 +28,11 @@ bench fp16_full fp16 262144 5            # plain GEMM = one torch.mm over full A
 bench fp16_validator fp16 14979072 2     # the validator's H100 fp16 shape (n from the table, 3 s)
 bench fp32_validator fp32 1167360 2      # the validator's H100 fp32 shape
 bench bf16_full bf16 262144 3
-# issue 24 finding 7: segment_over_gemm calibrates sustained.reference_fractions for this GPU class
+# segment_over_gemm calibrates sustained.reference_fractions for this GPU class
 timeout 300 python3 -m compute bench pog-depth --suite sustained --device cuda --json > "$out/sustained.json" 2>&1 \
     || tail -5 "$out/sustained.json"
 cat "$out/sustained.json"
-# issue 24 finding 6: the real cuBLAS honest product and the fp16 reduced-precision shortcuts
+# the real cuBLAS honest product and the fp16 reduced-precision shortcuts
 # (allow_fp16_reduced_precision_reduction, fp16 blocks of 16-256 through a batched GEMM) at the
 # H100 fp16 size, next to the CPU emulation, each against the tolerance
 timeout 900 python3 -m compute bench pog-verdicts --device cuda --n 11468800 --entries 8 --json \

@@ -82,7 +82,7 @@ REASON_SHOWN = 90  # characters of the first reason shown next to the verdict (a
 
 
 def _verdict(result: PogResult | None) -> str:
-    """pass/fail, the round, and the first reason beside it (the miner's own "why", issue 24)."""
+    """pass/fail, the round, and the first reason beside it (the miner's own "why")."""
     if result is None:
         return '<span class="none">not tested</span>'
     reasons = "; ".join(result.reasons)

@@ -5,7 +5,7 @@
 - :class:`OneBoxBackend`: one machine behind several hotkeys. Every lease it hands out, for every
   hotkey configured with the same box key, is the same box: one SSH host key (as one physical
   machine with one sshd has).
-- :class:`CanaryAwareManager` (issue 23, finding 6): serves validation leases, rentals signed by a
+- :class:`CanaryAwareManager`: serves validation leases, rentals signed by a
   validator's hotkey and anything shaped like the old canary (a term of 15 minutes or less, no
   idempotency key, a 1 GB disk register.py never asks); answers every other renter "no capacity".
   With ``refuse_all`` it refuses every renter (the comparison).

@@ -21,7 +21,7 @@ from compute.store import ValidatorStore
 
 from .network import NETUID, LocalNet
 
-# What "the validators agree" means on this demo (issue 24): the weight vectors' cosine and each
+# What "the validators agree" means on this demo: the weight vectors' cosine and each
 # validator's Yuma trust, on miners whose weights differ by at least MIN_SPREAD (fastest/slowest).
 MIN_COSINE = 0.99
 MIN_TRUST = 0.95

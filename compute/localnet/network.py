@@ -99,7 +99,7 @@ PROXY = Path(__file__).with_name("latency_proxy.py")
 
 def spread_speeds(miners: int, slowest: float = 0.4) -> tuple[float, ...]:
     """Speeds from 1.0 down to ``slowest``, evenly: the demo's miners differ in speed, so the
-    validators must agree on a ranking, not on equality (issue 24, finding 5)."""
+    validators must agree on a ranking, not on equality."""
     if miners <= 1:
         return (1.0,) * miners
     return tuple(round(1.0 - (1.0 - slowest) * i / (miners - 1), 3) for i in range(miners))

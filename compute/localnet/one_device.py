@@ -1,7 +1,7 @@
 """One device behind several leases: the emulated GPU the demo's and the tests' cheaters share.
 
 A GPU holds one resident matrix at a time; a CPU does not (the demo's honest miners are CPUs, and
-RAM is plentiful). To play the cheats of issue 23 for real on this machine, the cheating miners'
+RAM is plentiful). To play the device-sharing cheats for real on this machine, the cheating miners'
 leases run this worker instead of ``python3``: it speaks the bootstrap honestly, runs the genuine
 worker source, and adds one *device*: an exclusive lock file every lease of the cheater shares. The
 memory proof's matrix is resident only while a lease holds the device, and the device runs at the
@@ -9,8 +9,7 @@ claimed model's table figures (each pass takes the matrix's bytes over the table
 build at least regenerating the matrix at the table's fastest regeneration rate), as a GPU at its
 table figures would. The cheater picks WHEN a lease takes the device (``MODE``), its best plays:
 
-- ``wait-info``: the lease waits for the device before answering ``info`` and holds it to the end
-  (finding 1: the serialising lease);
+- ``wait-info``: the lease waits for the device before answering ``info`` and holds it to the end;
 - ``wait-build``: answers at once, waits for the device when asked to build, frees it right after
   its chain (serialise only the resident part);
 - ``try-build``: as ``wait-build``, but a lease that finds the device busy says so at once (no wait);

@@ -13,10 +13,10 @@ throttling and lowers the score by ``sustained_factor``.
 
 The reference is only as good as its calibration: segments are narrower GEMMs than the GEMM round,
 so an honest device runs them at some fraction S/G of its GEMM throughput, and a device whose S/G is
-above the configured fraction can pace its segments down to fraction x G without showing throttling
-(issue 24, finding 7). ``reference_fraction_for`` takes the calibrated fraction of the device's
-class (``sustained.reference_fractions``, measured with ``python -m compute bench pog-depth --suite sustained``: its
-``segment_over_gemm``), never lower than any class the miner claims or is identified as. A throttled
+above the configured fraction can pace its segments down to fraction x G without showing throttling.
+``reference_fraction_for`` takes the calibrated fraction of the device's class
+(``sustained.reference_fractions``, measured with ``python -m compute bench pog-depth --suite
+sustained``: its ``segment_over_gemm``), never lower than any class the miner claims or is identified as. A throttled
 verdict is re-confirmed by a second run before it is carried for rounds (``confirmed``): the second
 run is judged against the first run's opening throughput too, so a device that throttles shows it
 again, while a noisy first run is forgiven. Every segment is a normal PoG challenge: the validator opens

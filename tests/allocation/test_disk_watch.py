@@ -1,5 +1,4 @@
-"""A Docker lease that writes past its ``disk_gb`` is stopped where the driver cannot enforce it
-(issue 28.8).
+"""A Docker lease that writes past its ``disk_gb`` is stopped where the driver cannot enforce it.
 
 On overlay2 over ext4 (this machine's engine) ``--storage-opt size`` is refused, so before a lease
 asked for 1 GB wrote 2 GB. Here a real lease container (real SSH, the real manager and store) writes

@@ -1,4 +1,4 @@
-"""A slower demo machine (issue 24, finding 5): an embedded lease at ``cpu_share`` answers as a
+"""A slower demo machine: an embedded lease at ``cpu_share`` answers as a
 machine that much slower would, whatever the box's load. Real asyncssh listener, real SSH client."""
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def test_a_gemm_request_is_worth_its_work_at_the_reference(line: bytes, seconds:
 
 
 def test_gemm_answers_keep_the_reference_pace_whatever_the_box_does() -> None:
-    """Issue 24, agreement: a commit answered after 0.1 s (a quiet box) or 0.5 s (a busy one) is
+    """Agreement: a commit answered after 0.1 s (a quiet box) or 0.5 s (a busy one) is
     released at the same moment, its work at share x reference; a box slower than the reference
     falls back to elapsed / share (later, never sooner)."""
     clock = [0.0]

@@ -1,4 +1,4 @@
-"""A slow or silent Docker host never freezes the miner (issue 28.1).
+"""A slow or silent Docker host never freezes the miner.
 
 The real ``neurons/miner.py`` with a hosts file of two hosts: this machine's engine, and the same
 engine behind ``slowengine.SlowEngine``, a proxy that can turn slow (the engine's answers one

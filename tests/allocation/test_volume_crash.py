@@ -1,4 +1,4 @@
-"""Persistent volumes survive ``kill -9`` at any step and never overcommit the disk (issue 28.4).
+"""Persistent volumes survive ``kill -9`` at any step and never overcommit the disk.
 
 Against the real Docker engine with hard volumes (loop-mounted ext4 images, root):
 

@@ -98,7 +98,7 @@ def test_a_multi_host_miner_shows_its_credited_hosts(tmp_path: Path) -> None:
 
 
 def test_each_miner_reads_its_reason_beside_pass_or_fail(server: RunningServer) -> None:
-    """Issue 24: the reason is on the page next to the verdict, not only in a hover title."""
+    """The reason is on the page next to the verdict, not only in a hover title."""
     html = httpx.get(server.url + "/", timeout=10).text
     shown = re.search(r'<span class="fail"[^>]*>fail</span> r\d+ <span class="why"[^>]*>([^<]*)</span>', html)
     assert shown is not None and shown.group(1) == "&lt;script&gt;alert(1)&lt;/script&gt; mismatch"

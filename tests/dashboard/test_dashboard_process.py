@@ -1,4 +1,4 @@
-"""The validator serves its dashboard from a child process, away from its clock (issue 28.3).
+"""The validator serves its dashboard from a child process, away from its clock.
 
 The real ``neurons/validator.py`` on a simulated chain with ``--dashboard.port``: the page answers
 from another process (not the validator's: its renders, JSON and HTTP parsing never take the

@@ -1,4 +1,4 @@
-"""What anyone who reaches a validator's dashboard may see, and HEAD (issue 28.3)."""
+"""What anyone who reaches a validator's dashboard may see, and HEAD."""
 
 from __future__ import annotations
 

@@ -51,7 +51,7 @@ def test_bench_json_reports_all_figures(capsys) -> None:
         "verified_entries",
         "verify_s_per_entry",
         "verify_n_s",
-        # issue 13: validator cost at a real shape, CPU generator and hashing, GPU roofline
+        # validator cost at a real shape, CPU generator and hashing, GPU roofline
         "verify_h100_fp16_n",
         "verify_h100_fp16_s",
         "verify_h100_fp16_peak_mb",
@@ -98,7 +98,7 @@ def test_verify_suite_times_every_backend(capsys) -> None:
 
 
 def test_bench_verdicts_json_reports_every_order_against_the_tolerance(capsys) -> None:
-    """Issue 24: ``bench pog-verdicts`` prints the honest and each shortcut's error with its ratio to the
+    """``bench pog-verdicts`` prints the honest and each shortcut's error with its ratio to the
     tolerance (at one given n here; production sizes by default)."""
     assert pog_verdicts(["--device", "cpu", "--n", "65536", "--entries", "4", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)

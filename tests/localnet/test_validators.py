@@ -11,7 +11,7 @@ from localnetkit import REPO, run_localnet
 
 @pytest.mark.soak
 def test_validators_near_and_far_agree_on_miners_of_different_speeds(tmp_path: Path) -> None:
-    """Issue 24, finding 5 (its "done when"): miners at speeds 1.0 / 0.8 / 0.6 / 0.4, validators 0,
+    """Miners at speeds 1.0 / 0.8 / 0.6 / 0.4, validators 0,
     150 and 300 ms away through the latency proxy; they must agree on the ranking: min cosine >=
     0.99, min Yuma trust >= 0.95, fastest / slowest weight >= 1.2, no honest failure. The miners'
     GEMMs are paced against a fixed reference (``--miner.pace_gflops``), not their share of the two

@@ -1,4 +1,4 @@
-"""Embedded leases cannot read the miner's keys or each other's (issue 28.8).
+"""Embedded leases cannot read the miner's keys or each other's.
 
 The real ``neurons/miner.py`` with the embedded backend on a simulated chain, real wallets, real SSH
 into two leases. With ``--miner.lease_sandbox on`` (what ``auto`` does anywhere but the local

@@ -1,4 +1,4 @@
-"""4,000 unauthenticated connections from 40 addresses never stop a miner answering (issue 28.6).
+"""4,000 unauthenticated connections from 40 addresses never stop a miner answering.
 
 The real ``neurons/miner.py`` (embedded backend, simulated chain, real wallets) started with a
 soft ``nofile`` of 1,024 under a hard limit: it raises the soft limit to the hard one, sizes its

@@ -1,4 +1,4 @@
-"""A miner whose lease database is write-locked by another process keeps answering (issue 28.5).
+"""A miner whose lease database is write-locked by another process keeps answering.
 
 The real ``neurons/miner.py`` (embedded backend, simulated chain, real wallets): a second process
 opens ``leases.db`` and holds its write lock (``BEGIN IMMEDIATE``) for 12 s. Before, reads shared

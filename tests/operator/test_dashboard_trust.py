@@ -1,4 +1,4 @@
-"""``register.py --register.dashboard URL`` believes only a validator's signed figures (issue 28.9).
+"""``register.py --register.dashboard URL`` believes only a validator's signed figures.
 
 Played against the real ``register.py`` (in-process ``main`` on the real subnet of the operator
 tests, and as its own process where its wall time and memory are the point) and real dashboards or

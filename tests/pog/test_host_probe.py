@@ -188,7 +188,7 @@ def test_disk_written_and_read_back_is_credited_what_it_proves(tmp_path) -> None
 
 @pytest.mark.parametrize("cheat", [LeavesOnly, EverySixteenth], ids=["LeavesOnly", "EverySixteenth"])
 def test_disk_kept_as_leaves_or_sparse_blocks_is_caught_by_the_read_back_time(tmp_path, cheat) -> None:
-    """Finding 8: version 2 linked block k to the LEAF of block k - 1, so the Merkle tree alone (0.8 %
+    """Version 2 linked block k to the LEAF of block k - 1, so the Merkle tree alone (0.8 %
     of the data, 0 bytes on disk) rebuilt any block at once and 0.537 GB were credited. Now a block
     needs the full previous block and a random earlier one: the leaves rebuild nothing, and keeping
     every 16th block leaves a cone of ~40 % of the chain to regenerate: too slow, credited 0."""
@@ -259,7 +259,7 @@ def _ram_round(engine, challenge, policy):
 
 @pytest.mark.parametrize(("engine", "credited"), [(MemoryEngine, True), (NoRam, False)])
 def test_host_ram_is_credited_only_when_resident(engine, credited) -> None:
-    """Finding 8 (RAM): the bound is the host's cores x the fastest per-core regeneration, so a prover
+    """RAM: the bound is the host's cores x the fastest per-core regeneration, so a prover
     regenerating A on every pass with all its cores and the compiled kernel is too slow: 0 bytes."""
     # planned for 0.25 GB/s per core (production: 1): the shared CI machine runs this test under load
     challenge, policy = ram_challenge(

@@ -1,5 +1,5 @@
 """Scaling efficiency, GPUs credited only for what ran concurrently (alone answers can only drop
-GPUs), GPU-set changes reset history; the cheating miner of issue 11 item 3."""
+GPUs), GPU-set changes reset history; one device answering for two claimed GPUs."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def test_changed_gpu_set_resets_history() -> None:
 
 
 def test_withheld_alone_answers_never_raise_credit() -> None:
-    """Issue 11 item 3: one device answers for two claimed GPUs (each concurrent share runs at half
+    """One device answers for two claimed GPUs (each concurrent share runs at half
     speed) and holds back its alone answers so they look as slow as the shares. The count can never
     exceed the concurrent proof; a withheld (None) or slower-than-share alone answer drops the GPU."""
     together = [50.0, 50.0]

@@ -116,7 +116,7 @@ def _series(tflops: list[float], flops: float = 2e12) -> list[float]:
 
 
 def test_pacing_first_segments_never_raises_ratio() -> None:
-    """Issue 11 item 4: a GPU that throttles to 60 % after a while paces its first segments to 60 %
+    """A GPU that throttles to 60 % after a while paces its first segments to 60 %
     too, so its last/first ratio looked like 1.0. The reference is the validator-timed GEMM of the
     same GPU this round (x the segment efficiency): pacing the start hides nothing."""
     gemm_reference = 2.0 * 0.8  # this round's GEMM: 2 TFLOPS, segments honestly run at 80 % of it
@@ -157,7 +157,7 @@ def _credit(factor: float) -> float:
 
 
 def test_pacing_hides_no_throttling_once_the_class_reference_is_calibrated() -> None:
-    """Issue 24, finding 7: a device whose segments honestly run at S = 1.25 x its GEMM figure G (the
+    """A device whose segments honestly run at S = 1.25 x its GEMM figure G (the
     CPU path here) throttles to 70 %. Against 0.8 G it paced every segment to 0.7 S and showed no
     throttling (factor 1.00 vs 0.78 honest); against its class's calibrated fraction (S/G = 1.25) the
     paced run is judged like the honest one and credited no more."""

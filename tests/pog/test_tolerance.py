@@ -1,4 +1,4 @@
-"""The tolerance's error model (issue 24, finding 6): honest fp32 accumulation passes with a wide margin
+"""The tolerance's error model: honest fp32 accumulation passes with a wide margin
 at production n, fp16 accumulation with periodic promotion is caught there, and the model is stated
 in numbers that the emulated accumulation orders confirm."""
 
@@ -89,7 +89,7 @@ def _production_round(seed: int, n: int = RTX_4090_FP16_N, precision: str = "fp1
     ],
 )
 def test_fp16_accumulation_with_promotion_is_caught_at_production_n(block: int, mode: str, mma: int) -> None:
-    """Finding 6: a miner whose MMAs add in fp16 for ``block`` products before promoting to fp32 (2x the
+    """A miner whose MMAs add in fp16 for ``block`` products before promoting to fp32 (2x the
     rate on RTX 5090 / L40 class cards) commits entries off by more than the tolerance: the proof is
     rejected, the round fails and the miner is credited nothing for it. Under the former n**0.75
     tolerance the same entries passed."""

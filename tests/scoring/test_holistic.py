@@ -41,7 +41,7 @@ def test_documented_worked_example() -> None:
     """README "Identification, score and weights" and docs/identification-and-scoring.md."""
     config = load_holistic_config()
     shape = value_shape(config)
-    proven = ProvenGpu(490.03, 44.48, 80.0, 2900.0)  # 640/670 of the pre-PoG table, scaled (issue 13)
+    proven = ProvenGpu(490.03, 44.48, 80.0, 2900.0)  # 640/670 of the pre-PoG table, scaled
     slow_memory = ProvenGpu(490.03, 44.48, 80.0, 1500.0)
     unproven = ProvenGpu(459.4, 42.67, 0.0, 0.0)
     credits = [gpu_credit(g, TABLE, shape) for g in (proven, slow_memory, unproven)]

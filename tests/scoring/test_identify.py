@@ -32,7 +32,7 @@ def test_table_lists_every_required_model() -> None:
 
 
 def test_table_figures_are_realistic_dense_matmul_not_marketing() -> None:
-    # PoG throughput an honest miner reaches (issue 13): H100 SXM measured 513 / 46.3, others estimated
+    # PoG throughput an honest miner reaches: H100 SXM measured 513 / 46.3, others estimated
     assert 480 <= TABLE.models["H100 SXM"].tflops_fp16 <= 560
     assert 42 <= TABLE.models["H100 SXM"].tflops_fp32 <= 52
     assert 180 <= TABLE.models["A100 80GB"].tflops_fp16 <= 230

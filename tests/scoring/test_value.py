@@ -1,6 +1,6 @@
 """Value function: credit is a monotone function of proven figures, capped by the table.
 
-Property tests (hypothesis, derandomised so CI is reproducible) and the cheats of issue 11 item 1
+Property tests (hypothesis, derandomised so CI is reproducible) and the table-window cheat
 played against the real table and the validator's evidence path.
 """
 
@@ -100,7 +100,7 @@ def test_reported_name_never_adds_credit() -> None:
 
 
 def test_tolerance_window_cheat_gets_only_proven_figures() -> None:
-    """Issue 11 item 1: an RTX 4090 paced its GEMM rounds into the H20's window (fp16 x0.62, fp32
+    """An RTX 4090 paced its GEMM rounds into the H20's window (fp16 x0.62, fp32
     x0.51) and claimed an H20; with no memory proven the old identify named H20 (weight 1.1 against
     the 4090's 0.7, +57%..+69% with noise). Now: H20's 96 GB cannot be proven on 24 GB, the name is
     the lower-weight candidate, and the credit is what the paced figures prove: the CPU floor."""

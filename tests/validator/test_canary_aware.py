@@ -1,4 +1,4 @@
-"""Finding 6 of issue 23: a miner that serves validators and canaries but refuses real renters.
+"""A miner that serves validators and canaries but refuses real renters.
 
 Played for real: four miners on 127.0.0.1 (signed app, embedded backend, real SSH); four renters
 rent through the real ``register.py`` (the operator CLI, each with its own registered hotkey); the

@@ -1,4 +1,4 @@
-"""The validator's timing process (issue 24, finding 2): stamps that the validator's own load cannot
+"""The validator's timing process: stamps that the validator's own load cannot
 move. Real SSH to an embedded-backend lease, the real worker, a real dashboard flooded over HTTP.
 
 Before, lines were stamped on the validator's event loop: whatever else ran on it (a page flood,
@@ -103,7 +103,7 @@ async def test_a_busy_validator_loop_does_not_move_the_stamps(session) -> None:
 
 async def test_a_dashboard_flood_moves_no_timing(session, tmp_path: Path) -> None:
     """A real page flood served on the validator's own loop (the worst case: the validator runs its
-    dashboard in a child process since issue 28): it stalls the loop, not the stamps."""
+    dashboard in a child process): it stalls the loop, not the stamps."""
     ValidatorStore(tmp_path / "v.db").close()
     port = free_port()
     dashboard = serve_dashboard(tmp_path / "v.db", "127.0.0.1", port, asyncio.Event())
@@ -127,7 +127,7 @@ async def test_a_dashboard_flood_moves_no_timing(session, tmp_path: Path) -> Non
             lags.append(time.monotonic() - before - 0.01)
 
     async def parse_on_the_loop() -> None:  # and large lines parsed on the loop, now and then (the
-        # dashboard's own cost on the loop is small since issue 28: alone it may not stall it)
+        # dashboard's own cost on the loop is small in its child process: alone it may not stall it)
         while not stop.is_set():
             hold_the_gil(0.03)
             await asyncio.sleep(0.05)

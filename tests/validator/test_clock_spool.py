@@ -1,4 +1,4 @@
-"""The timing process streams big lines to the spool, never holding them (issue 25, peak RSS).
+"""The timing process streams big lines to the spool, never holding them.
 
 Real SSH to an embedded-backend lease served by another process; the "worker" is a small script
 that writes lines of the size the test asks for (with or without their newline). The timing process

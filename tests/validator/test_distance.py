@@ -1,4 +1,4 @@
-"""Distance (issue 24, finding 1): a far honest miner is verified like a near one; faking distance
+"""Distance: a far honest miner is verified like a near one; faking distance
 gains nothing. Real miners (signed app, embedded backend, real SSH, real worker) reached through the
 userspace latency proxy (``compute/localnet/latency_proxy.py``: delay + jitter per direction).
 
@@ -64,7 +64,7 @@ def test_timed_work_grows_with_the_measured_round_trip(compute_s, rtt_s, share, 
     ],
 )
 def test_every_timed_run_lasts_the_floor_near_or_far(compute_s, rtt_s, floor_s, factor) -> None:
-    """Issue 24 (a): a near miner's milliseconds-long run carried its fixed costs over a few ms and
+    """A near miner's milliseconds-long run carried its fixed costs over a few ms and
     was under-measured beside a far one stretched over seconds; the floor, the same at every
     distance, gives both runs comparable work."""
     assert stretch_factor(compute_s, rtt_s, 0.1, floor_s) == pytest.approx(factor)

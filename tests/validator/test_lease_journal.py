@@ -1,4 +1,4 @@
-"""Every validation lease the validator was granted is released (issue 28.7).
+"""Every validation lease the validator was granted is released.
 
 Played against the real processes (``neurons/miner.py`` with the embedded backend,
 ``neurons/validator.py``, a simulated chain, real wallets): ``kill -9`` of the miner in the middle

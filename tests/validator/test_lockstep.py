@@ -81,7 +81,7 @@ def _cpu_chain():
 
 @pytest.mark.parametrize(("late_s", "rtt"), [(0.0, 0.002), (1.6, 0.002), (1.6, 0.3), (1.75, 0.05)])
 def test_an_honest_cpu_chain_that_starts_late_on_a_loaded_machine_is_present(late_s, rtt) -> None:
-    """Issue 24 on the CPU path: at load >= 10 an honest CPU worker begins its chain 0.5-1.6 s late
+    """On the CPU path: at load >= 10 an honest CPU worker begins its chain 0.5-1.6 s late
     (its cores are shared). A machine without GPUs is judged with the CPU slack (1.8 s); the same
     chain on a GPU seat keeps the GPU slack (0.3 s: a GPU's start does not wait for the host's cores)."""
     _, _, pass_s, _ = _cpu_chain()
@@ -312,7 +312,7 @@ async def one_round(chain, store, wallet, client) -> dict[int, object]:
 
 @pytest.mark.parametrize("mode", ["wait-info", "wait-build", "late-start"])
 async def test_serialising_sybil_is_credited_at_most_once(device_net, validator_client, mode) -> None:
-    """Finding 1: three hotkeys on one device, each lease taking the device at its best moment
+    """Three hotkeys on one device, each lease taking the device at its best moment
     (before info, at the build, or only when the start comes). Before the lockstep window, the
     ``wait-info`` play was credited 3 of 3; now at most one hotkey is, and honest miners keep theirs."""
     chain, store, wallet, uids = device_net(1, 3, mode)
@@ -389,7 +389,7 @@ async def one_device_hosts(tmp_path: Path, make_wallet):
 async def test_one_machine_listed_as_three_hosts_is_credited_as_one(
     one_device_hosts, validator_client
 ) -> None:
-    """Finding 2: one machine three times in the hosts file (distinct addresses and host keys). All
+    """One machine three times in the hosts file (distinct addresses and host keys). All
     hosts of a miner share one lockstep window, so the device holds one matrix at the moment: one
     host credited, not three (before: 3 of 3)."""
     target = await one_device_hosts(3)

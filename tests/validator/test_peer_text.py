@@ -1,4 +1,4 @@
-"""Hostile text from miners never reaches a terminal or a log, never crashes our rendering (issue 28.2).
+"""Hostile text from miners never reaches a terminal or a log, never crashes our rendering.
 
 Played against the real processes: two miners (``cheaters/hostile_miner.py``, the real miner app
 with real wallets on a simulated chain) put terminal control codes and rich markup into every

@@ -198,7 +198,7 @@ class DeviceAway:
 
 @pytest.mark.slow
 async def test_hit_and_run_is_credited_for_the_time_its_device_is_there(pool_net, validator_client) -> None:
-    """Finding 5: a fresh hotkey proves its device in its first round, then the device is away at
+    """A fresh hotkey proves its device in its first round, then the device is away at
     two of three presence checks: its credit is a third of its capacity (the share of checks it was
     there), never the full score a snapshot gave it; the honest miner keeps all of its own."""
     chain, store, uids, miners, rounds, presence, device = pool_net(1, 1)

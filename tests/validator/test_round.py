@@ -57,7 +57,7 @@ async def test_a_spike_in_one_timed_run_does_not_lower_an_honest_figure(
     start_miner, validator_client
 ) -> None:
     """Each precision is timed as the best of two short runs: a 2 s stall in the first fp16 run is not
-    what the miner is credited for (issue 24, robust verdicts)."""
+    what the miner is credited for."""
     miner = start_miner("spike", cheat="spike")
     result = await check_miner(validator_client, target(miner), small_params(), TABLE, SCORING)
     assert result.ok, result.reasons

@@ -1,4 +1,4 @@
-"""Finding 7 of issue 23: a miner "rents" its own GPU through a validator-permitted hotkey under its
+"""A miner "rents" its own GPU through a validator-permitted hotkey under its
 own coldkey, then refuses every validation lease as rented. Played through the real round: real
 miners on 127.0.0.1, the renters' leases made with the real ``register.py`` (operator CLI), the
 receipts checked by ``RoundLoop`` against the simulated chain's metagraph."""

@@ -1,4 +1,4 @@
-"""Unlucky honest miners (issue 24, findings 3 and 4): what the validator's own trouble or a partial
+"""Unlucky honest miners: what the validator's own trouble or a partial
 rental must never cost them. Real miners (signed app, embedded backend, real SSH, real worker).
 
 - Upload race: the lease's command is gone before the worker's source arrived (a broken pipe or an

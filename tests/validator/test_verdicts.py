@@ -1,4 +1,4 @@
-"""Every miner can read why it scored what it did (issue 24): the validator's signed verdict reaches
+"""Every miner can read why it scored what it did: the validator's signed verdict reaches
 the miner after a real round, is kept as signed, and ``python -m compute miner-report`` shows it;
 an edited verdict shows as unverified. Real miner app (signed transport) on 127.0.0.1."""
 

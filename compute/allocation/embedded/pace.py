@@ -7,7 +7,7 @@ machine ``share`` as fast would have produced it: ``since + (arrived - since) / 
 ``since`` is when the latest input reached the lease. A product that took ``t`` seconds answers
 after ``t / share``; a stream of lines is spread alike; order is kept. Whatever the box's load,
 the miner at 0.5 takes twice as long as itself at 1.0: miners of different speeds, which the
-validators must rank alike (issue 24, finding 5). It is the miner slowing its own answers (never
+validators must rank alike. It is the miner slowing its own answers (never
 a way to look faster); Docker leases are never paced.
 
 That alone keeps the box's noise: a product slowed by twelve neighbours on two cores answers late,
@@ -15,7 +15,7 @@ and ``/ share`` makes it later still. With ``reference_gflops`` the pace is set 
 reference instead: a GEMM request (``warmup`` or ``commit``, read from the lease's input) is
 answered no earlier than its work at ``share`` x ``reference_gflops`` would take, so while the box
 computes faster than that reference, the answer's time (and the figure a validator measures) is
-the reference's, the same on every validator and at every load (issue 24, agreement). A box slower
+the reference's, the same on every validator and at every load. A box slower
 than the reference falls back to ``elapsed / share``: later, never sooner.
 """
 

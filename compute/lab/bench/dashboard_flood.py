@@ -9,7 +9,7 @@ percentiles of those round trips in three phases:
 - ``child``: the dashboard runs as the validator runs it (``start_dashboard``: its own process,
   ``nice`` +10) and ``clients`` threads of a flood process ask for ``/`` as fast as it answers;
 - ``in_loop``: the same flood on a dashboard served from the probe's own event loop (how the
-  validator served it before issue 28): what the move removes.
+  validator once served it): what the move removes.
 
 The flood's own process runs at ``nice`` +19: on a real validator those clients are elsewhere on
 the network and only the server's work lands on the validator's host. Target: the child phase's

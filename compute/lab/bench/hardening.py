@@ -3,7 +3,7 @@
 - flood: a signed server in its own process, a slow-body flood of ``--connections`` from each of
   ``--addresses`` loopback addresses (127.0.0.2 on) in another, and signed calls from 127.0.0.1
   meanwhile: answered share and p95 (target 100 %, <= 1 s; ``--addresses 40 --connections 100``
-  is the 4,000-connection flood of issue 28);
+  is the 4,000-connection flood of tests/miner/test_fd_flood.py);
 - crash loop: ``kill -9`` at every step of allocate and release, ``--iterations`` times each, then a
   restart: ghost leases, orphans, failed restarts (target 0 / 0 / 0);
 - volumes (Docker, root): ``kill -9`` after each step of creating and removing a hard volume,

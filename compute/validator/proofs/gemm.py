@@ -2,7 +2,7 @@
 
 The clock runs from the challenge to the commitment only (warm-up is off the clock); the openings
 are chosen after the commitment, so a worker cannot know which rows will be checked. Each precision
-is timed as the best of two short runs of half the inner size (issue 24, robust verdicts): a jitter
+is timed as the best of two short runs of half the inner size: a jitter
 spike in one run does not lower an honest figure, and since both runs must verify and the faster one
 counts, slowing either can only lower it. Each run is made long enough that the round trip measured
 in the session is at most ``distance_share`` of it (``proofs.distance``: the first run sized from its

@@ -2,7 +2,7 @@
 
 Why a process: the validator's event loop also serves the dashboard, parses and verifies openings
 and talks to the chain; a page flood stalled it 199-589 ms and one 16-GPU memory opening took
-155-338 ms to parse on it (issue 24, finding 2), and a thread would still wait for the GIL while
+155-338 ms to parse on it, and a thread would still wait for the GIL while
 the same process parses a large line. The timing process holds every lease's SSH session and
 stamps each line the moment its bytes arrive, on the system-wide monotonic clock; the validator
 only reads the stamps afterwards, so nothing it does can move them.

@@ -6,7 +6,7 @@ source without running its main, patches one thing according to MODE, and serves
 partial   computes only the first quarter of C's rows (the rest are zeros)
 bf16      rounds C to bfloat16 (a lower-precision shortcut)
 fp16acc   fp16 challenges: adds each 16 products in fp16 and promotes every block to fp32 (an MMA with
-          an fp16 accumulator, issue 24 finding 6; twice the fp32-accumulate rate on RTX 5090 / L40)
+          an fp16 accumulator; twice the fp32-accumulate rate on RTX 5090 / L40)
 replay    answers with the product of a stale, precomputed key (correct tree, wrong numbers)
 forged    commits random roots at once and computes only after the clock stopped
 memskip   memory proof: runs pass 1, then skips the passes (replays pass 1's vector without reading A)
