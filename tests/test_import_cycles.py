@@ -1,12 +1,15 @@
 """No import circles in ``compute`` and ``neurons`` (the developers' guide), read statically with ``ast``.
 
-An edge is a module-level import: ``import a.b``, ``from a import b`` (to ``a``, and to ``a.b`` when
-that is a module), relative forms included. Imports inside functions and under ``if TYPE_CHECKING:``
-do not run at import time, so they are not edges; imports in class bodies, ``try`` and other ``if``
-blocks do run, so they are. Importing ``a.b`` also runs package ``a``'s ``__init__`` first; that
-implicit edge is left out (a package importing its own submodules would otherwise always be a
-circle), so only what a module names is an edge: ``from a import x`` inside ``a.y``, with ``a``'s
-``__init__`` importing ``a.y``, is one.
+An edge is an import: ``import a.b``, ``from a import b`` (to ``a``, and to ``a.b`` when that is a
+module), relative forms included. Imports that run when the module is imported always count: module
+level, class bodies, ``try`` and ordinary ``if`` blocks. Imports inside functions and under ``if
+TYPE_CHECKING:`` count too when both ends lie in one package (``compute.pog``, ``compute.renter``,
+``compute.lab``...): a lazy import there only hides a circle between two modules that should have
+been one, or share a third. Across packages a lazy import may stay lazy (an optional dependency, a
+heavy one paid only on use); the layer test (``test_layers.py``) keeps those pointing down. Importing
+``a.b`` also runs package ``a``'s ``__init__`` first; that implicit edge is left out (a package
+importing its own submodules would otherwise always be a circle), so only what a module names is an
+edge: ``from a import x`` inside ``a.y``, with ``a``'s ``__init__`` importing ``a.y``, is one.
 """
 
 from __future__ import annotations
@@ -63,19 +66,32 @@ def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
-def imports_of(module: str, path: Path, known: set[str]) -> set[str]:
-    """The modules of ``known`` that ``module`` imports at import time."""
-    tree = ast.parse(path.read_text(), filename=str(path))
-    is_package = path.name == "__init__.py"
+def package_of(module: str) -> str:
+    """The top-level package a module belongs to: ``compute.pog`` for ``compute.pog.memory.kernel``."""
+    return ".".join(module.split(".")[:2])
+
+
+def _targets(module: str, is_package: bool, nodes) -> set[str]:
     targets: set[str] = set()
-    for node in _import_time_statements(tree.body):
+    for node in nodes:
         if isinstance(node, ast.Import):
             targets.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             source = _resolve(module, is_package, node)
             targets.add(source)
             targets.update(f"{source}.{alias.name}" for alias in node.names)
-    return {target for target in targets if target in known and target != module}
+    return targets
+
+
+def imports_of(module: str, path: Path, known: set[str]) -> set[str]:
+    """The modules of ``known`` that ``module`` imports at import time, and those of its own package
+    that it imports anywhere (in a function, under ``TYPE_CHECKING``)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    is_package = path.name == "__init__.py"
+    eager = _targets(module, is_package, _import_time_statements(tree.body))
+    anywhere = _targets(module, is_package, ast.walk(tree))
+    own = {target for target in anywhere if package_of(target) == package_of(module)}
+    return {target for target in eager | own if target in known and target != module}
 
 
 def import_graph(root: Path, packages: tuple[str, ...]) -> dict[str, set[str]]:
@@ -214,27 +230,35 @@ def test_the_finder_names_a_cycle_through_relative_and_package_imports(tmp_path:
     assert find_cycles(graph) == [["pkg", "pkg.a", "pkg.sub.b", "pkg.c", "pkg"]]
 
 
-def test_the_finder_ignores_type_checking_and_function_imports(tmp_path: Path) -> None:
+def test_the_finder_counts_lazy_imports_within_a_package_only(tmp_path: Path) -> None:
     _write(
         tmp_path,
         {
             "pkg/__init__.py": "",
-            "pkg/a.py": "from pkg import b\n",
-            "pkg/b.py": (
+            "pkg/sub/__init__.py": "",
+            "pkg/sub/a.py": "from pkg.sub import b\n",
+            "pkg/sub/b.py": (
                 "from typing import TYPE_CHECKING\n"
-                "if TYPE_CHECKING:\n    from pkg import a\n"
+                "if TYPE_CHECKING:\n    from pkg.other import c\n"
                 "else:\n    import json\n"
-                "def late():\n    from pkg import a\n    return a\n"
-                "class C:\n    import pkg.c\n"
+                "def late():\n    from pkg.other import c\n    return c\n"
+                "class C:\n    import pkg.other.d\n"
             ),
-            "pkg/c.py": "import typing\nif typing.TYPE_CHECKING:\n    import pkg.a\n",
+            "pkg/other/__init__.py": "",
+            "pkg/other/c.py": "import typing\nif typing.TYPE_CHECKING:\n    import pkg.sub.a\n",
+            "pkg/other/d.py": "def late():\n    import pkg.other.c\n",
         },
     )
     graph = import_graph(tmp_path, ("pkg",))
-    assert graph["pkg.a"] == {"pkg", "pkg.b"}
-    assert graph["pkg.b"] == {"pkg.c"}  # the class body runs at import time; the others do not
-    assert graph["pkg.c"] == set()
+    assert graph["pkg.sub.a"] == {"pkg.sub", "pkg.sub.b"}
+    assert graph["pkg.sub.b"] == {"pkg.other.d"}  # the class body runs at import time; c is elsewhere
+    assert graph["pkg.other.c"] == set()  # TYPE_CHECKING, another package: not an edge
+    assert graph["pkg.other.d"] == {"pkg.other.c"}  # in a function, the same package: an edge
     assert find_cycles(graph) == []
-    # The same import moved out of the function closes the circle, and the finder names it.
-    (tmp_path / "pkg" / "b.py").write_text("from pkg import a\n")
-    assert find_cycles(import_graph(tmp_path, ("pkg",))) == [["pkg.a", "pkg.b", "pkg.a"]]
+    # A lazy import back within one package closes a circle, and the finder names it.
+    (tmp_path / "pkg" / "sub" / "b.py").write_text("def late():\n    from pkg.sub import a\n")
+    assert find_cycles(import_graph(tmp_path, ("pkg",))) == [["pkg.sub.a", "pkg.sub.b", "pkg.sub.a"]]
+    (tmp_path / "pkg" / "sub" / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.sub.a import A\n"
+    )
+    assert find_cycles(import_graph(tmp_path, ("pkg",))) == [["pkg.sub.a", "pkg.sub.b", "pkg.sub.a"]]

@@ -212,3 +212,8 @@ def matrix_block_np(
     row_vals = index_values(row_seed, rows[0], rows[1] - rows[0])
     col_vals = index_values(col_seed, cols[0], cols[1] - cols[0])
     return mix_block_np(row_vals, col_vals, bits)
+
+
+def scaled(integers: list[int], bits: int) -> np.ndarray:
+    """Float64 entries from the exact integer sums: each correctly rounded, times ``2**-(2(bits-1))``."""
+    return np.array([float(v) for v in integers], dtype=np.float64) * (2.0 ** -(bits - 1)) ** 2

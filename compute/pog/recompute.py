@@ -30,9 +30,11 @@ from .generator import (
     counter_offset,
     fmix32_into,
     matrix_seeds,
+    scaled,
     subkey,
     values_at,
 )
+from .verify_kernel import entries_numba, kernel_available
 
 BACKENDS = ("auto", "numba", "numpy")
 # Generated elements per verification step, (rows + row x column pairs) x block: two uint32 buffers
@@ -164,19 +166,12 @@ def entries_numpy(challenge, gpu: int, rows: list[int], cols: list[list[int]]) -
     return scaled(exact, bits)
 
 
-def scaled(integers: list[int], bits: int) -> np.ndarray:
-    """Float64 entries from the exact integer sums: each correctly rounded, times ``2**-(2(bits-1))``."""
-    return np.array([float(v) for v in integers], dtype=np.float64) * (2.0 ** -(bits - 1)) ** 2
-
-
 def resolve_backend(backend: str, elements: int) -> str:
     """ "numba" or "numpy" for a recomputation of ``elements`` generated elements."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if backend == "numpy":
         return "numpy"
-    from .verify_kernel import kernel_available
-
     if backend == "numba":
         if not kernel_available():
             raise RuntimeError("the compiled verifier needs numba (pip install numba)")
@@ -195,8 +190,6 @@ def expected_entries(
     """
     pairs = sum(len(c) for c in cols)
     if resolve_backend(backend, (len(rows) + pairs) * challenge.n) == "numba":
-        from .verify_kernel import entries_numba
-
         return entries_numba(challenge, gpu, rows, cols)
     return entries_numpy(challenge, gpu, rows, cols)
 

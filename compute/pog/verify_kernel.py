@@ -29,7 +29,18 @@ import threading
 
 import numpy as np
 
-from .generator import GOLDEN, MATRIX_A, MATRIX_B, MIX1, MIX2, PRECISION_BITS, matrix_seeds, subkey, values_at
+from .generator import (
+    GOLDEN,
+    MATRIX_A,
+    MATRIX_B,
+    MIX1,
+    MIX2,
+    PRECISION_BITS,
+    matrix_seeds,
+    scaled,
+    subkey,
+    values_at,
+)
 
 log = logging.getLogger(__name__)
 
@@ -180,8 +191,6 @@ def _run(kernel, row_vals, pair_vals, pair_row, a_seed: int, b_seed: int, n: int
 
 def entries_numba(challenge, gpu: int, rows: list[int], cols: list[list[int]]) -> np.ndarray:
     """``recompute.expected_entries`` with the compiled kernel (numba must be available)."""
-    from .recompute import scaled
-
     bits = PRECISION_BITS[challenge.precision]
     kernel = _kernel(bits)
     if kernel is None:

@@ -14,13 +14,14 @@ import shlex
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from compute.operator import (
     BookEntry,
     LeaseAccess,
     LeaseShell,
     MinerRef,
+    Operator,
     Refused,
     RunResult,
     SshUnreachable,
@@ -31,18 +32,23 @@ from compute.protocol import LeaseIdle
 from compute.renter.errors import CommandFailed, ReleaseFailed
 from compute.renter.terms import term_seconds
 
-if TYPE_CHECKING:
-    from compute.renter.client import AsyncRenter
-
 logger = logging.getLogger(__name__)
 
 RELEASE_TRIES = (0.0, 1.0, 3.0)  # seconds before each attempt
 
 
+class OperatorHolder(Protocol):
+    """What a lease needs of its renter (``AsyncRenter``): the operator client, read at each call, so
+    a lease of a closed renter says so instead of using a closed client."""
+
+    @property
+    def operator(self) -> Operator: ...
+
+
 class AsyncLease:
     """A lease of this renter (``await renter.allocate(...)`` or ``async with renter.rent(...)``)."""
 
-    def __init__(self, renter: AsyncRenter, entry: BookEntry) -> None:
+    def __init__(self, renter: OperatorHolder, entry: BookEntry) -> None:
         self._renter = renter
         self.entry = entry
         self._shell: LeaseShell | None = None

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 
 import asyncssh
 
+import compute.lab.bench.fleet.rxstamp as rxstamp
 from compute.allocation import EmbeddedBackend
-from compute.lab.bench.fleet import rxstamp
 from compute.lab.bench.fleet.prover import FleetProver
 from compute.lab.bench.fleet.wire import encode_line
 from compute.validator.session.pog_session import DEVICES, bootstrap_command

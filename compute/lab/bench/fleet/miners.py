@@ -23,8 +23,9 @@ from pathlib import Path
 
 from bittensor.sp_core import Keypair
 
+from compute.lab.bench.fleet.device import Device
 from compute.lab.bench.fleet.leases import Executors, FleetBackend, SessionStats
-from compute.lab.bench.fleet.prover import Device, FleetProver
+from compute.lab.bench.fleet.prover import FleetProver
 
 MINER_NICE = 2
 PORTS_PER_MINER = 8  # validation lease + a canary + spares, each its own SSH port

@@ -20,12 +20,13 @@ or validator entry point imports it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from compute.lab.bench.fleet.device import Answer, Device
+from compute.lab.bench.fleet.prover_depth import DepthAnswers
 from compute.lab.bench.fleet.sparse_tree import SparseMerkleTree
 from compute.lab.bench.fleet.wire import array_json
 from compute.pog import Challenge, choose_openings
@@ -41,31 +42,6 @@ FILLER = bytes(32)  # the leaf committed for every row that will not be opened
 GEMM_SHAPE = (8, 4)
 DEPTH_SHAPE = (4, 4)
 SEGMENTS_OPENED = 3
-
-
-@dataclass(frozen=True)
-class Device:
-    """The simulated GPU: table figures that set how long each answer is held."""
-
-    name: str = "NVIDIA H100 80GB HBM3"
-    memory_bytes: int = 80 * 10**9
-    tflops: dict[str, float] = field(default_factory=lambda: {"fp16": 513.0, "fp32": 46.3, "bf16": 513.0})
-    bandwidth_gbs: float = 3350.0
-    host_bandwidth_gbs: float = 200.0  # host RAM read by the RAM proof's passes (a 64-core server)
-    core_gbs: float = 1.5  # SHA-256 per host core (the CPU probe)
-    disk_gbs: float = 2.0
-
-    def gemm_seconds(self, challenge: Challenge) -> float:
-        """One GPU's share of the product (all GPUs run side by side)."""
-        return 2.0 * challenge.m * challenge.n * challenge.p / (self.tflops[challenge.precision] * 1e12)
-
-
-@dataclass
-class Answer:
-    """Lines to write, each at its offset (seconds) from the moment the request arrived; an iterator
-    is consumed line by line (in the prover's threads), so later lines are computed just in time."""
-
-    lines: Iterable[tuple[float, dict]]
 
 
 @dataclass
@@ -126,8 +102,6 @@ class FleetProver:
     """One worker session's state; ``handle(message)`` -> the timed lines that answer it."""
 
     def __init__(self, seed: bytes, gpus: int, uuid_prefix: str, device: Device | None = None) -> None:
-        from compute.lab.bench.fleet.prover_depth import DepthAnswers
-
         self.seed, self.gpus, self.uuid_prefix = seed, gpus, uuid_prefix
         self.device = device or Device()
         self.depth = DepthAnswers(seed, self.device)

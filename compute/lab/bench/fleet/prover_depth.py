@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from compute.lab.bench.fleet.device import Answer, Device
 from compute.lab.bench.fleet.sparse_tree import SparseMerkleTree
 from compute.lab.bench.fleet.wire import array_json
 from compute.pog import MemoryChallenge, choose_memory_openings, disk_read_request
@@ -107,14 +108,12 @@ class _MemoryRun:
 class DepthAnswers:
     """The in-depth ops of one worker session (``memory_*``, ``ram_*``, ``probe``, ``disk_*``)."""
 
-    def __init__(self, seed: bytes, device) -> None:
+    def __init__(self, seed: bytes, device: Device) -> None:
         self.seed, self.device = seed, device
         self._memory: dict[str, _MemoryRun] = {}
         self._disk: tuple[SparseMerkleTree, dict[int, bytes], bytes] | None = None
 
     def handle(self, op: Any, message: dict):
-        from compute.lab.bench.fleet.prover import Answer
-
         if isinstance(op, str) and op.startswith(("memory_", "ram_")):
             slot, step = op.split("_", 1)
             return Answer(self._memory_op(slot, step, op, message))
