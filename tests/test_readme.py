@@ -1,4 +1,4 @@
-"""The README's two commands, as CI runs them (``scripts/check_readme.py``); its flags: test_readme_flags.py."""
+"""The README's two commands, as CI runs them (``scripts/check_readme.py``); every command and flag: docs/cli.md (tests/test_cli_docs.py)."""
 
 from __future__ import annotations
 
