@@ -10,7 +10,7 @@ honest error is a random walk whose rms is
 
 (``n L``: the sums inside the n / L slabs; ``n**2 / L``: adding n / L slab partials to C).
 ``HONEST_K`` = 0.75 is an upper bound of the measured coefficient (``compute.pog.accumulation``,
-256 entries; docs/benchmarks.md): 0.25-0.30 for one fp32 FMA per product, 0.30-0.31 for fp16
+256 entries; ``python -m compute bench pog-verdicts`` prints them): 0.25-0.30 for one fp32 FMA per product, 0.30-0.31 for fp16
 inputs on tensor cores that align to the largest term and truncate after every MMA (k = 4, 8, 16),
 0.10-0.32 with split-K, and 0.66 for that truncating model fed fp32 inputs (no honest path does:
 TF32 is disabled). The honest bound is ``H = HONEST_Z * sigma_h`` (z = 7: a two-sided Gaussian

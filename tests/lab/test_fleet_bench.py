@@ -141,7 +141,7 @@ def test_only_the_fleet_benchmark_installs_predictable_draws_or_imports_its_prov
 
 
 def test_the_real_validator_and_miner_load_neither_the_benchmark_nor_its_oracle() -> None:
-    """At run time too: importing the neurons and the validator's facade leaves the fleet package out
+    """At run time too: importing the neurons and the validator's facade leaves the whole lab out
     and every draw on the OS CSPRNG."""
     probe = (
         "import sys\n"
@@ -149,7 +149,7 @@ def test_the_real_validator_and_miner_load_neither_the_benchmark_nor_its_oracle(
         "from compute.pog import choose_openings, new_challenge\n"
         "from compute.pog.draws import draws_predictable, oracle_rng\n"
         "assert not draws_predictable() and oracle_rng('gemm-openings', 'x') is None\n"
-        "print(sorted(m for m in sys.modules if 'tools.fleet' in m))\n"
+        "print(sorted(m for m in sys.modules if m.startswith('compute.lab')))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=REPO)

@@ -8,7 +8,6 @@ import zlib
 
 import numpy as np
 import pytest
-import torch
 
 from compute.pog.memory import (
     MemoryCommitment,
@@ -231,6 +230,7 @@ def test_elements_have_full_entropy() -> None:
 
 
 def test_torch_arithmetic_is_bit_identical_to_numpy() -> None:
+    torch = pytest.importorskip("torch", reason="the torch path needs torch (the dev extra installs it)")
     keys = round_keys(b"t" * 16, 1, 40)
     rows, cols = np.arange(10, 74, dtype=np.uint32), np.arange(3000, dtype=np.uint32)
     got = elements_torch(torch.arange(10, 74), torch.arange(3000), keys).numpy().view(np.uint32)
