@@ -135,7 +135,7 @@ def test_only_the_fleet_benchmark_installs_predictable_draws_or_imports_its_prov
         used = _names_used(path)
         if "predictable_draws" in used:
             installers.append(relative)
-        if any("tools.fleet" in name for name in used) and relative != "compute/validator/__main__.py":
+        if any("lab.bench.fleet" in name for name in used):
             prover_users.append(relative)
     assert installers == [] and prover_users == []
 
