@@ -74,6 +74,12 @@ NOTES: dict[tuple[str, str], str] = {
     ("PoG worker script", "--device"): "device the worker computes on",
 }
 
+# Defaults a neuron's settings layer applies that its help text does not state (its parser leaves every
+# default unset so the environment can fill it): (command, first option string) -> default.
+DEFAULTS: dict[tuple[str, str], str] = {
+    ("neurons/miner.py", "--miner.lease_sandbox"): "auto",
+}
+
 
 # ---------------------------------------------------------------- finding the parsers
 
@@ -225,15 +231,17 @@ def description(command: str, action: argparse.Action, parser: argparse.Argument
 
 
 def _shown(value: object) -> str:
-    if isinstance(value, Path):
-        value = value.relative_to(REPO) if value.is_absolute() and value.is_relative_to(REPO) else value
+    if isinstance(value, Path) and value.is_absolute() and value.is_relative_to(REPO):
+        return "this checkout" if value == REPO else f"{value.relative_to(REPO)} in this checkout"
     if isinstance(value, (list, tuple)):
         return ",".join(map(str, value)) if value else "none"
     return str(value)
 
 
-def default_of(action: argparse.Action, text: str) -> str:
+def default_of(action: argparse.Action, text: str, command: str = "") -> str:
     """``; default X`` unless the help says it already ('' then)."""
+    if (command, first_name(action)) in DEFAULTS:
+        return f"; default {DEFAULTS[command, first_name(action)]}"
     if action.nargs == 0:  # a switch
         return "; off unless given" if "default" not in text else ""
     if action.required or (not action.option_strings and action.nargs not in ("?", "*")):
@@ -285,7 +293,7 @@ def section(
             inherited = True
             continue
         text = description(command, action, parser)
-        lines.append(f"- `{usage_of(action)}`: {text}{default_of(action, text)}")
+        lines.append(f"- `{usage_of(action)}`: {text}{default_of(action, text, command)}")
     subcommands = [
         sub
         for action in parser._actions

@@ -130,6 +130,18 @@ def test_every_flag_says_what_it_does() -> None:
     assert not stale, (
         f"notes in scripts/gen_cli_docs.py for arguments that are gone or have help now: {stale}"
     )
+    unused = [
+        key
+        for key in gen.DEFAULTS
+        if key[0] not in parsers
+        or not any(
+            gen.first_name(action) == key[1] and action.default is None and "default" not in str(action.help)
+            for action in gen.visible(parsers[key[0]])
+        )
+    ]
+    assert not unused, (
+        f"DEFAULTS in scripts/gen_cli_docs.py for flags that are gone or state a default: {unused}"
+    )
 
 
 def test_every_file_that_builds_a_parser_is_an_entry_point_reached_here() -> None:
