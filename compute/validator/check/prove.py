@@ -74,10 +74,8 @@ async def prove_in_lease(
                 raise MinerFailed(f"worker sees {len(devices)} devices, miner claims {gpu_count} GPUs")
             measured = Measured({}, {"rtt_s": rtt}, devices, gpu_count if claimed else 0)
             await _prove_memory_in_lockstep(check, session, claimed, measured, seat, rtt)
-            measured, together = await prove_gemm(session, params, check.table, claimed, specs, measured)
-            await prove_depth(
-                session, params, check.table, claimed, specs, check.previous, measured, together
-            )
+            measured, together = await prove_gemm(check, session, claimed, specs, measured)
+            await prove_depth(check, session, claimed, specs, measured, together)
         except (PogSessionError, DepthRejected) as exc:
             raise MinerFailed(str(exc)) from None
         finally:
@@ -96,27 +94,13 @@ async def _prove_memory_in_lockstep(
     rtt: float,
 ) -> None:
     """The memory proof at the window's gates, then the exclusivity judge on the validator's clock."""
-    params, lockstep = check.params, check.params.lockstep
     gate = SeatGate(seat) if seat is not None else None
+    names = [gpu.name for gpu in claimed]
     started = time.monotonic()
     try:
-        measured.memory = await prove_memory(
-            session,
-            check.table,
-            [gpu.name for gpu in claimed],
-            max(1, measured.gpu_count),
-            params.depth,
-            params.miner_timeout,
-            gate=gate,
-            min_chain_s=lockstep.min_chain_s,
-            build_slack_s=lockstep.build_s if claimed else lockstep.cpu_build_s,
-            verify_workers=params.verify_workers,
-            rtt_s=rtt,
-            share=params.distance_share,
-        )
+        measured.memory = await prove_memory(check, session, names, max(1, measured.gpu_count), rtt, gate)
     except WorkerTimeout as exc:  # no pass in its bound after the window's start: not there then
         raise MinerAbsent(f"not present at the lockstep window's moment: {exc}") from None
-    measured.memory_ran = True
     measured.timings["memory_s"] = time.monotonic() - started
     memory = measured.memory
     if seat is not None and memory is None:  # no memory proof (model not in the table): no seat
@@ -127,7 +111,7 @@ async def _prove_memory_in_lockstep(
     if moment is None:  # no seat started: cannot happen once this one did
         raise MinerAbsent("the window has no common moment")
     residency = Residency(memory.started_at, memory.arrivals, rtt, memory.table_pass_s, cpu=not claimed)
-    verdict = exclusivity(residency, moment, lockstep)
+    verdict = exclusivity(residency, moment, check.params.lockstep)
     measured.timings["lead_s"] = verdict.lead_s
     measured.timings["start_skew_s"] = moment - memory.started_at
     if not verdict.ok:

@@ -182,19 +182,8 @@ async def _resident(check: MinerCheck, unit: Unit, seat: Seat, lease) -> UnitOut
         devices, rtt = await measure_info(session, check)
         if unit.gpus and len(devices) < len(unit.gpus):
             raise MinerFailed(f"worker sees {len(devices)} devices, {len(unit.gpus)} GPUs leased")
-        memory = await prove_memory(
-            session,
-            check.table,
-            list(unit.sizing),
-            max(1, len(unit.gpus)),
-            params.depth,
-            params.miner_timeout,
-            gate=SeatGate(seat),
-            min_chain_s=lockstep.min_chain_s,
-            build_slack_s=lockstep.build_s if unit.gpus else lockstep.cpu_build_s,
-            verify_workers=params.verify_workers,
-            rtt_s=rtt,  # a far miner's chain gets more passes (the round trip never subtracted)
-            share=params.distance_share,
+        memory = await prove_memory(  # a far miner's chain gets more passes (the round trip never subtracted)
+            check, session, list(unit.sizing), max(1, len(unit.gpus)), rtt, gate=SeatGate(seat)
         )
     if memory is None or memory.started_at is None:
         return UnitOutcome(0, reason="absent: no memory proof for its model, presence unprovable")

@@ -4,7 +4,7 @@ Drives the worker ops of docs/pog-depth.md over a ``PogSession`` and turns what 
 checked and timed into figures (``compute.pog`` judges every answer; this module only sequences
 them, chooses sizes and interprets verdicts):
 
-- ``prove_memory``: every round, after the GEMM rounds. Sized from the GPU table (claimed model's
+- ``prove_memory``: every round, before the GEMM rounds (at the lockstep window's moment). Sized from the GPU table (claimed model's
   memory and bandwidth), or from the small CPU settings for a machine without GPUs (the demo). A
   mathematics failure is a cheat (``DepthRejected``: the round fails); a timing failure only leaves
   the memory unproven (no memory share, no memory hint for identification).
@@ -53,6 +53,7 @@ from compute.pog import (
 from compute.pog.sustained import SustainedError, confirmation_reference, confirmed
 from compute.scoring import GpuTable
 from compute.validator.params import DepthParams
+from compute.validator.proofs.checked import ProofCheck
 from compute.validator.proofs.distance import passes_for
 from compute.validator.proofs.offloaded import verify_memory, verify_opening
 from compute.validator.session.pog_session import MemoryGate, PogSession, TimedMemory, WorkerFailed
@@ -130,24 +131,23 @@ def memory_shape(
 
 
 async def prove_memory(
+    check: ProofCheck,
     session: PogSession,
-    table: GpuTable,
     claimed_names: list[str],
     gpu_count: int,
-    depth: DepthParams,
-    timeout: float,
-    gate: LockstepGate | None = None,
-    min_chain_s: float = 0.0,
-    build_slack_s: float = 10.0,
-    verify_workers: int = 0,
     rtt_s: float = 0.0,
-    share: float = 0.02,
+    gate: LockstepGate | None = None,
 ) -> MemoryOutcome | None:
-    """The memory proof; with ``gate``, its build and start wait for the lockstep window's gates and
-    the chain lasts at least ``min_chain_s`` at the table's bandwidth (the exclusivity proof).
-    ``rtt_s``/``share``: the session's round trip is at most ``share`` of the chain (more passes;
-    ``proofs.distance``: never subtracted)."""
-    shape = memory_shape(table, claimed_names, depth)
+    """The memory proof under ``check``'s round parameters and GPU table; with ``gate``, its build
+    and start wait for the lockstep window's gates. The chain lasts at least the lockstep's
+    ``min_chain_s`` at the table's bandwidth (the exclusivity proof), and ``rtt_s``, the session's
+    round trip, is at most the round's ``distance_share`` of it (more passes; ``proofs.distance``:
+    never subtracted). No ``claimed_names``: a machine without GPUs (the CPU build bound)."""
+    params, lockstep = check.params, check.params.lockstep
+    depth, timeout, share = params.depth, params.miner_timeout, params.distance_share
+    min_chain_s = lockstep.min_chain_s
+    build_slack_s = lockstep.build_s if claimed_names else lockstep.cpu_build_s
+    shape = memory_shape(check.table, claimed_names, depth)
     if shape is None:
         log.info("memory proof skipped: claimed GPU model not in the table")
         return None
@@ -173,7 +173,7 @@ async def prove_memory(
     rows = check_rows(challenge)  # the secret rows of A, drawn here; checked where the line is parsed
     line = await session.memory_open_line(request, challenge.n, timeout)
     maths = await verify_memory(
-        line, "memory_open", challenge, timed.commitment, request, rows, verify_workers
+        line, "memory_open", challenge, timed.commitment, request, rows, params.verify_workers
     )
     if not maths.ok:
         raise DepthRejected("memory proof rejected: " + "; ".join(maths.reasons[:3]))

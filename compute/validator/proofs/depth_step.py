@@ -1,7 +1,8 @@
-"""The in-depth step after the GEMM proof: memory, multi-GPU scaling, sustained run and host probes.
+"""The in-depth step after the GEMM proof: multi-GPU scaling, sustained run and host probes.
 
-Memory is proven every round, scaling with 2+ GPUs; the sustained run and the host probes (RAM,
-disk, CPU) on their cadence (``sustained_due``), restarting when the GPU UUID set changed.
+Memory is proven every round before it (at the lockstep window's moment, ``check.prove``); scaling
+with 2+ GPUs; the sustained run and the host probes (RAM, disk, CPU) on their cadence
+(``sustained_due``), restarting when the GPU UUID set changed.
 """
 
 from __future__ import annotations
@@ -12,11 +13,10 @@ from compute.pog import Challenge, uuid_change
 from compute.pog.sustained import reference_fraction_for
 from compute.protocol import MachineSpecs
 from compute.scoring import GpuTable, identify
-from compute.store import PogResult
 from compute.validator.params import RoundParams
+from compute.validator.proofs.checked import ProofCheck
 from compute.validator.proofs.depth import (
     probe_host,
-    prove_memory,
     prove_scaling,
     prove_sustained,
     sustained_due,
@@ -39,17 +39,16 @@ def _segment_fraction(
 
 
 async def prove_depth(
+    check: ProofCheck,
     session: PogSession,
-    params: RoundParams,
-    table: GpuTable,
     claimed: list,
     specs: MachineSpecs,
-    previous: PogResult | None,
     measured: Measured,
     together: tuple[Challenge, float],
 ) -> None:
-    """Memory every round (unless the lockstep step ran it); scaling with 2+ GPUs; sustained and host
-    probes on their cadence."""
+    """Scaling with 2+ GPUs; sustained and host probes on their cadence (memory: the lockstep step,
+    before the GEMM proof)."""
+    params, table, previous = check.params, check.table, check.previous
     depth, timeout, cpu = params.depth, params.miner_timeout, not claimed
     names = [gpu.name for gpu in claimed]
     count = max(1, measured.gpu_count)
@@ -60,20 +59,6 @@ async def prove_depth(
     partial = 0 < len(claimed) < len(specs.gpus)
     measured.history_reset = change.changed and (bool(change.added) or not partial)
     rtt, share = measured.timings.get("rtt_s", 0.0), params.distance_share
-    if not measured.memory_ran:  # a lockstep test proved memory first, at the window's moment
-        started = time.monotonic()
-        measured.memory = await prove_memory(
-            session,
-            table,
-            names,
-            count,
-            depth,
-            timeout,
-            verify_workers=params.verify_workers,
-            rtt_s=rtt,
-            share=share,
-        )
-        measured.timings["memory_s"] = time.monotonic() - started
     if measured.gpu_count >= 2:
         started = time.monotonic()
         measured.scaling = await prove_scaling(

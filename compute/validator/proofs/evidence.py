@@ -47,7 +47,6 @@ class Measured:
     devices: list[DeviceInfo]
     gpu_count: int  # claimed GPUs tested (0: a machine without GPUs, tested as one CPU device)
     memory: MemoryOutcome | None = None
-    memory_ran: bool = False  # the memory step ran (the lockstep step runs it first)
     scaling: ScalingOutcome | None = None
     sustained: SustainedReport | None = None
     host: HostOutcome | None = None

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from compute.pog import Challenge, Precision, choose_openings, new_challenge
 from compute.protocol import MachineSpecs
-from compute.scoring import GpuTable
 from compute.validator.failures import MinerFailed
 from compute.validator.params import RoundParams
+from compute.validator.proofs.checked import ProofCheck
 from compute.validator.proofs.distance import stretched_n
 from compute.validator.proofs.evidence import Measured
 from compute.validator.proofs.offloaded import verify_opening
@@ -27,17 +27,18 @@ PRECISIONS: tuple[Precision, ...] = ("fp16", "fp32")
 
 
 async def prove_gemm(
+    check: ProofCheck,
     session: PogSession,
-    params: RoundParams,
-    table: GpuTable,
     claimed: list,
     specs: MachineSpecs,
     measured: Measured | None = None,
 ) -> tuple[Measured, tuple[Challenge, float]]:
-    """Throughput per precision; also the first challenge and its time (the scaling step's baseline).
+    """Throughput per precision under ``check``'s round parameters and GPU table; also the first
+    challenge and its time (the scaling step's baseline).
 
     ``measured``: what the test already measured in this session (its devices from ``info``, the
     round trip ``timings["rtt_s"]`` that sizes the runs)."""
+    params, table = check.params, check.table
     gpu_count = max(1, len(claimed))
     if measured is None:
         devices = await session.info(params.miner_timeout)
