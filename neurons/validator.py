@@ -33,6 +33,8 @@ from compute.validator import (  # noqa: E402
     PresenceLoop,
     ReleaseLoop,
     RoundLoop,
+    RoundSchedule,
+    ValidatorContext,
     ValidatorSettings,
     WandbLogger,
     WeightSetter,
@@ -124,16 +126,21 @@ async def run(s: ValidatorSettings) -> int:
         store=store,
     )
     factors = collateral.credit if collateral is not None else None
-    weights_loop = WeightsLoop(
+    ctx = ValidatorContext(  # built once: every loop below shares these (and the timed lock)
         chain,
         store,
-        setter,
+        client,
         keypair.ss58,
-        interval_blocks=s.weights_blocks,
+        round_params(s, load_holistic_config()),
+        load_gpu_table(),
+        scoring,
+        oversight=oversight,
+        allow_same_ip=s.allow_same_ip,
         credit_step=s.credit_step,
         credit_factors=factors,
         presence_window=s.presence_window,
     )
+    weights_loop = WeightsLoop(ctx, setter, interval_blocks=s.weights_blocks)
     runner: LoopRunner | None = None
 
     async def on_limit() -> None:
@@ -149,50 +156,29 @@ async def run(s: ValidatorSettings) -> int:
     block_seconds = await chain_block_seconds(chain)
     step_timeout = round_step_timeout(s.miner_timeout, s.round_blocks, block_seconds)
     interval_s = s.round_blocks * block_seconds
-    params, table = round_params(s, load_holistic_config()), load_gpu_table()
     throughput_budget, presence_budget = split_budget(s.load_budget, s.presence_share)
-    timed_lock = asyncio.Lock()  # one timed phase at a time: round windows and presence checks
     round_loop = RoundLoop(
-        chain,
-        store,
-        client,
-        keypair.ss58,
-        params,
-        table,
-        scoring,
+        ctx,
         interval_blocks=s.round_blocks,
         concurrency=s.concurrency,
-        allow_same_ip=s.allow_same_ip,
         step_timeout=step_timeout,
+        schedule=RoundSchedule(
+            spread_s=round_spread(s.spread_seconds, interval_s, step_timeout, s.miner_timeout),
+            load_budget=throughput_budget,
+            check_seconds=s.check_seconds,
+            interval_s=interval_s,
+        ),
         wandb=wandb,
         rounds_limit=s.rounds,
         on_limit=on_limit,
-        oversight=oversight,
-        spread_s=round_spread(s.spread_seconds, interval_s, step_timeout, s.miner_timeout),
-        load_budget=throughput_budget,
-        check_seconds=s.check_seconds,
-        interval_s=interval_s,
-        credit_step=s.credit_step,
-        credit_factors=factors,
-        timed_lock=timed_lock,
-        presence_window=s.presence_window,
     )
     presence_loop = PresenceLoop(
-        chain,
-        store,
-        client,
-        keypair.ss58,
-        params,
-        table,
-        scoring,
-        allow_same_ip=s.allow_same_ip,
+        ctx,
         presence_s=s.presence_seconds,
         presence_budget=presence_budget,
         interval_s=s.presence_interval,
         step_timeout=max(600.0, 2 * s.miner_timeout),
-        timed_lock=timed_lock,
         first_within_s=interval_s,
-        oversight=oversight,
     )
     release_loop = ReleaseLoop(client, block_seconds)
     loops = [release_loop, round_loop, weights_loop, presence_loop]

@@ -52,6 +52,7 @@ ORDER: dict[str, list[set[str]]] = {
         {"session", "report", "journal"},
         {"rentals"},
         {"fleet"},
+        {"context"},  # the validator's shared collaborators (oversight among them), built once
         {"proofs"},
         {"lockstep"},
         {"check"},

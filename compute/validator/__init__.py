@@ -3,8 +3,9 @@
 Rooms, lowest first (a room imports only rooms below it; ``tests/test_layers.py`` holds the order):
 the root modules ``settings``, ``params``, ``failures``; ``session`` (SSH channel to the worker) and
 ``report`` (table, progress, wandb) and ``journal`` (every granted lease released); ``rentals`` (receipts, canaries, ledger); ``fleet`` (dedup,
-oversight); ``proofs`` (GEMM, depth, hosts, evidence); ``lockstep`` (the window every timed proof
-runs in, at one moment, and the exclusivity judge); ``check`` (one miner's test); ``round``
+oversight); ``context`` (``ValidatorContext``: the validator's shared collaborators, built once
+by the entry point and passed to every loop); ``proofs`` (GEMM, depth, hosts, evidence);
+``lockstep`` (the window every timed proof runs in, at one moment, and the exclusivity judge); ``check`` (one miner's test); ``round``
 (loops, schedule, windows, weights); ``presence`` (presence checks of every miner at moments
 drawn at random; credit = capacity x presence); ``collateral`` (deposits into credit, the failed-rental desk; off without
 ``--collateral.rpc``); ``tools`` (simulations and benchmarks).
@@ -12,8 +13,10 @@ drawn at random; credit = capacity x presence); ``collateral`` (deposits into cr
 
 from __future__ import annotations
 
+from compute.validator.check.context import MinerCheck
 from compute.validator.check.miner import check_miner
 from compute.validator.check.rented import rented_sample
+from compute.validator.context import ValidatorContext
 from compute.validator.fleet.oversight import Oversight
 from compute.validator.journal import JournaledClient, ReleasePass, new_run_id, release_due
 from compute.validator.params import DepthParams, MinerTarget, RoundParams, round_params
@@ -35,7 +38,7 @@ from compute.validator.round.loop import (
     select_targets,
 )
 from compute.validator.round.releases import ReleaseLoop
-from compute.validator.round.schedule import check_probability, round_spread, validation_load
+from compute.validator.round.schedule import RoundSchedule, check_probability, round_spread, validation_load
 from compute.validator.round.timing import chain_block_seconds, measure_block_seconds, round_step_timeout
 from compute.validator.round.weights import WeightsError, WeightSetter, weights_from_scores
 from compute.validator.session.pog_session import (
@@ -66,6 +69,7 @@ __all__ = [
     "JournaledClient",
     "LoopRunner",
     "Measured",
+    "MinerCheck",
     "MinerTarget",
     "PogSession",
     "PogSessionError",
@@ -74,7 +78,9 @@ __all__ = [
     "ReleasePass",
     "RoundLoop",
     "RoundParams",
+    "RoundSchedule",
     "SshFailed",
+    "ValidatorContext",
     "ValidatorSettings",
     "WandbLogger",
     "wandb_wanted",

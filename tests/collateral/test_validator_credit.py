@@ -20,8 +20,9 @@ from compute.chain import SimChainState, connect
 from compute.collateral import machine_id
 from compute.collateral.chain import CollateralClient
 from compute.collateral.devchain import serve_local
+from compute.scoring import ScoringConfig, load_gpu_table
 from compute.store import PogResult, PresenceEntry, ScoreUpdate, ValidatorStore
-from compute.validator import WeightSetter, WeightsLoop
+from compute.validator import RoundParams, ValidatorContext, WeightSetter, WeightsLoop
 from compute.validator.collateral.credit import CollateralCredit
 
 FLOOR = 0.5
@@ -95,9 +96,17 @@ def test_weights_scale_by_collateral_and_every_dodge_earns_the_floor_at_most(tmp
         )
         credit = CollateralCredit(CollateralClient(w3, evm.address), store, FLOOR)
         setter = WeightSetter(chain, validator, store, VERSION_KEY, backoff_s=0.1)
-        loop = WeightsLoop(
-            chain, store, setter, validator.hotkey.ss58_address, interval_blocks=1, credit_factors=credit
+        ctx = ValidatorContext(
+            chain,
+            store,
+            None,
+            validator.hotkey.ss58_address,
+            RoundParams(round_id=0, block=0),
+            load_gpu_table(),
+            ScoringConfig(),
+            credit_factors=credit,
         )
+        loop = WeightsLoop(ctx, setter, interval_blocks=1)
         asyncio.run(loop.run_step(chain.block()))
         weights = chain.weights(0)
     finally:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import bittensor as bt
 import pytest
-from validator_helpers import Miner, port_block, register_and_serve, small_params
+from validator_helpers import Miner, port_block, register_and_serve, validator_context
 
 from compute.allocation import AllocationManager, EmbeddedBackend, LeaseStore, ManagerLimits
 from compute.chain import connect
@@ -30,13 +30,10 @@ from compute.miner import build_miner_app
 from compute.miner.specs import fixed_specs
 from compute.operator import main as register_main
 from compute.protocol import AllocateRequest, Requirements
-from compute.scoring import ScoringConfig, load_gpu_table
 from compute.store import ValidatorStore
 from compute.transport import AccessPolicy, KeyWallet, ServerLimits, serve_in_thread
 from compute.validator import CanaryRenter, CanaryTiming, Oversight, RoundLoop, chain_block_source
 
-TABLE = load_gpu_table()
-SCORING = ScoringConfig()
 RENTERS = 4
 ROUNDS = 2
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
@@ -160,21 +157,8 @@ async def test_canary_aware_miner_loses_availability_and_refusing_everyone_loses
             canary_dir=tmp_path / "canary",
             canary_timing=CanaryTiming.for_dwell(0.6),
         )
-        loop = RoundLoop(
-            chain,
-            store,
-            validator_client,
-            validator_client.hotkey,
-            small_params(),
-            TABLE,
-            SCORING,
-            interval_blocks=1,
-            concurrency=4,
-            allow_same_ip=True,
-            step_timeout=180,
-            show_table=False,
-            oversight=oversight,
-        )
+        ctx = validator_context(chain, store, validator_client, oversight=oversight)
+        loop = RoundLoop(ctx, interval_blocks=1, concurrency=4, step_timeout=180, show_table=False)
         try:
             for _ in range(ROUNDS):
                 await loop.run_step(await chain_block_source(chain)())

@@ -14,7 +14,7 @@ from validator_helpers import small_params
 
 from compute.scoring import ScoringConfig, load_gpu_table
 from compute.store import PogResult
-from compute.validator import MinerTarget, check_miner
+from compute.validator import MinerCheck, MinerTarget, check_miner
 from compute.validator.collateral.cheats import proven_cheat, verdict_digest
 
 TABLE = load_gpu_table()
@@ -32,7 +32,7 @@ async def test_only_a_wrong_answer_is_a_proven_cheat(start_miner, validator_clie
     miner = start_miner(f"cheat-{mode}", cheat=mode)
     params = small_params(miner_timeout=4.0) if mode == "silent" else small_params()
     result = await check_miner(
-        validator_client, MinerTarget(1, miner.hotkey, miner.endpoint), params, TABLE, SCORING
+        MinerCheck(validator_client, MinerTarget(1, miner.hotkey, miner.endpoint), params, TABLE, SCORING)
     )
     assert result is not None and not result.ok and result.sample == 0.0, result
     proven = proven_cheat(result)
@@ -44,7 +44,7 @@ async def test_only_a_wrong_answer_is_a_proven_cheat(start_miner, validator_clie
 
 async def test_an_unreachable_miner_is_no_cheat(validator_client) -> None:
     dead = MinerTarget(3, "5C4hrfjw9DjXZTzV3MwzrrAr9P1MJhSrvWGWqi1eSuyUpnhM", "127.0.0.1:9")
-    result = await check_miner(validator_client, dead, small_params(retries=0), TABLE, SCORING)
+    result = await check_miner(MinerCheck(validator_client, dead, small_params(retries=0), TABLE, SCORING))
     assert result is not None and not result.ok and proven_cheat(result) == ()
 
 
@@ -109,11 +109,13 @@ async def test_a_real_rounds_forged_proof_becomes_cheat_evidence_in_the_desk(
 
     miner = start_miner("cheat-forged-desk", cheat="forged")
     result = await check_miner(
-        validator_client,
-        MinerTarget(1, miner.hotkey, miner.endpoint),
-        small_params(round_id=2),
-        TABLE,
-        SCORING,
+        MinerCheck(
+            validator_client,
+            MinerTarget(1, miner.hotkey, miner.endpoint),
+            small_params(round_id=2),
+            TABLE,
+            SCORING,
+        )
     )
     assert result is not None and proven_cheat(result)
     store = ValidatorStore(tmp_path / "validator.db")

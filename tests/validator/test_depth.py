@@ -13,6 +13,7 @@ from compute.store import PogResult, ScoreRecord, ValidatorStore
 from compute.validator import (
     DepthParams,
     Measured,
+    MinerCheck,
     MinerTarget,
     check_miner,
     round_table,
@@ -38,7 +39,7 @@ async def test_honest_round_proves_memory_sustained_and_host_and_persists_the_fi
 ) -> None:
     miner = start_miner("deep")
     params = small_params(round_id=7, force_depth=True)
-    result = await check_miner(validator_client, target(miner), params, TABLE, SCORING)
+    result = await check_miner(MinerCheck(validator_client, target(miner), params, TABLE, SCORING))
     assert result.ok, result.reasons
     assert result.sample > 0 and result.models == ("CPU",)
     assert result.mem_gbs > 0 and result.mem_proven_gb > 0  # A was resident and read every pass
@@ -54,7 +55,7 @@ async def test_honest_round_proves_memory_sustained_and_host_and_persists_the_fi
     assert store.results(rnd.round_id) == [persisted]
     store.close()
     later = await check_miner(
-        validator_client, target(miner), small_params(round_id=8), TABLE, SCORING, result
+        MinerCheck(validator_client, target(miner), small_params(round_id=8), TABLE, SCORING, result)
     )
     assert later.ok and "sustained_s" not in later.timings  # not due: carried forward
     assert later.sustained_factor == result.sustained_factor and later.host == result.host
@@ -64,7 +65,7 @@ async def test_honest_round_proves_memory_sustained_and_host_and_persists_the_fi
 
 async def test_worker_skipping_memory_passes_scores_zero(start_miner, validator_client) -> None:
     miner = start_miner("memskip", cheat="memskip")
-    result = await check_miner(validator_client, target(miner), small_params(), TABLE, SCORING)
+    result = await check_miner(MinerCheck(validator_client, target(miner), small_params(), TABLE, SCORING))
     assert not result.ok and result.sample == 0.0
     assert "memory proof rejected" in result.reasons[0], result.reasons
     assert await miner.backend.running() == set()
@@ -75,7 +76,7 @@ async def test_worker_regenerating_memory_per_pass_is_credited_no_memory(
 ) -> None:
     miner = start_miner("memregen", cheat="memregen")
     params = small_params(lockstep=LockstepParams(min_chain_s=0.0))  # 16 passes: each rebuilds A
-    result = await check_miner(validator_client, target(miner), params, TABLE, SCORING)
+    result = await check_miner(MinerCheck(validator_client, target(miner), params, TABLE, SCORING))
     assert result.ok  # the answers are right: the round stands ...
     assert result.mem_proven_gb == 0.0 and not result.mem_gbs  # ... but no memory is credited
     assert any("regenerating A" in reason for reason in result.reasons), result.reasons
@@ -86,7 +87,7 @@ async def test_throttling_worker_is_verified_but_its_sustained_factor_lowers_the
 ) -> None:
     miner = start_miner("throttle", cheat="throttle")
     params = small_params(force_depth=True, depth=DepthParams(cpu_sustained_seconds=1.0))
-    result = await check_miner(validator_client, target(miner), params, TABLE, SCORING)
+    result = await check_miner(MinerCheck(validator_client, target(miner), params, TABLE, SCORING))
     assert result.ok, result.reasons
     assert result.sustained_ratio < 0.9 and result.sustained_factor < 1.0
     assert "throttled" in str(round_table(1, [result], {1: 1.0}, {1: 1.0}).columns[6]._cells[0])

@@ -19,7 +19,7 @@ import pytest
 from validator_helpers import small_params
 
 from compute.scoring import ScoringConfig, load_gpu_table
-from compute.validator import MinerTarget, check_miner
+from compute.validator import MinerCheck, MinerTarget, check_miner
 from compute.validator.proofs.distance import passes_for, stretch_factor, stretched_n
 
 PROXY = Path(__file__).resolve().parents[2] / "compute" / "localnet" / "latency_proxy.py"
@@ -91,8 +91,8 @@ async def test_a_far_honest_miner_is_verified_like_a_near_one(start_miner, valid
     far_params = small_params(distance_share=SHARE, min_timed_s=FLOOR, lease_proxy=far(300))
     ratios = []
     for _ in range(3):
-        near = await check_miner(validator_client, target(miner), near_params, TABLE, SCORING)
-        away = await check_miner(validator_client, target(miner), far_params, TABLE, SCORING)
+        near = await check_miner(MinerCheck(validator_client, target(miner), near_params, TABLE, SCORING))
+        away = await check_miner(MinerCheck(validator_client, target(miner), far_params, TABLE, SCORING))
         assert near.ok and away.ok, away.reasons
         assert (
             near.mem_proven_gb and away.mem_proven_gb
@@ -116,7 +116,7 @@ async def test_faking_distance_stretches_only_the_cheaters_own_work(start_miner,
     honest = start_miner("honest")
     faker = start_miner("fakefar", cheat="fakefar")
     params = small_params(distance_share=SHARE, min_timed_s=FLOOR, miner_timeout=180.0)
-    base = await check_miner(validator_client, target(honest), params, TABLE, SCORING)
+    base = await check_miner(MinerCheck(validator_client, target(honest), params, TABLE, SCORING))
     # the same honest device really 300 ms away: its timed work is stretched to the cheater's size.
     # This test's near GEMM lasts ~10 ms, so fixed overheads weigh on it and a stretched run of the
     # same device measures up to ~2x more per second: the cheater is held to the honest device at
@@ -126,8 +126,10 @@ async def test_faking_distance_stretches_only_the_cheaters_own_work(start_miner,
     )
     honest_figures, cheat_figures = [base.tflops_fp32], []
     for _ in range(3):  # a shared CPU can halve one run (a CI run: cheat 1.42 x honest): measure again
-        honest_far = await check_miner(validator_client, target(honest), far_params, TABLE, SCORING)
-        cheat = await check_miner(validator_client, target(faker, 2), params, TABLE, SCORING)
+        honest_far = await check_miner(
+            MinerCheck(validator_client, target(honest), far_params, TABLE, SCORING)
+        )
+        cheat = await check_miner(MinerCheck(validator_client, target(faker, 2), params, TABLE, SCORING))
         print(base.timings, honest_far.timings, cheat.timings)
         assert base.ok and honest_far.ok and cheat.ok, cheat.reasons
         assert cheat.timings["rtt_s"] >= 0.3  # it did look far
@@ -152,8 +154,8 @@ async def test_best_of_two_runs_gives_a_cheater_two_ways_to_fail_not_two_chances
     honest = start_miner("honest")
     cheat = start_miner("second", cheat="partialsecond")
     params = small_params()
-    base = await check_miner(validator_client, target(honest), params, TABLE, SCORING)
-    result = await check_miner(validator_client, target(cheat, 2), params, TABLE, SCORING)
+    base = await check_miner(MinerCheck(validator_client, target(honest), params, TABLE, SCORING))
+    result = await check_miner(MinerCheck(validator_client, target(cheat, 2), params, TABLE, SCORING))
     assert base.ok and base.sample > 0, base.reasons
     assert not result.ok and result.sample == 0.0
     assert "fp16 proof rejected" in result.reasons[0], result.reasons

@@ -13,7 +13,7 @@ import math
 from pathlib import Path
 
 import pytest
-from validator_helpers import Miner, port_block, register_and_serve, small_params
+from validator_helpers import Miner, port_block, register_and_serve, small_params, validator_context
 
 from compute.allocation import AllocationManager, EmbeddedBackend, LeaseStore, ManagerLimits
 from compute.allocation.hosts.backend import MultiHostBackend
@@ -29,7 +29,7 @@ from compute.scoring import ProvenGpu, ScoringConfig, gpu_credit, load_gpu_table
 from compute.scoring.value import table_figures
 from compute.store import ValidatorStore
 from compute.transport import KeyWallet, ServerLimits, serve_in_thread
-from compute.validator import MinerTarget, RoundLoop, chain_block_source, check_miner
+from compute.validator import MinerCheck, MinerTarget, RoundLoop, chain_block_source, check_miner
 from compute.validator.lockstep.residency import Residency, common_interval, exclusivity
 from compute.validator.lockstep.window import SeatLate, Window
 from compute.validator.params import DepthParams, LockstepParams
@@ -292,20 +292,8 @@ def device_net(tmp_path: Path, sim_chain, make_wallet, validator_client):
 
 
 async def one_round(chain, store, wallet, client) -> dict[int, object]:
-    loop = RoundLoop(
-        chain,
-        store,
-        client,
-        wallet.hotkey.ss58_address,
-        small_params(),
-        TABLE,
-        SCORING,
-        interval_blocks=1,
-        concurrency=16,
-        allow_same_ip=True,
-        step_timeout=240,
-        show_table=False,
-    )
+    ctx = validator_context(chain, store, client, hotkey=wallet.hotkey.ss58_address)
+    loop = RoundLoop(ctx, interval_blocks=1, concurrency=16, step_timeout=240, show_table=False)
     await loop.run_step(await chain_block_source(chain)())
     return {r.uid: r for r in store.results(1)}
 
@@ -393,7 +381,7 @@ async def test_one_machine_listed_as_three_hosts_is_credited_as_one(
     hosts of a miner share one lockstep window, so the device holds one matrix at the moment: one
     host credited, not three (before: 3 of 3)."""
     target = await one_device_hosts(3)
-    result = await check_miner(validator_client, target, small_params(), TABLE, SCORING)
+    result = await check_miner(MinerCheck(validator_client, target, small_params(), TABLE, SCORING))
     assert len(result.hosts) == 3
     credited = [name for name, sample in result.hosts.items() if sample > 0]
     assert len(credited) <= 1, result.reasons

@@ -6,10 +6,10 @@ import asyncio
 import sqlite3
 
 import pytest
-from validator_helpers import small_params
+from validator_helpers import validator_context
 
 from compute.chain import MetagraphSnapshot, NeuronInfo
-from compute.scoring import ScoringConfig, load_gpu_table
+from compute.scoring import ScoringConfig
 from compute.store import PogResult, ScoreRecord, ScoreUpdate
 from compute.validator import (
     BlockLoop,
@@ -24,7 +24,6 @@ from compute.validator import (
     weights_from_scores,
 )
 
-TABLE = load_gpu_table()
 SCORING = ScoringConfig(ema_alpha=0.5, missed_decay=0.5)
 
 
@@ -79,20 +78,8 @@ async def test_round_scores_honest_miner_and_zeroes_cheaters_then_weights_reach_
 ) -> None:
     chain, store, wallet, uids = net
     own = wallet.hotkey.ss58_address
-    loop = RoundLoop(
-        chain,
-        store,
-        validator_client,
-        own,
-        small_params(),
-        TABLE,
-        SCORING,
-        interval_blocks=1,
-        concurrency=4,
-        allow_same_ip=True,
-        step_timeout=120,
-        show_table=False,
-    )
+    ctx = validator_context(chain, store, validator_client, hotkey=own, scoring=SCORING)
+    loop = RoundLoop(ctx, interval_blocks=1, concurrency=4, step_timeout=120, show_table=False)
     await loop.run_step(await chain_block_source(chain)())
     results = {r.uid: r for r in store.results(1)}
     assert results[uids["honest"]].ok and results[uids["honest"]].sample > 0
@@ -102,7 +89,7 @@ async def test_round_scores_honest_miner_and_zeroes_cheaters_then_weights_reach_
     assert store.rounds_finished() == 1
 
     setter = WeightSetter(chain, wallet, store, attempts=3, backoff_s=1.5)
-    await WeightsLoop(chain, store, setter, own, interval_blocks=1).run_step(chain.block())
+    await WeightsLoop(ctx, setter, interval_blocks=1).run_step(chain.block())
     validator_uid = chain.metagraph().uid_of(own)
     on_chain = chain.weights(validator_uid)
     assert set(on_chain) == {uids["honest"]} and on_chain[uids["honest"]] == pytest.approx(1.0)

@@ -23,7 +23,7 @@ from compute.miner.specs import fixed_specs
 from compute.protocol import HostSpec, MachineSpecs
 from compute.scoring import ScoringConfig, load_gpu_table
 from compute.transport import KeyWallet, ServerLimits, serve_in_thread
-from compute.validator import MinerTarget, check_miner
+from compute.validator import MinerCheck, MinerTarget, check_miner
 
 TABLE = load_gpu_table()
 SCORING = ScoringConfig()
@@ -86,7 +86,7 @@ async def multihost_miner(tmp_path: Path, make_wallet):
 
 async def test_each_host_is_proven_and_the_miner_gets_their_sum(multihost_miner, validator_client) -> None:
     target, backend = await multihost_miner(["rack-a", "rack-b"])
-    result = await check_miner(validator_client, target, small_params(), TABLE, SCORING)
+    result = await check_miner(MinerCheck(validator_client, target, small_params(), TABLE, SCORING))
     assert result.ok, result.reasons
     assert set(result.hosts) == {"rack-a", "rack-b"}
     assert result.sample == pytest.approx(sum(result.hosts.values())) and result.sample > 0
@@ -102,7 +102,7 @@ async def test_cheater_claiming_a_host_it_does_not_have_gains_nothing(
     target, _ = await multihost_miner(
         ["rack-a"], lie=lambda s: s.model_copy(update={"hosts": [*s.hosts, ghost]})
     )
-    result = await check_miner(validator_client, target, small_params(), TABLE, SCORING)
+    result = await check_miner(MinerCheck(validator_client, target, small_params(), TABLE, SCORING))
     assert result.ok and result.hosts["ghost"] == 0.0 and result.hosts["rack-a"] > 0
     assert result.sample == pytest.approx(result.hosts["rack-a"])
     assert any("host ghost: not proven" in r for r in result.reasons)
@@ -111,7 +111,7 @@ async def test_cheater_claiming_a_host_it_does_not_have_gains_nothing(
 async def test_cheater_one_cpu_box_as_two_hosts_is_credited_once(multihost_miner, validator_client) -> None:
     """Two hosts-file entries for one CPU machine (one SSH address): as much as one host, not two."""
     target, _ = await multihost_miner(["rack-a", "rack-a-again"], one_address=True)
-    result = await check_miner(validator_client, target, small_params(), TABLE, SCORING)
+    result = await check_miner(MinerCheck(validator_client, target, small_params(), TABLE, SCORING))
     assert result.ok and sorted(v > 0 for v in result.hosts.values()) == [False, True]
     assert result.sample == pytest.approx(max(result.hosts.values()))
     assert any("credited once" in r for r in result.reasons)

@@ -12,8 +12,8 @@ from validator_helpers import (
     Miner,
     port_block,
     register_and_serve,
-    small_params,
     validator_client_of,
+    validator_context,
 )
 
 from compute.allocation import AllocationManager, EmbeddedBackend, LeaseStore, ManagerLimits
@@ -22,7 +22,6 @@ from compute.localnet.cheaters import OneBoxBackend, RefusingManager
 from compute.miner import build_miner_app
 from compute.miner.specs import fixed_specs
 from compute.protocol import GpuSpec
-from compute.scoring import ScoringConfig, load_gpu_table
 from compute.store import PogResult, ValidatorStore
 from compute.transport import KeyWallet, ServerLimits, serve_in_thread
 from compute.validator import RoundLoop, chain_block_source
@@ -33,8 +32,6 @@ from compute.validator.rentals.canary import CanaryOutcome, CanaryRenter, Canary
 from compute.validator.rentals.ledger import RentalLedger
 from compute.validator.rentals.receipts import RentalCheck, VerifiedLease
 
-TABLE = load_gpu_table()
-SCORING = ScoringConfig()
 FAST = CanaryTiming.for_dwell(0.6)  # the canary's stay and its "busy" retry, short for tests
 
 
@@ -154,21 +151,10 @@ def cheaters_net(tmp_path: Path, sim_chain, make_wallet, validator_client):
 async def test_round_credits_honest_miners_and_neither_cheat(cheaters_net, validator_client) -> None:
     chain, store, wallet, uids, miners = cheaters_net
     oversight = Oversight(canary_rate=1.0, canary_timing=FAST, canary_dir=canary_dir_of(store))
-    loop = RoundLoop(
-        chain,
-        store,
-        validator_client,
-        wallet.hotkey.ss58_address,
-        small_params(),
-        TABLE,
-        SCORING,
-        interval_blocks=1,
-        concurrency=5,
-        allow_same_ip=True,
-        step_timeout=180,
-        show_table=False,
-        oversight=oversight,
+    ctx = validator_context(
+        chain, store, validator_client, hotkey=wallet.hotkey.ss58_address, oversight=oversight
     )
+    loop = RoundLoop(ctx, interval_blocks=1, concurrency=5, step_timeout=180, show_table=False)
     await loop.run_step(await chain_block_source(chain)())
     scores = {uid: rec.score for uid, rec in store.scores().items()}
     by_name = {name: scores[uid] for name, uid in uids.items()}

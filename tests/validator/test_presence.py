@@ -14,19 +14,16 @@ from pathlib import Path
 
 import pytest
 from test_lockstep import device_miner
-from validator_helpers import register_and_serve, small_params
+from validator_helpers import register_and_serve, validator_context
 
 from compute.chain import connect
 from compute.localnet.one_device import send_away
-from compute.scoring import ScoringConfig, load_gpu_table, presence_credit, presence_shares
+from compute.scoring import presence_credit, presence_shares
 from compute.store import ValidatorStore
 from compute.validator import PresenceLoop, RoundLoop, chain_block_source, weights_from_scores
 from compute.validator.presence.schedule import next_delay, presence_interval, presence_load, split_budget
 from compute.validator.round.loop import stored_shares
 from compute.validator.round.schedule import check_probability, validation_load
-
-TABLE = load_gpu_table()
-SCORING = ScoringConfig()
 
 
 # ---------------------------------------------------------------- pure
@@ -103,33 +100,11 @@ def pool_net(tmp_path: Path, sim_chain, make_wallet, validator_client):
         chain = connect(f"sim:{path}", 27)
         store = ValidatorStore(tmp_path / "validator.db")
         own = wallet.hotkey.ss58_address
+        ctx = validator_context(chain, store, validator_client, hotkey=own)  # one timed lock for both
         rounds = RoundLoop(
-            chain,
-            store,
-            validator_client,
-            own,
-            small_params(),
-            TABLE,
-            SCORING,
-            interval_blocks=1,
-            concurrency=concurrency,
-            allow_same_ip=True,
-            step_timeout=300,
-            show_table=False,
+            ctx, interval_blocks=1, concurrency=concurrency, step_timeout=300, show_table=False
         )
-        presence = PresenceLoop(
-            chain,
-            store,
-            validator_client,
-            own,
-            small_params(),
-            TABLE,
-            SCORING,
-            allow_same_ip=True,
-            presence_s=10.0,
-            presence_budget=0.02,
-            timed_lock=rounds.timed_lock,
-        )
+        presence = PresenceLoop(ctx, presence_s=10.0, presence_budget=0.02)
         opened.append((store, chain, miners))
         return chain, store, uids, miners, rounds, presence, device
 

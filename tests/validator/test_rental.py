@@ -21,7 +21,7 @@ from compute.protocol import (
 from compute.scoring import ScoringConfig, load_gpu_table
 from compute.store import PogResult
 from compute.transport import KeyWallet, MinerClient
-from compute.validator import MinerTarget, check_miner
+from compute.validator import MinerCheck, MinerTarget, check_miner
 from compute.validator.rentals.receipts import ReceiptRejected, Renters, verify_receipt
 from compute.validator.rentals.truth import MinerNotes
 
@@ -59,7 +59,9 @@ async def test_honest_rented_miner_keeps_its_credit(start_miner, validator_clien
     params = small_params(round_id=5, trusted_renters=frozenset({renter.hotkey.ss58_address}))
     notes = MinerNotes()
     result = await check_miner(
-        validator_client, target(miner), params, TABLE, SCORING, verified_before(miner), notes=notes
+        MinerCheck(
+            validator_client, target(miner), params, TABLE, SCORING, verified_before(miner), notes=notes
+        )
     )
     assert result.ok and result.rented, result.reasons
     assert result.rented_fraction == 1.0
@@ -77,7 +79,7 @@ async def test_miner_refusing_every_lease_gets_nothing(start_miner, validator_cl
     miner.manager.allocate = refuse  # the cheat: claim "rented" to every caller
     params = small_params(round_id=5, trusted_renters=frozenset({make_wallet("renter").hotkey.ss58_address}))
     result = await check_miner(
-        validator_client, target(miner), params, TABLE, SCORING, verified_before(miner)
+        MinerCheck(validator_client, target(miner), params, TABLE, SCORING, verified_before(miner))
     )
     assert not result.ok and result.sample == 0.0
     assert "no verified lease" in result.reasons[0]
@@ -88,7 +90,7 @@ async def test_rental_to_an_unknown_renter_earns_nothing(start_miner, validator_
     await rent(make_wallet("sybil-renter"), miner)  # the miner's own second key "rents" its GPU
     params = small_params(round_id=5, trusted_renters=frozenset({make_wallet("renter").hotkey.ss58_address}))
     result = await check_miner(
-        validator_client, target(miner), params, TABLE, SCORING, verified_before(miner)
+        MinerCheck(validator_client, target(miner), params, TABLE, SCORING, verified_before(miner))
     )
     assert not result.ok and result.sample == 0.0
     assert "not a known party" in result.reasons[0]
@@ -102,7 +104,9 @@ async def test_lease_whose_endpoint_died_earns_nothing(start_miner, validator_cl
     params = small_params(round_id=5, trusted_renters=frozenset({renter.hotkey.ss58_address}))
     notes = MinerNotes()
     result = await check_miner(
-        validator_client, target(miner), params, TABLE, SCORING, verified_before(miner), notes=notes
+        MinerCheck(
+            validator_client, target(miner), params, TABLE, SCORING, verified_before(miner), notes=notes
+        )
     )
     assert not result.ok and result.sample == 0.0
     assert notes.rentals is not None and len(notes.rentals.dead) == 1
@@ -131,7 +135,7 @@ async def test_tampered_or_misdirected_receipts_are_rejected(
 
 async def test_validation_leases_leave_no_receipt(start_miner, validator_client) -> None:
     miner = start_miner("honest")
-    result = await check_miner(validator_client, target(miner), small_params(), TABLE, SCORING)
+    result = await check_miner(MinerCheck(validator_client, target(miner), small_params(), TABLE, SCORING))
     assert result.ok, result.reasons
     assert await receipts(validator_client, miner) == []
 
@@ -157,7 +161,7 @@ async def test_a_kept_canary_lease_is_no_receipt(tmp_path, start_miner, validato
     own = renter.own_keys(time.time())
     params = small_params(round_id=5, trusted_renters=frozenset({validator}), own_canaries=own)
     result = await check_miner(
-        validator_client, target(miner), params, TABLE, SCORING, verified_before(miner)
+        MinerCheck(validator_client, target(miner), params, TABLE, SCORING, verified_before(miner))
     )
     assert not result.ok and result.sample == 0.0
     assert "own canary" in result.reasons[0], result.reasons

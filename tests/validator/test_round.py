@@ -10,7 +10,7 @@ from validator_helpers import FAKE_GPU, small_params
 from compute.protocol import AllocateRequest, Requirements
 from compute.scoring import ScoringConfig, load_gpu_table
 from compute.store import PogResult
-from compute.validator import MinerTarget, check_miner, rented_sample
+from compute.validator import MinerCheck, MinerTarget, check_miner, rented_sample
 
 TABLE = load_gpu_table()
 SCORING = ScoringConfig()
@@ -22,7 +22,7 @@ def target(miner, uid: int = 1) -> MinerTarget:
 
 async def test_honest_cpu_miner_is_verified_and_scores_positive(start_miner, validator_client) -> None:
     miner = start_miner("honest")
-    result = await check_miner(validator_client, target(miner), small_params(), TABLE, SCORING)
+    result = await check_miner(MinerCheck(validator_client, target(miner), small_params(), TABLE, SCORING))
     assert result.ok, result.reasons
     assert result.sample > 0
     assert result.models == ("CPU",)
@@ -47,7 +47,7 @@ CAUGHT_BY = {
 @pytest.mark.parametrize("mode", sorted(CAUGHT_BY))
 async def test_cheating_worker_scores_zero(start_miner, validator_client, mode: str) -> None:
     miner = start_miner(f"cheat-{mode}", cheat=mode)
-    result = await check_miner(validator_client, target(miner), small_params(), TABLE, SCORING)
+    result = await check_miner(MinerCheck(validator_client, target(miner), small_params(), TABLE, SCORING))
     assert not result.ok and result.sample == 0.0
     assert CAUGHT_BY[mode] in result.reasons[0], result.reasons
     assert await miner.backend.running() == set()
@@ -59,7 +59,7 @@ async def test_a_spike_in_one_timed_run_does_not_lower_an_honest_figure(
     """Each precision is timed as the best of two short runs: a 2 s stall in the first fp16 run is not
     what the miner is credited for."""
     miner = start_miner("spike", cheat="spike")
-    result = await check_miner(validator_client, target(miner), small_params(), TABLE, SCORING)
+    result = await check_miner(MinerCheck(validator_client, target(miner), small_params(), TABLE, SCORING))
     assert result.ok, result.reasons
     assert result.timings["fp16_s"] < 1.5  # the stalled run took > 2 s
 
@@ -67,7 +67,7 @@ async def test_a_spike_in_one_timed_run_does_not_lower_an_honest_figure(
 async def test_silent_worker_times_out_and_lease_is_released(start_miner, validator_client) -> None:
     miner = start_miner("silent", cheat="silent")
     result = await check_miner(
-        validator_client, target(miner), small_params(miner_timeout=4.0), TABLE, SCORING
+        MinerCheck(validator_client, target(miner), small_params(miner_timeout=4.0), TABLE, SCORING)
     )
     assert not result.ok and result.sample == 0.0
     assert "exceeded" in result.reasons[0] or "silent" in result.reasons[0]
@@ -77,7 +77,7 @@ async def test_silent_worker_times_out_and_lease_is_released(start_miner, valida
 
 async def test_unreachable_miner_fails_with_reason_after_retries(validator_client) -> None:
     dead = MinerTarget(3, "5C4hrfjw9DjXZTzV3MwzrrAr9P1MJhSrvWGWqi1eSuyUpnhM", "127.0.0.1:9")
-    result = await check_miner(validator_client, dead, small_params(retries=1), TABLE, SCORING)
+    result = await check_miner(MinerCheck(validator_client, dead, small_params(retries=1), TABLE, SCORING))
     assert not result.ok and result.sample == 0.0
     assert "specs" in result.reasons[0]
 
@@ -93,7 +93,7 @@ async def test_gpu_held_without_a_receipt_earns_no_rented_credit(
     )
     previous = PogResult(3, 1, miner.hotkey, ok=True, sample=3.3, models=("H100 SXM",), gpu_count=1)
     params = small_params(round_id=5, trusted_renters=frozenset({renter}))
-    result = await check_miner(validator_client, target(miner), params, TABLE, SCORING, previous)
+    result = await check_miner(MinerCheck(validator_client, target(miner), params, TABLE, SCORING, previous))
     assert not result.ok and result.sample == 0.0
     assert "no verified lease" in result.reasons[0]
     assert len(await miner.backend.running()) == 1  # only the renter's lease is left

@@ -5,10 +5,17 @@ from __future__ import annotations
 import random
 
 import pytest
-from validator_helpers import small_params
+from validator_helpers import validator_context
 
-from compute.scoring import ScoringConfig, load_gpu_table
-from compute.validator import RoundLoop, chain_block_source, check_probability, round_spread, validation_load
+from compute.scoring import ScoringConfig
+from compute.validator import (
+    RoundLoop,
+    RoundSchedule,
+    chain_block_source,
+    check_probability,
+    round_spread,
+    validation_load,
+)
 from compute.validator.round.schedule import due_uids, start_offsets
 
 
@@ -61,24 +68,18 @@ async def test_budget_skips_scored_miners_without_decay_but_a_failing_miner_is_a
     # yet); round 2 leaves the honest miner's score untouched (not drawn is not missed) while the
     # cheater, scored 0, is due again -- failing buys a miner no rest from proofs.
     chain, store, wallet, uids = net
-    loop = RoundLoop(
+    ctx = validator_context(
         chain,
         store,
         validator_client,
-        wallet.hotkey.ss58_address,
-        small_params(),
-        load_gpu_table(),
-        ScoringConfig(ema_alpha=0.5, missed_decay=0.5),
-        interval_blocks=1,
-        concurrency=4,
-        allow_same_ip=True,
-        step_timeout=120,
-        show_table=False,
-        spread_s=1.0,
-        load_budget=0.05,
-        check_seconds=30.0,
-        interval_s=1.0,
-        rng=random.Random(5),
+        hotkey=wallet.hotkey.ss58_address,
+        scoring=ScoringConfig(ema_alpha=0.5, missed_decay=0.5),
+    )
+    schedule = RoundSchedule(
+        spread_s=1.0, load_budget=0.05, check_seconds=30.0, interval_s=1.0, rng=random.Random(5)
+    )
+    loop = RoundLoop(
+        ctx, interval_blocks=1, concurrency=4, step_timeout=120, schedule=schedule, show_table=False
     )
     block = chain_block_source(chain)
     await loop.run_step(await block())
@@ -87,11 +88,11 @@ async def test_budget_skips_scored_miners_without_decay_but_a_failing_miner_is_a
     assert honest_score > 0 and store.scores()[uids["lazy"]].score == 0
     # Both test miners live on 127.0.0.1, which the one-device check rightly suspects as one box;
     # clear that to see the budget alone.
-    loop.oversight.suspects = []
+    ctx.oversight.suspects = []
     await loop.run_step(await block())
     assert {r.uid for r in store.results(2)} == {uids["lazy"]}
     assert store.scores()[uids["honest"]].score == pytest.approx(honest_score)
     # Suspected duplicates are always due (tested together), whatever the budget draws.
-    loop.oversight.suspects = [frozenset(uids.values())]
+    ctx.oversight.suspects = [frozenset(uids.values())]
     await loop.run_step(await block())
     assert {r.uid for r in store.results(3)} == set(uids.values())

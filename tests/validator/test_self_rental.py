@@ -12,16 +12,15 @@ from pathlib import Path
 
 import bittensor as bt
 import pytest
-from validator_helpers import FAKE_GPU, register_and_serve, small_params
+from validator_helpers import FAKE_GPU, register_and_serve, validator_context
 
 from compute.chain import connect
 from compute.operator import main as register_main
-from compute.scoring import ScoringConfig, load_gpu_table
+from compute.scoring import ScoringConfig
 from compute.store import PogResult, ScoreUpdate, ValidatorStore
 from compute.validator import RoundLoop, chain_block_source
 from compute.validator.rentals.receipts import ReceiptRejected, Renters, verify_receipt
 
-TABLE = load_gpu_table()
 SCORING = ScoringConfig()
 VERIFIED = 3.3  # the miners' last verified sample: one H100 SXM
 RENTED = VERIFIED * (1 + SCORING.rented_bonus)  # 3.63: what a verified rental would earn
@@ -103,20 +102,8 @@ async def test_a_renter_on_the_miners_own_coldkey_earns_no_rented_credit(
     store = ValidatorStore(tmp_path / "validator.db")
     try:
         seed_verified(store, uids, {name: m.hotkey for name, m in miners.items()})
-        loop = RoundLoop(
-            chain,
-            store,
-            validator_client,
-            vwallet.hotkey.ss58_address,
-            small_params(),
-            TABLE,
-            SCORING,
-            interval_blocks=1,
-            concurrency=2,
-            allow_same_ip=True,
-            step_timeout=120,
-            show_table=False,
-        )
+        ctx = validator_context(chain, store, validator_client, hotkey=vwallet.hotkey.ss58_address)
+        loop = RoundLoop(ctx, interval_blocks=1, concurrency=2, step_timeout=120, show_table=False)
         await loop.run_step(await chain_block_source(chain)())
         results = {r.uid: r for r in store.results(2)}
         cheat, control = results[uids["self-renter"]], results[uids["rented"]]

@@ -6,7 +6,7 @@ from validator_helpers import small_params
 
 from compute.protocol import AllocateRequest, Requirements
 from compute.scoring import ScoringConfig, load_gpu_table
-from compute.validator import MinerTarget, check_miner
+from compute.validator import MinerCheck, MinerTarget, check_miner
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
 
@@ -27,7 +27,9 @@ async def test_next_round_releases_own_stale_validation_lease_only(
     someone = await miner.manager.allocate(make_wallet("other").hotkey.ss58_address, allocate("validation"))
     target = MinerTarget(1, miner.hotkey, miner.endpoint)
     await check_miner(
-        validator_client, target, small_params(miner_timeout=4.0), load_gpu_table(), ScoringConfig()
+        MinerCheck(
+            validator_client, target, small_params(miner_timeout=4.0), load_gpu_table(), ScoringConfig()
+        )
     )
     assert (await miner.manager.status(me, stale.lease_id)).state == "released"
     assert await miner.backend.running() == {rental.lease_id, someone.lease_id}

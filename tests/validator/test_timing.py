@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+from validator_helpers import validator_context
 
 from compute.chain import ChainUnavailable, connect
 from compute.store import ValidatorStore
@@ -80,7 +81,7 @@ async def test_simulated_chain_block_time_is_found(sim_chain) -> None:
 
 async def test_weights_loop_says_it_is_idle_once_at_info_then_at_debug(tmp_path: Path, caplog) -> None:
     store = ValidatorStore(tmp_path / "v.db")
-    loop = WeightsLoop(chain=None, store=store, setter=None, own_hotkey="5V", interval_blocks=1)
+    loop = WeightsLoop(validator_context(None, store, None, hotkey="5V"), None, interval_blocks=1)
     caplog.set_level(logging.DEBUG, logger="compute.validator.round.loop")
     try:
         for block in range(3):

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from validator_helpers import small_params
+from validator_helpers import small_params, validator_context
 
 from compute.protocol import AllocateRequest, GpuSpec, Requirements
 from compute.scoring import ScoringConfig, load_gpu_table
 from compute.store import PogResult
 from compute.transport import KeyWallet, MinerClient
-from compute.validator import MinerTarget, RoundLoop, chain_block_source, check_miner
+from compute.validator import MinerCheck, MinerTarget, RoundLoop, chain_block_source, check_miner
 from compute.validator.check import miner as check_module
 from compute.validator.check.rented import per_gpu_value
 
@@ -58,8 +58,10 @@ async def test_upload_race_is_retried_and_the_miner_scores_as_honest(
     honest = start_miner("honest")
     unlucky = start_miner("unlucky", path_prefix=(racing_python(tmp_path, 1),))
     params = small_params()
-    base = await check_miner(validator_client, target(honest), params, load_gpu_table(), SCORING)
-    result = await check_miner(validator_client, target(unlucky, 2), params, load_gpu_table(), SCORING)
+    base = await check_miner(MinerCheck(validator_client, target(honest), params, load_gpu_table(), SCORING))
+    result = await check_miner(
+        MinerCheck(validator_client, target(unlucky, 2), params, load_gpu_table(), SCORING)
+    )
     assert base.ok and result.ok, result.reasons
     assert result.sample > 0 and result.models == base.models == ("CPU",)
     assert len(list((tmp_path / "race-1").glob("run-*"))) == 2  # broken once, then served
@@ -70,7 +72,9 @@ async def test_a_lease_that_breaks_on_every_try_is_the_miners_failure(
     tmp_path, start_miner, validator_client
 ) -> None:
     miner = start_miner("breaker", path_prefix=(racing_python(tmp_path, 99),))
-    result = await check_miner(validator_client, target(miner), small_params(), load_gpu_table(), SCORING)
+    result = await check_miner(
+        MinerCheck(validator_client, target(miner), small_params(), load_gpu_table(), SCORING)
+    )
     assert not result.ok and result.sample == 0.0
     assert "session not opened in 3 tries" in result.reasons[0], result.reasons
 
@@ -80,20 +84,8 @@ async def test_the_validators_own_error_is_not_the_miners_zero(
 ) -> None:
     chain, store, wallet, uids = sim_net({"honest": None})
     uid = uids["honest"]
-    loop = RoundLoop(
-        chain,
-        store,
-        validator_client,
-        wallet.hotkey.ss58_address,
-        small_params(),
-        load_gpu_table(),
-        SCORING,
-        interval_blocks=1,
-        concurrency=2,
-        allow_same_ip=True,
-        step_timeout=120,
-        show_table=False,
-    )
+    ctx = validator_context(chain, store, validator_client, hotkey=wallet.hotkey.ss58_address)
+    loop = RoundLoop(ctx, interval_blocks=1, concurrency=2, step_timeout=120, show_table=False)
     block = chain_block_source(chain)
     await loop.run_step(await block())
     before = store.scores()[uid].score
@@ -154,7 +146,9 @@ async def test_partly_rented_machine_proves_its_free_gpu_and_is_credited_the_ren
         3, 1, miner.hotkey, ok=True, sample=whole_sample, gpu_count=2, gpu_uuids=("GPU-a", "GPU-b")
     )
     params = small_params(round_id=5, trusted_renters=frozenset({renter.hotkey.ss58_address}))
-    result = await check_miner(validator_client, target(miner), params, small_gpu_table, SCORING, whole)
+    result = await check_miner(
+        MinerCheck(validator_client, target(miner), params, small_gpu_table, SCORING, whole)
+    )
     assert result.ok and not result.rented, result.reasons
     assert result.gpu_count == 1 and result.rented_fraction == pytest.approx(0.5)
     assert result.tflops_fp16 > 0 and "1 free GPU(s) proven, 1 in verified leases" in result.reasons[0]
@@ -177,11 +171,11 @@ async def test_partly_rented_machine_never_verified_whole_gets_only_its_proven_g
     renter = make_wallet("renter")
     await rent_one(renter, miner)
     params = small_params(round_id=5, trusted_renters=frozenset({renter.hotkey.ss58_address}))
-    result = await check_miner(validator_client, target(miner), params, small_gpu_table, SCORING)
+    result = await check_miner(MinerCheck(validator_client, target(miner), params, small_gpu_table, SCORING))
     assert result.ok and result.gpu_count == 1 and result.sample > 0, result.reasons
     assert "earn nothing until the whole machine" in result.reasons[0]
     partial_only = result
     again = await check_miner(
-        validator_client, target(miner), params, small_gpu_table, SCORING, partial_only
+        MinerCheck(validator_client, target(miner), params, small_gpu_table, SCORING, partial_only)
     )  # a partly rented previous is no basis either
     assert again.ok and "earn nothing" in again.reasons[0]

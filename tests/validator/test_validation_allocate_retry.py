@@ -15,7 +15,7 @@ import pytest
 from validator_helpers import small_params, validator_client_of
 
 from compute.scoring import ScoringConfig, load_gpu_table
-from compute.validator import MinerTarget, check_miner
+from compute.validator import MinerCheck, MinerTarget, check_miner
 from compute.validator.check import lease as lease_steps
 
 
@@ -27,7 +27,7 @@ async def impatient_client(make_wallet):
 
 async def _check(client, miner):
     target = MinerTarget(1, miner.hotkey, miner.endpoint)
-    return await check_miner(client, target, small_params(), load_gpu_table(), ScoringConfig())
+    return await check_miner(MinerCheck(client, target, small_params(), load_gpu_table(), ScoringConfig()))
 
 
 async def test_a_timed_out_allocation_is_replayed_and_the_test_passes(

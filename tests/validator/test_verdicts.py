@@ -15,7 +15,7 @@ from compute.miner.verdicts import FILE_NAME, VerdictLog
 from compute.protocol import VerdictRequest
 from compute.scoring import ScoringConfig, load_gpu_table
 from compute.store import PogResult
-from compute.validator import MinerTarget, check_miner
+from compute.validator import MinerCheck, MinerTarget, check_miner
 from compute.validator.report.verdicts import tell_miners, verdict_of
 
 
@@ -44,7 +44,9 @@ async def test_the_miner_reads_its_verdict_signed_by_the_validator(
 ) -> None:
     miner = start_miner("explained")
     target = MinerTarget(1, miner.hotkey, miner.endpoint)
-    result = await check_miner(validator_client, target, small_params(), load_gpu_table(), ScoringConfig())
+    result = await check_miner(
+        MinerCheck(validator_client, target, small_params(), load_gpu_table(), ScoringConfig())
+    )
     assert result.ok, result.reasons
     assert await tell_miners(validator_client, [result], {1: target}, {1: 0.5}) == 1
     path = tmp_path / "explained" / FILE_NAME

@@ -20,8 +20,9 @@ from pathlib import Path
 from compute.allocation import AllocationManager, EmbeddedBackend
 from compute.chain import SimChainState, connect
 from compute.protocol import GpuSpec
+from compute.scoring import ScoringConfig, load_gpu_table
 from compute.transport import KeyWallet, MinerClient
-from compute.validator import RoundParams
+from compute.validator import RoundParams, ValidatorContext
 
 CHEAT_WORKER = Path(__file__).with_name("cheaters") / "cheat_worker.py"
 _PORTS = itertools.count()
@@ -67,6 +68,21 @@ def small_params(**overrides) -> RoundParams:
     )
     values.update(overrides)
     return RoundParams(**values)
+
+
+def validator_context(chain, store, client, **fields) -> ValidatorContext:
+    """The validator's collaborators for a test: its hotkey the client's, small CPU rounds
+    (``small_params``), the shipped GPU table, default scoring, and every uid of an IP tested (the
+    test miners all live on 127.0.0.1); ``fields`` set any of the context's fields."""
+    values = {
+        "params": small_params(),
+        "table": load_gpu_table(),
+        "scoring": ScoringConfig(),
+        "allow_same_ip": True,
+        **fields,
+    }
+    hotkey = values.pop("hotkey", None) or client.hotkey
+    return ValidatorContext(chain, store, client, hotkey, **values)
 
 
 def register_and_serve(chain_path: Path, state: SimChainState, miner: Miner) -> int:

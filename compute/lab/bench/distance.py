@@ -97,6 +97,7 @@ async def _bench(args: argparse.Namespace, root: Path, miner: dict) -> dict[str,
     from compute.scoring import ScoringConfig, load_gpu_table
     from compute.store import ValidatorStore
     from compute.transport import KeyWallet, MinerClient
+    from compute.validator.check.context import MinerCheck
     from compute.validator.check.miner import check_miner
     from compute.validator.params import MinerTarget, RoundParams
 
@@ -142,7 +143,7 @@ async def _bench(args: argparse.Namespace, root: Path, miner: dict) -> dict[str,
                     else ()
                 )
                 params = replace(base, round_id=round_id, lease_proxy=proxy)
-                result = await check_miner(client, target, params, table, scoring)
+                result = await check_miner(MinerCheck(client, target, params, table, scoring))
                 runs[rtt].append(result)
     finally:
         stop.set()

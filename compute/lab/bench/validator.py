@@ -85,6 +85,7 @@ async def _round(args: argparse.Namespace, root: Path, miners: list[dict]) -> di
     from compute.scoring import ScoringConfig, load_gpu_table
     from compute.store import ValidatorStore
     from compute.transport import KeyWallet, MinerClient
+    from compute.validator.context import ValidatorContext
     from compute.validator.fleet.oversight import Oversight
     from compute.validator.params import RoundParams
     from compute.validator.rentals.canary import CanaryTiming
@@ -111,7 +112,12 @@ async def _round(args: argparse.Namespace, root: Path, miners: list[dict]) -> di
         device="cpu",
         lease_seconds=120,
     )
-    loop = RoundLoop(
+    oversight = Oversight(
+        canary_rate=args.canary_rate,
+        canary_timing=CanaryTiming.for_dwell(1.0),
+        canary_dir=root / "canary",
+    )
+    ctx = ValidatorContext(
         chain,
         store,
         client,
@@ -119,16 +125,11 @@ async def _round(args: argparse.Namespace, root: Path, miners: list[dict]) -> di
         params,
         load_gpu_table(),
         ScoringConfig(),
-        interval_blocks=1,
-        concurrency=args.concurrency,
+        oversight=oversight,
         allow_same_ip=True,
-        step_timeout=1800,
-        show_table=False,
-        oversight=Oversight(
-            canary_rate=args.canary_rate,
-            canary_timing=CanaryTiming.for_dwell(1.0),
-            canary_dir=root / "canary",
-        ),
+    )
+    loop = RoundLoop(
+        ctx, interval_blocks=1, concurrency=args.concurrency, step_timeout=1800, show_table=False
     )
     block = chain.block()
     cpu0, wall0 = time.process_time(), time.monotonic()
@@ -146,7 +147,7 @@ async def _round(args: argparse.Namespace, root: Path, miners: list[dict]) -> di
         "cpu_s_per_miner": round(cpu / max(1, len(miners)), 4),
         "concurrency": args.concurrency,
         "canary_rate": args.canary_rate,
-        "canaries": loop.oversight.ledger.canaries_tried(),
+        "canaries": oversight.ledger.canaries_tried(),
         "m": args.m,
         "n": args.n,
         "p": args.p,

@@ -24,7 +24,8 @@ from compute.validator.rentals.truth import MinerNotes
 
 @dataclass
 class MinerCheck:
-    """One test of ``target`` in the round ``params`` (one per attempt; ``notes`` outlive retries)."""
+    """One test of ``target`` in the round ``params`` (``check_miner`` runs each attempt on a copy
+    of the one it is given; ``notes`` outlive retries)."""
 
     client: MinerClient
     target: MinerTarget

@@ -27,11 +27,10 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable
+from dataclasses import replace
 from typing import TypeVar
 
-from compute.scoring import GpuTable, ScoringConfig
 from compute.store import PogResult
-from compute.transport import MinerClient
 from compute.validator.check.context import MinerCheck
 from compute.validator.check.hosts import AllHostsRented, prove_hosts
 from compute.validator.check.lease import fetch_specs, leased, release_stale
@@ -39,8 +38,6 @@ from compute.validator.check.prove import MAX_GPUS_TESTED, prove_in_lease
 from compute.validator.check.rented import check_rented
 from compute.validator.failures import MinerFailed, MinerRented, MinerUnreachable
 from compute.validator.lockstep.window import Seat, Window
-from compute.validator.params import MinerTarget, RoundParams, failed_result
-from compute.validator.rentals.truth import MinerNotes
 
 log = logging.getLogger(__name__)
 
@@ -48,75 +45,51 @@ _RETRY_BACKOFF_S = 2.0
 T = TypeVar("T")
 
 
-async def check_miner(
-    client: MinerClient,
-    target: MinerTarget,
-    params: RoundParams,
-    table: GpuTable,
-    scoring: ScoringConfig,
-    previous: PogResult | None = None,
-    deadline: float | None = None,
-    notes: MinerNotes | None = None,
-    basis: PogResult | None = None,
-    seat: Seat | None = None,
-) -> PogResult | None:
-    """Test ``target`` within ``params.miner_timeout`` (and before ``deadline``, monotonic); None when
-    the validator itself failed (not the miner's zero). ``basis``: the miner's last verification of
-    the whole machine (what rented GPUs of a partly rented machine are credited from; defaults to
-    ``previous`` when that one covered the whole machine). ``seat``: the test's seat in the round's
-    lockstep window; without one the test is a window of its own (its hosts, if any, share it)."""
-    if seat is not None:
+async def check_miner(check: MinerCheck, deadline: float | None = None) -> PogResult | None:
+    """Test ``check.target`` within ``check.params.miner_timeout`` (and before ``deadline``,
+    monotonic); None when the validator itself failed (not the miner's zero). ``check`` is the
+    test's template: each attempt is a copy of it started anew, all sharing its notes.
+    ``check.basis``: the miner's last verification of the whole machine (what rented GPUs of a partly
+    rented machine are credited from; defaults to ``check.previous`` when that one covered the
+    whole machine). ``check.seat``: the test's seat in the round's lockstep window; without one the
+    test is a window of its own (its hosts, if any, share it)."""
+    if check.seat is not None:
         try:
-            return await _check(
-                client, target, params, table, scoring, previous, deadline, notes, basis, seat
-            )
+            return await _check(check, check.seat, deadline)
         finally:
-            seat.leave()
-    async with Window(f"uid {target.uid}", prepare_s=params.lockstep.prepare_s) as window:
-        seat = window.seat(f"uid {target.uid}")
+            check.seat.leave()
+    async with Window(f"uid {check.uid}", prepare_s=check.params.lockstep.prepare_s) as window:
+        seat = window.seat(f"uid {check.uid}")
         window.start()
         try:
-            return await _check(
-                client, target, params, table, scoring, previous, deadline, notes, basis, seat
-            )
+            return await _check(replace(check, seat=seat), seat, deadline)
         finally:
             seat.leave()
 
 
-async def _check(
-    client: MinerClient,
-    target: MinerTarget,
-    params: RoundParams,
-    table: GpuTable,
-    scoring: ScoringConfig,
-    previous: PogResult | None,
-    deadline: float | None,
-    notes: MinerNotes | None,
-    basis: PogResult | None,
-    seat: Seat,
-) -> PogResult | None:
-    notes = notes if notes is not None else MinerNotes()
+async def _check(template: MinerCheck, seat: Seat, deadline: float | None) -> PogResult | None:
+    target, params = template.target, template.params
     attempt = 0
     while True:
         budget = params.miner_timeout
         if deadline is not None:
             budget = min(budget, deadline - time.monotonic())
         if budget <= 1:
-            return _failure(target, params, ("round deadline reached before the test",), {})
-        check = MinerCheck(client, target, params, table, scoring, previous, notes, basis=basis, seat=seat)
+            return _failure(template, ("round deadline reached before the test",), {})
+        check = replace(template, started=time.monotonic())  # this attempt (its own clock and round trip)
         try:
             return await within(_attempt(check), budget, seat, deadline)
         except asyncio.TimeoutError:
-            return _failure(target, params, (f"miner test exceeded {budget:.0f}s",), {})
+            return _failure(check, (f"miner test exceeded {budget:.0f}s",), {})
         except MinerUnreachable as exc:
             attempt += 1
             if attempt > params.retries:
-                return _failure(target, params, (str(exc),), {})
+                return _failure(check, (str(exc),), {})
             wait = _RETRY_BACKOFF_S * 2 ** (attempt - 1)
             log.info("uid=%d unreachable (%s), retry %d in %.0fs", target.uid, exc, attempt, wait)
             await asyncio.sleep(wait)
         except MinerFailed as exc:
-            return _failure(target, params, (str(exc),), {"total_s": check.elapsed()})
+            return _failure(check, (str(exc),), {"total_s": check.elapsed()})
         except Exception as exc:  # the per-miner boundary: one miner never breaks the round
             log.exception(
                 "uid=%d hotkey=%s not tested this round: validator error %s: %s (not the miner's zero)",
@@ -169,9 +142,9 @@ async def _attempt(check: MinerCheck) -> PogResult:
     return check.scored(measured)
 
 
-def _failure(target: MinerTarget, params: RoundParams, reasons: tuple[str, ...], timings: dict) -> PogResult:
-    log.info("uid=%d hotkey=%s failed: %s", target.uid, target.hotkey[:8], "; ".join(reasons))
-    return failed_result(target, params, reasons, timings)
+def _failure(check: MinerCheck, reasons: tuple[str, ...], timings: dict) -> PogResult:
+    log.info("uid=%d hotkey=%s failed: %s", check.uid, check.target.hotkey[:8], "; ".join(reasons))
+    return check.failed(reasons, timings)
 
 
 __all__ = ["MAX_GPUS_TESTED", "check_miner"]

@@ -5,6 +5,6 @@ validators' checks inside their share of the load budget), one check (``check``:
 leases prepared, then every GPU's memory chain started at the window's one moment, verdicts on the
 validator's clock) and the loop that runs them and logs the verdicts (``loop``). The credit they
 feed (capacity x presence share) is pure math in ``compute.scoring.presence``. May import:
-``round`` (the loop base), ``check``, ``lockstep``, ``proofs``, ``rentals``, ``session`` and the
-validator's root modules.
+``round`` (the loop base), ``check``, ``context``, ``lockstep``, ``proofs``, ``rentals``, ``session``
+and the validator's root modules.
 """

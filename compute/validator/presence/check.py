@@ -23,12 +23,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from compute.protocol import GpuSpec, MachineSpecs
-from compute.scoring import GpuTable, ScoringConfig
+from compute.scoring import GpuTable
 from compute.store import PogResult, PresenceEntry
-from compute.transport import MinerClient
 from compute.validator.check.context import MinerCheck
 from compute.validator.check.lease import fetch_specs, leased, open_session
 from compute.validator.check.prove import MAX_GPUS_TESTED, bounded, measure_info
+from compute.validator.context import ValidatorContext
 from compute.validator.failures import MinerFailed, MinerRented
 from compute.validator.lockstep.gate import SeatGate
 from compute.validator.lockstep.residency import Residency, exclusivity
@@ -88,24 +88,26 @@ def units_of(specs: MachineSpecs, previous: PogResult, table: GpuTable) -> list[
 
 
 async def check_presence(
-    client: MinerClient,
+    ctx: ValidatorContext,
     targets: Sequence[MinerTarget],
     previous: Mapping[int, PogResult],
     params: RoundParams,
-    table: GpuTable,
-    scoring: ScoringConfig,
     *,
-    timed_lock: asyncio.Lock | None = None,
     label: str = "presence",
 ) -> list[PresenceEntry]:
-    """Every target with a proven capacity (``previous``), checked at one moment."""
+    """Every target with a proven capacity (``previous``), checked at one moment under ``params``
+    (the validator's ``ctx``: its client, GPU table and scoring config, and its timed lock)."""
     due = [t for t in targets if t.uid in previous]
-    async with Window(label, prepare_s=params.lockstep.prepare_s, timed_lock=timed_lock) as window:
+    async with Window(label, prepare_s=params.lockstep.prepare_s, timed_lock=ctx.timed_lock) as window:
         seats = {t.uid: window.seat(f"uid {t.uid}") for t in due}
         window.start()
         entries = await asyncio.gather(
             *(
-                _miner(MinerCheck(client, t, params, table, scoring, previous[t.uid], seat=seats[t.uid]))
+                _miner(
+                    MinerCheck(
+                        ctx.client, t, params, ctx.table, ctx.scoring, previous[t.uid], seat=seats[t.uid]
+                    )
+                )
                 for t in due
             )
         )

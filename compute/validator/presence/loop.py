@@ -20,12 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from compute.chain import Chain
-from compute.scoring import GpuTable, ScoringConfig
-from compute.store import ValidatorStore
-from compute.transport import MinerClient
-from compute.validator.fleet.oversight import Oversight
-from compute.validator.params import RoundParams
+from compute.validator.context import ValidatorContext
 from compute.validator.presence.check import check_presence
 from compute.validator.presence.schedule import next_delay, presence_interval
 from compute.validator.round.loop import BlockLoop, select_targets
@@ -39,35 +34,24 @@ class PresenceLoop(BlockLoop):
 
     def __init__(
         self,
-        chain: Chain,
-        store: ValidatorStore,
-        client: MinerClient,
-        own_hotkey: str,
-        params: RoundParams,
-        table: GpuTable,
-        scoring: ScoringConfig,
+        ctx: ValidatorContext,
         *,
-        allow_same_ip: bool,
         presence_s: float,
         presence_budget: float,
         interval_s: float = 0.0,
         step_timeout: float = 600.0,
-        timed_lock: asyncio.Lock | None = None,
         rng: random.Random | None = None,
         clock: Callable[[], float] = time.monotonic,
         first_within_s: float = 3600.0,
-        oversight: Oversight | None = None,
     ) -> None:
-        self.chain, self.store, self.client, self.own_hotkey = chain, store, client, own_hotkey
-        self.params, self.table, self.scoring = params, table, scoring
-        self.allow_same_ip, self.presence_s, self.presence_budget = allow_same_ip, presence_s, presence_budget
+        self.ctx = ctx  # its timed lock shared with the round's windows, its oversight's renters trusted
+        self.presence_s, self.presence_budget = presence_s, presence_budget
         self.fixed_interval_s = interval_s  # > 0: this mean interval instead of the budget's
-        self.step_timeout, self.timed_lock = step_timeout, timed_lock
+        self.step_timeout = step_timeout
         self.rng, self.clock = rng or random.SystemRandom(), clock
         self.next_at: float | None = None
         self.checks_done = 0
         self.first_within_s = first_within_s  # a validator with no check logged yet runs one this soon
-        self.oversight = oversight
 
     def mean_interval(self, validators: int) -> float:
         if self.fixed_interval_s > 0:
@@ -75,7 +59,7 @@ class PresenceLoop(BlockLoop):
         return presence_interval(validators, self.presence_s, self.presence_budget)
 
     async def run_step(self, block: int) -> None:
-        metagraph = await asyncio.wait_for(asyncio.to_thread(self.chain.metagraph), 60)
+        metagraph = await asyncio.wait_for(asyncio.to_thread(self.ctx.chain.metagraph), 60)
         mean = self.mean_interval(sum(1 for n in metagraph.neurons if n.validator_permit))
         now = self.clock()
         if not math.isfinite(mean):  # no presence budget: no checks (the rounds may be checks)
@@ -85,7 +69,7 @@ class PresenceLoop(BlockLoop):
             first = next_delay(mean, self.rng)
             self.next_at = now + (
                 min(first, self.rng.uniform(0, self.first_within_s))
-                if not self.store.presence_count()
+                if not self.ctx.store.presence_count()
                 else first
             )
         if not math.isfinite(self.next_at) or now < self.next_at:
@@ -96,36 +80,28 @@ class PresenceLoop(BlockLoop):
     async def check_now(self, metagraph=None) -> int | None:  # noqa: ANN001 - a MetagraphSnapshot
         """Run one presence check of every queryable miner now; returns its id in the log (None when
         no miner has a proven capacity yet)."""
+        ctx = self.ctx
         if metagraph is None:
-            metagraph = await asyncio.wait_for(asyncio.to_thread(self.chain.metagraph), 60)
-        targets = select_targets(metagraph, self.own_hotkey, self.allow_same_ip)
+            metagraph = await asyncio.wait_for(asyncio.to_thread(ctx.chain.metagraph), 60)
+        targets = select_targets(metagraph, ctx.hotkey, ctx.allow_same_ip)
         previous = {
             t.uid: found
             for t in targets
-            if (found := self.store.last_verified(t.uid, t.hotkey)) is not None and not found.rented
+            if (found := ctx.store.last_verified(t.uid, t.hotkey)) is not None and not found.rented
         }
-        params = self.params
-        if self.oversight is not None:  # the renters the round trusts (receipts of rented GPUs)
-            params = replace(
-                params,
-                trusted_renters=self.oversight.trusted(metagraph),
-                renter_coldkeys=self.oversight.coldkeys(metagraph),
-                own_canaries=self.oversight.own_canaries(time.time()),
-            )
+        params = replace(  # the renters the round trusts (receipts of rented GPUs)
+            ctx.params,
+            trusted_renters=ctx.oversight.trusted(metagraph),
+            renter_coldkeys=ctx.oversight.coldkeys(metagraph),
+            own_canaries=ctx.oversight.own_canaries(time.time()),
+        )
         if not previous:  # no miner with a proven capacity: nothing to check (and nothing logged)
             return None
         entries = await check_presence(
-            self.client,
-            targets,
-            previous,
-            params,
-            self.table,
-            self.scoring,
-            timed_lock=self.timed_lock,
-            label=f"presence check {self.checks_done + 1}",
+            ctx, targets, previous, params, label=f"presence check {self.checks_done + 1}"
         )
         self.checks_done += 1
-        return self.store.record_presence("presence", entries)
+        return ctx.store.record_presence("presence", entries)
 
 
 __all__ = ["PresenceLoop"]

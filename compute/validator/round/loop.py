@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import gc
 import logging
-import random
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -25,27 +24,20 @@ from dataclasses import replace
 
 from compute.chain import Chain, MetagraphSnapshot, NeuronInfo
 from compute.pog import shared_pool
-from compute.scoring import (
-    DEFAULT_WINDOW,
-    GpuTable,
-    ScoringConfig,
-    decay_score,
-    presence_shares,
-    update_score,
-)
+from compute.scoring import ScoringConfig, decay_score, presence_shares, update_score
 from compute.store import PogResult, ScoreRecord, ScoreUpdate, ValidatorStore
-from compute.transport import MinerClient
+from compute.validator.check.context import MinerCheck
 from compute.validator.check.miner import check_miner
-from compute.validator.fleet.oversight import Oversight
+from compute.validator.context import ValidatorContext
 from compute.validator.lockstep.window import Seat, Window
-from compute.validator.params import MinerTarget, RoundParams
+from compute.validator.params import MinerTarget
 from compute.validator.rentals.truth import MinerNotes
 from compute.validator.report.progress import RoundProgress
 from compute.validator.report.table import print_round_table, round_table
 from compute.validator.report.verdicts import TELL_TIMEOUT_S, tell_miners
 from compute.validator.report.wandb_log import WandbLogger
-from compute.validator.round.schedule import check_probability, due_uids, fresh_rng, start_offsets
-from compute.validator.round.weights import CreditFactors, WeightsError, WeightSetter, weights_from_scores
+from compute.validator.round.schedule import RoundSchedule, check_probability, due_uids, start_offsets
+from compute.validator.round.weights import WeightsError, WeightSetter, weights_from_scores
 from compute.validator.round.windows import pack_windows, result_presence
 
 log = logging.getLogger(__name__)
@@ -197,60 +189,33 @@ class RoundLoop(BlockLoop):
 
     def __init__(
         self,
-        chain: Chain,
-        store: ValidatorStore,
-        client: MinerClient,
-        own_hotkey: str,
-        params: RoundParams,
-        table: GpuTable,
-        scoring: ScoringConfig,
+        ctx: ValidatorContext,
         *,
         interval_blocks: int,
         concurrency: int,
-        allow_same_ip: bool,
         step_timeout: float,
+        schedule: RoundSchedule | None = None,
         wandb: WandbLogger | None = None,
+        show_table: bool = True,
         rounds_limit: int = 0,
         on_limit: Callable[[], Awaitable[None]] | None = None,
-        show_table: bool = True,
-        oversight: Oversight | None = None,
-        spread_s: float = 0.0,
-        load_budget: float = 0.0,
-        check_seconds: float = 30.0,
-        interval_s: float = 0.0,
-        rng: random.Random | None = None,
-        credit_step: float = 0.0,
-        credit_factors: CreditFactors | None = None,
-        timed_lock: asyncio.Lock | None = None,
-        presence_window: int = DEFAULT_WINDOW,
     ) -> None:
-        self.chain, self.store, self.client, self.own_hotkey = chain, store, client, own_hotkey
-        self.presence_window = presence_window  # presence checks a credit's share is taken over
-        self.credit_factors = credit_factors  # e.g. the collateral posted (validator.collateral)
-        self.params, self.table, self.scoring = params, table, scoring
-        self.interval_blocks, self.step_timeout = interval_blocks, step_timeout
-        self.concurrency, self.allow_same_ip = concurrency, allow_same_ip
-        self.wandb, self.rounds_limit, self.on_limit, self.show_table = (
-            wandb,
-            rounds_limit,
-            on_limit,
-            show_table,
-        )
+        self.ctx = ctx  # chain, store, client, hotkey, params, table, scoring, oversight, timed lock
+        self.interval_blocks, self.step_timeout, self.concurrency = interval_blocks, step_timeout, concurrency
+        # schedule (compute.validator.round.schedule): random start offsets, GPU-time budget per miner
+        self.schedule = schedule if schedule is not None else RoundSchedule()
+        self.wandb, self.show_table = wandb, show_table
+        self.rounds_limit, self.on_limit = rounds_limit, on_limit
         self.rounds_done = 0
         self.progress_every_s = 10.0  # one progress line this often off a terminal
-        self.oversight = oversight if oversight is not None else Oversight()
-        # schedule (compute.validator.round.schedule): random start offsets, GPU-time budget per miner
-        self.spread_s, self.load_budget, self.check_seconds = spread_s, load_budget, check_seconds
-        self.interval_s, self.rng, self.credit_step = interval_s, rng or fresh_rng(), credit_step
-        # one timed phase (builds and memory chains) at a time: this round's windows and presence checks
-        self.timed_lock = timed_lock or asyncio.Lock()
 
     def _chance(self, metagraph: MetagraphSnapshot) -> float:
         """The load budget's chance to test a miner this round (a test's GPU time plus its share of
         canaries count against the budget)."""
         validators = sum(1 for n in metagraph.neurons if n.validator_permit)
-        cost = self.check_seconds + self.oversight.canary_seconds()
-        return check_probability(validators, self.interval_s, cost, self.load_budget)
+        schedule = self.schedule
+        cost = schedule.check_seconds + self.ctx.oversight.canary_seconds()
+        return check_probability(validators, schedule.interval_s, cost, schedule.load_budget)
 
     def _schedule(
         self,
@@ -266,18 +231,17 @@ class RoundLoop(BlockLoop):
         duplicates (``together``) are always due. The round's lockstep windows start at one random
         moment of the spread (drawn from the OS's randomness: a miner cannot predict it)."""
         chance = self._chance(metagraph) if chance is None else chance
-        scores = self.store.scores()
+        scores = self.ctx.store.scores()
         unscored = {
             t.uid
             for t in targets
             if (rec := scores.get(t.uid)) is None or rec.hotkey != t.hotkey or rec.score <= 0
         }
+        rng = self.schedule.rng
         due = (
-            due_uids((t.uid for t in targets), chance, self.rng)
-            | unscored
-            | (together & {t.uid for t in targets})
+            due_uids((t.uid for t in targets), chance, rng) | unscored | (together & {t.uid for t in targets})
         )
-        start_s = start_offsets([0], self.spread_s, self.rng)[0]
+        start_s = start_offsets([0], self.schedule.spread_s, rng)[0]
         kept = [t for t in targets if t.uid in due]
         skipped = {t.uid for t in targets} - due
         if skipped:
@@ -285,17 +249,19 @@ class RoundLoop(BlockLoop):
         return kept, skipped, start_s
 
     async def run_step(self, block: int) -> None:
-        await shared_pool(self.params.verify_workers).start()  # spawn and compile before any clock runs
-        metagraph = await asyncio.wait_for(asyncio.to_thread(self.chain.metagraph), 60)
-        self.store.sync_miners((n.uid, n.hotkey) for n in metagraph.neurons if n.hotkey != self.own_hotkey)
-        record = self.store.begin_round(block)
-        params = replace(self.params, round_id=record.round_id, block=record.block)
-        done = self.store.tested_uids(record.round_id)
+        ctx = self.ctx
+        store, client, oversight = ctx.store, ctx.client, ctx.oversight
+        await shared_pool(ctx.params.verify_workers).start()  # spawn and compile before any clock runs
+        metagraph = await asyncio.wait_for(asyncio.to_thread(ctx.chain.metagraph), 60)
+        store.sync_miners((n.uid, n.hotkey) for n in metagraph.neurons if n.hotkey != ctx.hotkey)
+        record = store.begin_round(block)
+        params = replace(ctx.params, round_id=record.round_id, block=record.block)
+        done = store.tested_uids(record.round_id)
         candidates = [
-            t for t in select_targets(metagraph, self.own_hotkey, self.allow_same_ip) if t.uid not in done
+            t for t in select_targets(metagraph, ctx.hotkey, ctx.allow_same_ip) if t.uid not in done
         ]
         chance = self._chance(metagraph)
-        plan = self.oversight.plan((t.uid for t in candidates), chance)
+        plan = oversight.plan((t.uid for t in candidates), chance)
         targets, skipped, start_s = self._schedule(candidates, metagraph, plan.together, chance)
         log.info(
             "round=%d block=%d testing %d miners (%d already done)",
@@ -307,9 +273,9 @@ class RoundLoop(BlockLoop):
         deadline = time.monotonic() + self.step_timeout * 0.9
         params = replace(
             params,
-            trusted_renters=self.oversight.trusted(metagraph),
-            renter_coldkeys=self.oversight.coldkeys(metagraph),
-            own_canaries=self.oversight.own_canaries(time.time()),
+            trusted_renters=oversight.trusted(metagraph),
+            renter_coldkeys=oversight.coldkeys(metagraph),
+            own_canaries=oversight.own_canaries(time.time()),
         )
         notes = {t.uid: MinerNotes() for t in targets}
         untested: set[int] = set()  # tests the validator itself failed (never the miner's zero)
@@ -318,32 +284,31 @@ class RoundLoop(BlockLoop):
         canary_targets = [t for t in candidates if t.uid in plan.canary]
         locks = {t.uid: asyncio.Lock() for t in canary_targets}
         registered = frozenset(n.hotkey for n in metagraph.neurons)
-        canaries = self.oversight.canaries(self.client).start(
-            self.client, canary_targets, params, notes, locks, self.spread_s, deadline, registered
+        canaries = oversight.canaries(client).start(
+            client, canary_targets, params, notes, locks, self.schedule.spread_s, deadline, registered
         )
 
         async def one(target: MinerTarget, seat: Seat) -> None:
             async with locks.get(target.uid) or contextlib.nullcontext():
-                previous = self.store.last_verified(target.uid, target.hotkey)
-                result = await check_miner(
-                    self.client,
+                check = MinerCheck(
+                    client,
                     target,
                     params,
-                    self.table,
-                    self.scoring,
-                    previous,
-                    deadline,
-                    notes=notes[target.uid],
-                    basis=self.store.last_whole_verification(target.uid, target.hotkey),
+                    ctx.table,
+                    ctx.scoring,
+                    store.last_verified(target.uid, target.hotkey),
+                    notes[target.uid],
+                    basis=store.last_whole_verification(target.uid, target.hotkey),
                     seat=seat,
                 )
+                result = await check_miner(check, deadline)
             if target.uid in canaries:  # this round's canary counts in this round's factor
                 await asyncio.wait([canaries[target.uid]])
             if result is None:  # the validator's own error: not tested, neither scored nor decayed
                 untested.add(target.uid)
                 progress.advance(False)
                 return
-            self.store.record_result(self.oversight.after_check(result, notes[target.uid]))
+            store.record_result(oversight.after_check(result, notes[target.uid]))
             progress.advance(result.ok)
 
         progress = RoundProgress(record.round_id, len(targets), every_s=self.progress_every_s)
@@ -355,7 +320,7 @@ class RoundLoop(BlockLoop):
             for index, batch in enumerate(windows):
                 label = f"round {record.round_id} window {index + 1}/{len(windows)}"
                 async with Window(
-                    label, prepare_s=params.lockstep.prepare_s, timed_lock=self.timed_lock
+                    label, prepare_s=params.lockstep.prepare_s, timed_lock=ctx.timed_lock
                 ) as window:
                     seats = {t.uid: window.seat(f"uid {t.uid}") for t in batch}
                     window.start()
@@ -366,21 +331,21 @@ class RoundLoop(BlockLoop):
                 task.cancel()
             beat.cancel()
             progress.close()
-        recorded = self.store.results(record.round_id)
-        results = self.oversight.close(recorded, notes, {t.uid: t.endpoint for t in targets})
+        recorded = store.results(record.round_id)
+        results = oversight.close(recorded, notes, {t.uid: t.endpoint for t in targets})
         for before, after in zip(recorded, results, strict=True):
             if after != before:
-                self.store.revise_result(after)
+                store.revise_result(after)
         if len(windows) == 1 and not done and not skipped and not untested and targets:
-            self.store.record_presence("round", [result_presence(r) for r in results])  # all at one moment
+            store.record_presence("round", [result_presence(r) for r in results])  # all at one moment
         not_skipped = [n for n in metagraph.neurons if n.uid not in skipped | untested]  # not missed
-        updates = score_updates(results, self.store.scores(), not_skipped, self.scoring, self.own_hotkey)
-        self.store.finish_round(record.round_id, updates)
+        updates = score_updates(results, store.scores(), not_skipped, ctx.scoring, ctx.hotkey)
+        store.finish_round(record.round_id, updates)
         self._report(record.round_id, results, metagraph, await self._factors(metagraph))
-        scores = {uid: rec.score for uid, rec in self.store.scores().items()}
+        scores = {uid: rec.score for uid, rec in store.scores().items()}
         try:  # every tested miner reads why it scored what it did (best effort, bounded)
             await asyncio.wait_for(
-                tell_miners(self.client, results, {t.uid: t for t in targets}, scores), TELL_TIMEOUT_S + 5
+                tell_miners(client, results, {t.uid: t for t in targets}, scores), TELL_TIMEOUT_S + 5
             )
         except asyncio.TimeoutError:
             log.info("round=%d verdicts: not every miner was told in time", record.round_id)
@@ -391,10 +356,10 @@ class RoundLoop(BlockLoop):
     async def _factors(self, metagraph: MetagraphSnapshot) -> Mapping[int, float] | None:
         """The weights' credit factors for the round's table (None when there are none or they fail:
         the report only shows them; the weights loop reads its own)."""
-        if self.credit_factors is None:
+        if self.ctx.credit_factors is None:
             return None
         try:
-            return await self.credit_factors(metagraph)
+            return await self.ctx.credit_factors(metagraph)
         except Exception:  # noqa: BLE001 - a report boundary: the round stands
             log.exception("credit factors unavailable for the round's table")
             return None
@@ -408,12 +373,11 @@ class RoundLoop(BlockLoop):
     ) -> None:
         """Table and wandb: what people read. The round is already closed; nothing here may undo
         it or keep ``rounds_done`` from counting it (a report that raises is logged, never fatal)."""
+        ctx = self.ctx
         try:
-            scores = self.store.scores()
-            shares = stored_shares(self.store, self.presence_window)
-            weights = weights_from_scores(
-                scores, metagraph, self.own_hotkey, self.credit_step, factors, shares
-            )
+            scores = ctx.store.scores()
+            shares = stored_shares(ctx.store, ctx.presence_window)
+            weights = weights_from_scores(scores, metagraph, ctx.hotkey, ctx.credit_step, factors, shares)
             plain = {uid: rec.score for uid, rec in scores.items()}
             if self.show_table:
                 print_round_table(round_table(round_id, results, plain, weights))
@@ -428,43 +392,36 @@ class WeightsLoop(BlockLoop):
 
     def __init__(
         self,
-        chain: Chain,
-        store: ValidatorStore,
+        ctx: ValidatorContext,
         setter: WeightSetter,
-        own_hotkey: str,
         *,
         interval_blocks: int,
         step_timeout: float = 600.0,
-        credit_step: float = 0.0,
-        credit_factors: CreditFactors | None = None,
-        presence_window: int = DEFAULT_WINDOW,
     ) -> None:
-        self.chain, self.store, self.setter, self.own_hotkey = chain, store, setter, own_hotkey
-        self.credit_step = credit_step  # the consensus step (compute.scoring.consensus)
-        self.credit_factors = credit_factors  # factors in [0, 1] read when weights are set
-        self.presence_window = presence_window  # presence checks a credit's share is taken over
+        self.ctx, self.setter = ctx, setter  # credit step, factors and presence window: the context's
         self.interval_blocks, self.step_timeout = interval_blocks, step_timeout
         self._idle_logged = False
 
     async def run_step(self, block: int) -> None:
-        if self.store.rounds_finished() == 0:
+        ctx = self.ctx
+        if ctx.store.rounds_finished() == 0:
             # said once at INFO, then at DEBUG on every later idle poll
             log.log(
                 logging.DEBUG if self._idle_logged else logging.INFO, "no finished round yet; weights not set"
             )
             self._idle_logged = True
             return
-        shares = stored_shares(self.store, self.presence_window)
+        shares = stored_shares(ctx.store, ctx.presence_window)
         if shares is None:
             log.log(
                 logging.DEBUG if self._idle_logged else logging.INFO, "no presence check yet; weights not set"
             )
             self._idle_logged = True
             return
-        metagraph = await asyncio.wait_for(asyncio.to_thread(self.chain.metagraph), 60)
-        factors = await self.credit_factors(metagraph) if self.credit_factors is not None else None
+        metagraph = await asyncio.wait_for(asyncio.to_thread(ctx.chain.metagraph), 60)
+        factors = await ctx.credit_factors(metagraph) if ctx.credit_factors is not None else None
         weights = weights_from_scores(
-            self.store.scores(), metagraph, self.own_hotkey, self.credit_step, factors, shares
+            ctx.store.scores(), metagraph, ctx.hotkey, ctx.credit_step, factors, shares
         )
         try:
             await self.setter.set(weights, block)

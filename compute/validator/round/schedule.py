@@ -12,6 +12,8 @@ Many validators test the same miners. Two rules keep that cheap for miners and f
   drawn keeps its score unchanged (it was not due; it did not miss). Expected tests per miner per
   round stay ``validators x p`` >= 1 while ``budget x interval >= check_s``.
 
+``RoundSchedule`` holds one validator's figures for both rules (and its ``random.Random``).
+
 Pure: takes a ``random.Random`` (tests pass a seeded one); no clock, no I/O.
 """
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 import random
 import secrets
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 DEFAULT_SPREAD_SHARE = 0.5  # of the round interval, when no spread is configured
 DEFAULT_LOAD_BUDGET = 0.05  # share of a miner's GPU time all validators together may take
@@ -27,6 +30,19 @@ DEFAULT_LOAD_BUDGET = 0.05  # share of a miner's GPU time all validators togethe
 
 def fresh_rng() -> random.Random:
     return random.Random(secrets.randbits(64))
+
+
+@dataclass(frozen=True)
+class RoundSchedule:
+    """A round loop's schedule: its start moments drawn within ``spread_s``, and the chance to test
+    a miner from the ``load_budget``, a test's GPU seconds (``check_seconds``) and the round interval
+    (``interval_s``). The defaults test every miner, at once."""
+
+    spread_s: float = 0.0
+    load_budget: float = 0.0  # 0: no budget (every miner due every round)
+    check_seconds: float = 30.0
+    interval_s: float = 0.0
+    rng: random.Random = field(default_factory=fresh_rng)  # the draws (tests pass a seeded one)
 
 
 def round_spread(

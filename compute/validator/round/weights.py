@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from compute import VERSION_KEY
@@ -28,9 +28,6 @@ log = logging.getLogger(__name__)
 
 class WeightsError(Exception):
     """Weights could not be set (the reason is the last chain error)."""
-
-
-CreditFactors = Callable[[MetagraphSnapshot], Awaitable[Mapping[int, float]]]
 
 
 def weights_from_scores(

@@ -139,6 +139,7 @@ async def run_round(options: FleetOptions, root: Path, miners: list[dict], seed:
     from compute.scoring import ScoringConfig, load_gpu_table
     from compute.store import ValidatorStore
     from compute.transport import KeyWallet, MinerClient
+    from compute.validator.context import ValidatorContext
     from compute.validator.fleet.oversight import Oversight
     from compute.validator.params import DepthParams, RoundParams
     from compute.validator.round.loop import RoundLoop, settle_heap
@@ -163,7 +164,7 @@ async def run_round(options: FleetOptions, root: Path, miners: list[dict], seed:
         store.sync_miners((m["uid"], m["hotkey"]) for m in miners)
         _seed_history(store, miners, options.gpus, params.depth.sustained_every)
     client = MinerClient(KeyWallet(validator), timeout=60, max_concurrency=max(64, options.concurrency * 2))
-    loop = RoundLoop(
+    ctx = ValidatorContext(
         chain,
         store,
         client,
@@ -171,12 +172,11 @@ async def run_round(options: FleetOptions, root: Path, miners: list[dict], seed:
         params,
         load_gpu_table(),
         ScoringConfig(),
-        interval_blocks=1,
-        concurrency=options.concurrency,
-        allow_same_ip=True,
-        step_timeout=6 * 3600,
-        show_table=False,
         oversight=Oversight(canary_rate=options.canary_rate),
+        allow_same_ip=True,
+    )
+    loop = RoundLoop(
+        ctx, interval_blocks=1, concurrency=options.concurrency, step_timeout=6 * 3600, show_table=False
     )
     settle_heap()  # as LoopRunner.run does before the validator's loops start
     lag, sampler, collections, spool = LoopLag(), StackSampler(), GcPauses(), SpoolWatch(_spool_dir)
