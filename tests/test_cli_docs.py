@@ -20,6 +20,8 @@ import importlib.util
 import re
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "cli.md"
 
@@ -144,6 +146,7 @@ def test_every_flag_says_what_it_does() -> None:
     )
 
 
+@pytest.mark.slow
 def test_every_file_that_builds_a_parser_is_an_entry_point_reached_here() -> None:
     _, built = documented()
     unreached = parser_files(REPO / "compute", REPO / "neurons", REPO / "scripts") - built

@@ -35,6 +35,7 @@ def _venv_like(tmp_path: Path) -> Path:
 
 @needs_node
 @pytest.mark.parametrize("name", CONFIGS)
+@pytest.mark.slow
 def test_ecosystem_command_line_runs_the_neuron_in_the_project_environment(name: str, tmp_path: Path) -> None:
     venv = _venv_like(tmp_path)
     home = tmp_path / "home"

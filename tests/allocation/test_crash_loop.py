@@ -11,6 +11,7 @@ from compute.lab.harness.crashloop import STEPS, run_crash_loop
 BASE = 46200 + os.getpid() % 50 * 10
 
 
+@pytest.mark.slow
 def test_one_kill_at_each_step_loses_nothing(tmp_path):
     report = run_crash_loop(tmp_path, iterations=1, port_range=(BASE, BASE + 9))
     assert report.runs == report.kills == len(STEPS)  # the child really died at every step

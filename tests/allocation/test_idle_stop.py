@@ -181,6 +181,7 @@ async def checks(watch: IdleWatch, clock: Clock, count: int, step_s: float = WIN
     return stopped
 
 
+@pytest.mark.slow
 async def test_an_idle_lease_is_stopped_once_idle_for_its_whole_window(rig, renter_key):
     manager, watch, clock, _ = rig
     lease = await rent(manager, renter_key)
@@ -195,6 +196,7 @@ async def test_an_idle_lease_is_stopped_once_idle_for_its_whole_window(rig, rent
     assert other.state == "active" and other.idle is None
 
 
+@pytest.mark.slow
 async def test_a_working_lease_with_nobody_logged_in_is_never_stopped(rig, renter_key):
     manager, watch, clock, user = rig
     lease = await rent(manager, renter_key)
@@ -207,6 +209,7 @@ async def test_a_working_lease_with_nobody_logged_in_is_never_stopped(rig, rente
     assert status.idle.idle_since is None and status.idle.seen.startswith("cpu "), status.idle
 
 
+@pytest.mark.slow
 async def test_an_open_ssh_session_keeps_an_idle_lease_and_the_window_restarts_after(rig, renter_key):
     manager, watch, clock, user = rig
     lease = await rent(manager, renter_key)
@@ -221,6 +224,7 @@ async def test_an_open_ssh_session_keeps_an_idle_lease_and_the_window_restarts_a
     assert await checks(watch, clock, 3) == [[], [], [lease.lease_id]]
 
 
+@pytest.mark.slow
 async def test_a_sample_that_fails_restarts_the_idle_run(rig, renter_key, monkeypatch):
     manager, watch, clock, _ = rig
     lease = await rent(manager, renter_key)
@@ -238,6 +242,7 @@ async def test_a_sample_that_fails_restarts_the_idle_run(rig, renter_key, monkey
     assert await checks(watch, clock, 3) == [[], [], [lease.lease_id]]  # first sample again, then 600 s
 
 
+@pytest.mark.slow
 async def test_a_gpu_lease_whose_gpu_use_cannot_be_read_is_never_stopped(tmp_path, renter_key):
     clock = Clock()
     base = random.randrange(200, 590) * 100
@@ -251,6 +256,7 @@ async def test_a_gpu_lease_whose_gpu_use_cannot_be_read_is_never_stopped(tmp_pat
     await backend.stop(lease.lease_id)
 
 
+@pytest.mark.slow
 async def test_a_sandboxed_lease_working_with_a_cleared_environment_is_never_stopped(tmp_path, renter_key):
     """Off the local demo an embedded lease runs as its own uid: every process of that uid counts,
     even one that dropped ``LEASE_ID`` from its environment."""

@@ -172,6 +172,7 @@ async def test_a_host_turning_slow_never_stalls_the_miners_answers(
         miner.stop()
 
 
+@pytest.mark.slow
 def test_an_ssh_host_that_never_answers_is_down_within_its_connect_timeout(tmp_path: Path) -> None:
     listener = socket.socket()  # takes the connection, never sends an SSH banner
     listener.bind(("127.0.0.1", 0))

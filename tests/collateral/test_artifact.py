@@ -10,6 +10,7 @@ import pytest
 from compute.collateral import build
 
 
+@pytest.mark.slow
 def test_the_committed_artifact_matches_the_sources() -> None:
     compiler = build.find_compiler()
     if compiler is None:
@@ -29,6 +30,7 @@ def test_the_artifact_records_its_sources_and_compiler() -> None:
     )
 
 
+@pytest.mark.slow
 def test_an_edited_source_is_caught(tmp_path, monkeypatch) -> None:
     compiler = build.find_compiler()
     if compiler is None:

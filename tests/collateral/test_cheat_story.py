@@ -62,6 +62,7 @@ def standing(story: Story) -> int:
     return story.contract().deposit_of(story.miner.hotkey.ss58_address, CPU_MACHINE).amount
 
 
+@pytest.mark.slow
 def test_a_cheat_two_validators_proved_is_slashed_once_partially_and_burned(story: Story) -> None:
     start_desks(story)
     fail(story.validators[0].store, story, FORGED)  # 44 %: proves the cheat
@@ -79,6 +80,7 @@ def test_a_cheat_two_validators_proved_is_slashed_once_partially_and_burned(stor
     ]  # no own verdict yet: it waits for its own draw of the miner (attests later or never)
 
 
+@pytest.mark.slow
 def test_one_validator_alone_cannot_get_a_cheat_slashed_and_peers_whose_proof_passed_refuse(
     story: Story,
 ) -> None:
@@ -100,6 +102,7 @@ def test_one_validator_alone_cannot_get_a_cheat_slashed_and_peers_whose_proof_pa
     assert standing(story) == 3 * TAO and story.contract().burned() == 0
 
 
+@pytest.mark.slow
 def test_timeouts_absence_and_garbage_never_become_cheat_evidence(story: Story) -> None:
     start_desks(story)
     for v in story.validators:

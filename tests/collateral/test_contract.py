@@ -39,6 +39,7 @@ def quorum(world: World, proposal: SlashProposal, voters: tuple[int, ...] = (0, 
 # ------------------------------------------------------------------ deposits
 
 
+@pytest.mark.slow
 def test_deposit_and_topup_are_recorded_with_events(world: World) -> None:
     first = world.miner.client.deposit(world.machine, 3 * TAO)
     event = first.event("Deposited")
@@ -93,6 +94,7 @@ def test_an_address_not_associated_with_a_hotkey_cannot_deposit(world: World) ->
         world.stack.client(world.chain.w3, stranger).deposit(world.machine, TAO)
 
 
+@pytest.mark.slow
 def test_only_the_owner_tops_up_reclaims_or_finalizes(world: World) -> None:
     world.miner.client.deposit(world.machine, 2 * TAO)
     second_key = world.party("miner-second-key", uid=0)  # another EVM key of the same hotkey
@@ -110,6 +112,7 @@ def test_only_the_owner_tops_up_reclaims_or_finalizes(world: World) -> None:
 # ------------------------------------------------------------------ the quorum
 
 
+@pytest.mark.slow
 def test_one_validator_below_kappa_cannot_slash_but_the_quorum_does(world: World) -> None:
     proposal = rental_slash(world)
     world.miner.client.deposit(world.machine, 5 * TAO)
@@ -120,6 +123,7 @@ def test_one_validator_below_kappa_cannot_slash_but_the_quorum_does(world: World
     assert world.miner.client.deposit_of(world.miner.hotkey, world.machine).amount == 3 * TAO
 
 
+@pytest.mark.slow
 def test_kappa_is_configurable() -> None:
     world = make_world(
         CollateralConfig(
@@ -133,6 +137,7 @@ def test_kappa_is_configurable() -> None:
     assert world.validators[1].client.attest(proposal).event("Slashed") is not None  # 100
 
 
+@pytest.mark.slow
 def test_a_validator_attesting_twice_is_refused_under_any_of_its_evm_keys(world: World) -> None:
     world.miner.client.deposit(world.machine, 5 * TAO)
     proposal = rental_slash(world)
@@ -146,6 +151,7 @@ def test_a_validator_attesting_twice_is_refused_under_any_of_its_evm_keys(world:
     assert world.validators[0].client.proposal(proposal).attesters == 1
 
 
+@pytest.mark.slow
 def test_stake_moved_after_attesting_is_not_counted_twice(world: World) -> None:
     world.miner.client.deposit(world.machine, 5 * TAO)
     proposal = rental_slash(world)
@@ -176,6 +182,7 @@ def test_miners_and_strangers_cannot_attest(world: World) -> None:
         world.renter.client.attest(proposal)  # no association at all
 
 
+@pytest.mark.slow
 def test_a_dissociated_validator_no_longer_counts(world: World) -> None:
     world.miner.client.deposit(world.machine, 5 * TAO)
     proposal = rental_slash(world)
@@ -204,6 +211,7 @@ def test_bad_proposals_are_refused(world: World) -> None:
             client.attest(proposal)
 
 
+@pytest.mark.slow
 def test_one_evidence_slashes_once(world: World) -> None:
     world.miner.client.deposit(world.machine, 9 * TAO)
     proposal = rental_slash(world)
@@ -221,6 +229,7 @@ def test_one_evidence_slashes_once(world: World) -> None:
 # ------------------------------------------------------------------ amounts and payees
 
 
+@pytest.mark.slow
 def test_partial_first_then_escalating_and_never_above_the_deposit(world: World) -> None:
     world.miner.client.deposit(world.machine, 10 * TAO)
     taken = []
@@ -235,6 +244,7 @@ def test_partial_first_then_escalating_and_never_above_the_deposit(world: World)
         world.validators[0].client.attest(rental_slash(world, b"\x09" * 32))
 
 
+@pytest.mark.slow
 def test_the_slash_is_owed_to_the_renter_and_nobody_else_can_claim_it(world: World) -> None:
     world.miner.client.deposit(world.machine, 5 * TAO)
     quorum(world, rental_slash(world))
@@ -251,6 +261,7 @@ def test_the_slash_is_owed_to_the_renter_and_nobody_else_can_claim_it(world: Wor
     assert world.balance(world.stack.collateral) == 3 * TAO
 
 
+@pytest.mark.slow
 def test_a_cheat_slash_is_burned_and_a_remainder_goes_where_configured() -> None:
     world = make_world()
     world.miner.client.deposit(world.machine, 5 * TAO)
@@ -297,6 +308,7 @@ def test_reclaim_waits_for_the_delay(world: World) -> None:
         world.miner.client.finalize_reclaim(world.miner.hotkey, world.machine)
 
 
+@pytest.mark.slow
 def test_a_reclaim_racing_a_slash_loses(world: World) -> None:
     world.miner.client.deposit(world.machine, 5 * TAO)
     world.miner.client.request_reclaim(world.miner.hotkey, world.machine, 5 * TAO)  # the miner runs
@@ -313,6 +325,7 @@ def test_a_reclaim_racing_a_slash_loses(world: World) -> None:
     assert world.balance(world.stack.collateral) == 2 * TAO  # exactly the renter's compensation
 
 
+@pytest.mark.slow
 def test_an_expired_proposal_stops_blocking_the_reclaim(world: World) -> None:
     world.miner.client.deposit(world.machine, 5 * TAO)
     proposal = rental_slash(world)
@@ -385,6 +398,7 @@ def test_reentrant_reclaim_is_refused(world: World) -> None:
     assert world.balance(world.stack.collateral) == 3 * TAO
 
 
+@pytest.mark.slow
 def test_reentrant_claim_is_refused_and_a_refusing_renter_cannot_block_a_slash(world: World) -> None:
     attacker, address = _attacker(world, uid=99)
     world.miner.client.deposit(world.machine, 5 * TAO)
@@ -438,6 +452,7 @@ def test_no_function_lets_anyone_else_move_funds() -> None:
     )
 
 
+@pytest.mark.slow
 def test_execute_completes_a_quorum_reached_after_stake_grew(world: World) -> None:
     world.miner.client.deposit(world.machine, 5 * TAO)
     proposal = rental_slash(world)

@@ -20,6 +20,7 @@ from compute.collateral.chain import CollateralClient  # noqa: E402
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_devchain_serves_the_deployed_contracts_until_interrupted() -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "compute", "collateral", "devchain", "--devchain.rate", "2", "--json"],

@@ -39,6 +39,7 @@ def rent(story: Story) -> str:
     return body["lease"]["lease_id"]
 
 
+@pytest.mark.slow
 def test_a_killed_lease_is_slashed_by_the_quorum_and_the_renter_claims_it(story: Story) -> None:
     start_desks(story)
     code, body = story.register(
@@ -94,6 +95,7 @@ def test_a_killed_lease_is_slashed_by_the_quorum_and_the_renter_claims_it(story:
     assert code == EXIT_REFUSED and "owes nothing" in body["error"]["message"]
 
 
+@pytest.mark.slow
 def test_a_renter_that_released_its_lease_itself_is_owed_nothing(tmp_path) -> None:
     story = build_story(tmp_path, kill_after_s=3600)  # this miner keeps its leases
     try:
@@ -113,6 +115,7 @@ def test_a_renter_that_released_its_lease_itself_is_owed_nothing(tmp_path) -> No
         story.close()
 
 
+@pytest.mark.slow
 def test_one_validator_below_kappa_cannot_slash_even_with_a_second_probe(tmp_path) -> None:
     """Validators 1 and 2 both see the lease dead (two probes: evidence is made), but only validator
     1 (44 % of the stake) attests: the proposal stays open and nobody is paid."""

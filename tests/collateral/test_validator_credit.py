@@ -47,6 +47,7 @@ EXPECTED = {
 }
 
 
+@pytest.mark.slow
 def test_weights_scale_by_collateral_and_every_dodge_earns_the_floor_at_most(tmp_path) -> None:
     state = SimChainState.create(tmp_path / "chain.db", netuid=NETUID, block_time=1.0, weights_rate_limit=0)
     chain = connect(f"sim:{tmp_path / 'chain.db'}", NETUID)

@@ -27,11 +27,13 @@ def run(code: str) -> subprocess.CompletedProcess[str]:
     "module",
     ["neurons.validator", "neurons.miner", "compute.operator.cli", "compute.localnet", "compute.__main__"],
 )
+@pytest.mark.slow
 def test_entry_points_import_without_web3(module: str) -> None:
     done = run(f"import {module}")
     assert done.returncode == 0, done.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_asking_for_collateral_without_the_extra_names_it() -> None:
     code = (
         "from pathlib import Path\n"

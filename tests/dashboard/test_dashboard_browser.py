@@ -65,7 +65,7 @@ def artifacts_dir() -> Path:
     return Path(tempfile.mkdtemp(prefix="dashboard-", dir=parent))
 
 
-@pytest.mark.slow
+@pytest.mark.browser
 def test_dashboard_renders_a_running_demo_in_chromium(tmp_path: Path) -> None:
     if BROWSER is None:
         if os.environ.get("COMPUTE_REQUIRE_BROWSER") == "1":

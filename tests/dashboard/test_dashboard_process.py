@@ -19,6 +19,7 @@ from pathlib import Path
 
 import httpx
 import psutil
+import pytest
 
 from compute.chain import SimChainState
 
@@ -31,6 +32,7 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_dashboard_is_a_niced_child_process_that_leaves_with_the_validator(
     tmp_path: Path, make_wallet
 ) -> None:

@@ -25,7 +25,7 @@ from compute.dashboard.feed import MachineFeed
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.slow
+@pytest.mark.browser
 def test_feed_page_renders_the_demos_machines_in_chromium(tmp_path: Path) -> None:
     if BROWSER is None:
         if os.environ.get("COMPUTE_REQUIRE_BROWSER") == "1":

@@ -50,6 +50,7 @@ def test_load_budget_keeps_64_validators_under_five_percent() -> None:
     assert rows[64]["tests_per_round"] >= 1  # every miner is still proven several times a round
 
 
+@pytest.mark.slow
 def test_command_prints_both_tables_as_json() -> None:
     proc = subprocess.run(
         [
@@ -83,6 +84,7 @@ def test_command_prints_both_tables_as_json() -> None:
     assert bad.returncode == 2 and "--validators must be" in bad.stderr
 
 
+@pytest.mark.slow
 def test_check_cost_times_the_shipped_worker(tmp_path: Path) -> None:
     # Tiny challenges on the CPU: the figures are real timings of the worker the validator ships.
     from compute.lab.bench.check_cost import make_plan, run_plan, script

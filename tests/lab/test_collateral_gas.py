@@ -9,6 +9,7 @@ import pytest
 pytest.importorskip("web3", reason="the collateral extra (web3, eth-tester) is not installed")
 
 
+@pytest.mark.slow
 def test_the_gas_benchmark_prints_every_operation(capsys) -> None:
     from compute.__main__ import main
 

@@ -140,6 +140,7 @@ def test_only_the_fleet_benchmark_installs_predictable_draws_or_imports_its_prov
     assert installers == [] and prover_users == []
 
 
+@pytest.mark.slow
 def test_the_real_validator_and_miner_load_neither_the_benchmark_nor_its_oracle() -> None:
     """At run time too: importing the neurons and the validator's facade leaves the whole lab out
     and every draw on the OS CSPRNG."""

@@ -11,6 +11,7 @@ from compute.lab.bench.pog_verdicts import main as pog_verdicts
 from compute.lab.bench.pog_verify import main as pog_verify
 
 
+@pytest.mark.slow
 def test_bench_json_reports_all_figures(capsys) -> None:
     assert (
         pog_bench(

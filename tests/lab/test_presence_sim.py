@@ -41,6 +41,7 @@ def test_report_holds_every_target_and_the_load_stays_in_the_budget() -> None:
         assert row["best_multiple"] <= 1.05 and row["worst_per_gpu_hour"] <= 1.05
 
 
+@pytest.mark.slow
 def test_cli_prints_json() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "compute", "bench", "presence-sim", "--json", "--days", "1", "--seeds", "1"],

@@ -23,6 +23,7 @@ def test_demo_verifies_every_honest_miner_and_writes_their_weights(tmp_path: Pat
     assert sum(summary["weights_on_chain"].values()) == pytest.approx(1.0, abs=1e-3)
 
 
+@pytest.mark.slow
 def test_demo_refuses_bad_arguments_with_a_clear_message(tmp_path: Path) -> None:
     proc = run_localnet(tmp_path, "--miners", "0", timeout=60)
     assert proc.returncode == 2

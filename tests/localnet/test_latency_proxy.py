@@ -30,6 +30,7 @@ async def _echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
     writer.close()
 
 
+@pytest.mark.slow
 async def test_the_proxy_adds_the_round_trip_and_keeps_the_stream_intact() -> None:
     server = await asyncio.start_server(_echo, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]

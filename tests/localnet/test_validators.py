@@ -44,6 +44,7 @@ def test_validators_near_and_far_agree_on_miners_of_different_speeds(tmp_path: P
     assert sum(m["incentive"] for m in consensus["miners"]) == pytest.approx(1.0, abs=1e-3)
 
 
+@pytest.mark.slow
 def test_validators_out_of_range_are_refused(tmp_path: Path) -> None:
     proc = run_localnet(tmp_path, "--validators", "0", timeout=60)
     assert proc.returncode == 2
@@ -104,6 +105,7 @@ def test_demo_miners_differ_in_speed_by_default() -> None:
         ("--speeds", "1,0", "--speeds: every value must be between 0.01 and 1"),
     ],
 )
+@pytest.mark.slow
 def test_bad_speeds_or_latencies_are_refused(tmp_path: Path, flag: str, value: str, error: str) -> None:
     proc = run_localnet(tmp_path, flag, value, timeout=60)
     assert proc.returncode == 2 and error in proc.stderr

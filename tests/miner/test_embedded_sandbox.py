@@ -42,6 +42,7 @@ async def _two_leases(client: MinerClient, endpoint: str, hotkey: str):  # noqa:
 
 
 @pytest.mark.parametrize("mode", ["on", "off"])
+@pytest.mark.slow
 async def test_a_renters_shell_cannot_read_the_miners_keys(
     tmp_path: Path, wallets, sim_network, mode
 ) -> None:

@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from minerkit import NETUID, free_port, miner_args, new_renter_key, port_block, start_miner, wait_healthy
 
 from compute.protocol import (
@@ -38,6 +39,7 @@ conn.execute("ROLLBACK")
 """
 
 
+@pytest.mark.slow
 async def test_reads_never_queue_behind_a_locked_writer(tmp_path: Path, wallets, sim_network) -> None:
     port, (low, high) = free_port(), port_block()
     args = miner_args(tmp_path, sim_network, NETUID, port=port, backend="embedded")

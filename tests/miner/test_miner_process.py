@@ -56,6 +56,7 @@ async def test_lease_survives_miner_kill_and_restart(tmp_path: Path, wallets, si
                 proc.wait(10)
 
 
+@pytest.mark.slow
 def test_miner_refuses_unregistered_hotkey_with_clear_error(tmp_path: Path, wallets, sim_network):
     args = miner_args(tmp_path, sim_network, NETUID, wallet="stranger", backend="embedded")
     done = subprocess.run(
@@ -69,6 +70,7 @@ def test_miner_refuses_unregistered_hotkey_with_clear_error(tmp_path: Path, wall
     assert f"is not registered on netuid {NETUID}; register with `btcli subnets register" in done.stderr
 
 
+@pytest.mark.slow
 def test_miner_refuses_missing_wallet_and_bad_flags(tmp_path: Path):
     base = [sys.executable, str(ROOT / "neurons" / "miner.py"), "--env_file", str(tmp_path / "none.env")]
     missing = subprocess.run(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 from minerkit import free_port, port_block, start_miner
 
 from compute.chain import SimChainState, connect
@@ -21,6 +22,7 @@ def test_external_port_defaults_to_the_local_port_and_is_validated() -> None:
     assert parse_miner(sim, env={"COMPUTE_AXON_EXTERNAL_PORT": "18092"}).public_port == 18092
 
 
+@pytest.mark.slow
 def test_miner_process_publishes_the_external_ip_and_port_on_chain(tmp_path: Path, wallets) -> None:
     state = SimChainState.create(tmp_path / "chain.db", netuid=NETUID, block_time=1.0)
     miner = wallets["miner"]

@@ -37,6 +37,7 @@ def run_miner(tmp_path: Path, network: str, *extra: str, env: dict[str, str] | N
     )
 
 
+@pytest.mark.slow
 def test_port_in_use_is_named_with_the_flag_to_change(tmp_path: Path, registered) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -48,6 +49,7 @@ def test_port_in_use_is_named_with_the_flag_to_change(tmp_path: Path, registered
     assert "--axon.port" in done.stderr
 
 
+@pytest.mark.slow
 def test_unreachable_chain_fails_fast_with_a_clear_error(tmp_path: Path, wallets) -> None:
     dead = f"ws://127.0.0.1:{free_port()}"  # nothing listens there
     done = run_miner(tmp_path, dead, "--miner.backend", "embedded", "--axon.external_ip", "127.0.0.1")
@@ -57,6 +59,7 @@ def test_unreachable_chain_fails_fast_with_a_clear_error(tmp_path: Path, wallets
     assert "--subtensor.network" in done.stderr
 
 
+@pytest.mark.slow
 def test_docker_backend_without_a_docker_engine_says_so(tmp_path: Path, registered) -> None:
     nowhere = f"unix://{tmp_path / 'no-docker.sock'}"
     done = run_miner(tmp_path, registered, "--miner.backend", "docker", env={"DOCKER_HOST": nowhere})

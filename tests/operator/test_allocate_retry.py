@@ -10,6 +10,8 @@ from __future__ import annotations
 import io
 import json
 
+import pytest
+
 from compute.allocation import LeaseStore
 from compute.operator import EXIT_OK, main
 
@@ -23,6 +25,7 @@ def _allocate(subnet, timeout_s: str) -> tuple[int, dict]:
     return code, json.loads(out.getvalue())
 
 
+@pytest.mark.slow
 def test_a_timed_out_allocation_is_retried_with_one_key_and_makes_one_lease(subnet, slow_first_start):
     code, body = _allocate(subnet, "1")
     assert code == EXIT_OK, body

@@ -181,6 +181,7 @@ def hostile() -> Iterator:
 
 
 @pytest.mark.parametrize("mode", ["drip", "huge"])
+@pytest.mark.slow
 def test_a_slow_or_huge_dashboard_is_cut_off_in_time_with_bounded_memory(subnet, hostile, mode: str) -> None:
     server = hostile(mode)
     argv = [sys.executable, str(REPO / "neurons" / "register.py"), *subnet.flags("operator_a")]

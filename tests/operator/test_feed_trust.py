@@ -148,6 +148,7 @@ def test_an_edited_or_replayed_feed_is_refused(subnet, store: Path, make_wallet,
 
 
 @pytest.mark.parametrize("mode", ["drip", "huge"])
+@pytest.mark.slow
 def test_a_slow_or_huge_feed_is_cut_off_in_time_with_bounded_memory(subnet, hostile, mode: str) -> None:  # noqa: F811
     server = hostile(mode)
     argv = [sys.executable, str(REPO / "neurons" / "register.py"), *subnet.flags("operator_a")]

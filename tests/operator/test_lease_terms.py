@@ -62,6 +62,7 @@ def test_until_hh_mm_is_the_next_such_local_time():
     assert parse_duration(None, None, until="21:30", now=now) == 5400
 
 
+@pytest.mark.slow
 def test_idle_stop_is_signed_watched_and_shown_to_the_renter(subnet):
     code, body = cli(
         subnet, "operator_a", "allocate", "--uid", str(subnet.miner_uid), "--ttl", "6h", "--idle-after", "10m"

@@ -16,10 +16,12 @@ from compute.operator import LeaseAccess, LeaseShell, TransferFailed, write_know
 from compute.protocol import SshAccess
 
 
+@pytest.mark.slow
 def test_exec_cp_and_ssh_reach_an_embedded_lease(subnet, tmp_path):
     exec_cp_ssh_journey(subnet, tmp_path)
 
 
+@pytest.mark.slow
 def test_a_lease_with_another_host_key_gets_no_command_or_file(subnet, tmp_path):
     host_key_mismatch_journey(subnet, tmp_path)
 

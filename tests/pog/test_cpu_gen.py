@@ -90,6 +90,7 @@ def test_a_numba_that_cannot_compile_falls_back_to_numpy(fresh_kernel, monkeypat
     assert np.array_equal(out, mix_block_np(rows, cols, 8))
 
 
+@pytest.mark.slow
 def test_worker_script_round_on_the_fused_kernel(tmp_path: Path) -> None:
     """The embedded worker (a temp-file script) compiles the kernel in its warm-up and verifies."""
     pytest.importorskip("numba")

@@ -55,6 +55,7 @@ print(json.dumps(report))
 """
 
 
+@pytest.mark.slow
 def test_triton_kernel_matches_numpy_under_the_interpreter() -> None:
     pytest.importorskip("triton")
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

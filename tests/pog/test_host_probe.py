@@ -258,6 +258,7 @@ def _ram_round(engine, challenge, policy):
 
 
 @pytest.mark.parametrize(("engine", "credited"), [(MemoryEngine, True), (NoRam, False)])
+@pytest.mark.slow
 def test_host_ram_is_credited_only_when_resident(engine, credited) -> None:
     """RAM: the bound is the host's cores x the fastest per-core regeneration, so a prover
     regenerating A on every pass with all its cores and the compiled kernel is too slow: 0 bytes."""

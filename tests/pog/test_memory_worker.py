@@ -90,6 +90,7 @@ def test_memory_round_through_the_worker(worker, slot) -> None:
     assert timing.ok, timing.reasons
 
 
+@pytest.mark.slow
 def test_sustained_scaling_and_probe_ops_through_the_worker(worker, tmp_path) -> None:
     send, read = worker
     plan = plan_sustained(1e-4, "fp32", duration_s=3, segment_s=1, m=16, rng=np.random.default_rng(1))

@@ -105,6 +105,7 @@ def test_honest_error_leaves_wide_margin_at_large_n(precision: str) -> None:
     assert honest * 10 < tol and worst * 10 < tol
 
 
+@pytest.mark.slow
 def test_half_computed_product_is_caught() -> None:
     challenge = new_challenge("fp16", 64, 256, 16, 1, rng=np.random.default_rng(2))
     a, b = _exact(challenge)
@@ -138,6 +139,7 @@ def test_every_opened_row_gets_its_own_columns() -> None:
         assert len({tuple(c) for c in cols}) == len(rows)  # 8 independent draws out of C(4096, 4)
 
 
+@pytest.mark.slow
 def test_half_computed_columns_are_caught_as_rows_are() -> None:
     """Skipping half of the columns survives with probability 2**-8 (8 rows x 1 own column), not 1/2."""
     challenge, cheater = _column_cheater(0.5, 7)

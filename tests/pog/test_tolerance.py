@@ -140,6 +140,7 @@ def test_the_engines_own_cpu_product_is_far_below_the_tolerance_at_production_n(
         ("bf16", 1 << 18),
     ],
 )
+@pytest.mark.slow
 def test_the_model_bounds_every_honest_order_and_the_closest_cheat_sits_beyond(
     precision: str, n: int
 ) -> None:

@@ -61,6 +61,7 @@ def test_jobs_carry_only_the_validators_parameters(honest) -> None:
         assert all(type(v) is int for v in flat)
 
 
+@pytest.mark.slow
 def test_pool_verdicts_equal_inline_verdicts(honest) -> None:
     challenge, commitment, request, opening = honest
     bad_commitment, bad_opening = _wrong_row(challenge, commitment, request, opening)
@@ -103,6 +104,7 @@ def test_workers_run_at_lower_priority_and_small_jobs_stay_inline(honest) -> Non
     assert nice == os.getpriority(os.PRIO_PROCESS, 0) + 7
 
 
+@pytest.mark.slow
 def test_a_dead_worker_costs_nothing_but_a_restart(honest) -> None:
     challenge, commitment, request, opening = honest
 
@@ -160,6 +162,7 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
+@pytest.mark.slow
 def test_workers_of_a_validator_killed_with_minus_9_do_not_outlive_it() -> None:
     """kill -9 runs no atexit: the pool's workers must notice their validator is gone and end,
     not stay (~250 MB each) until the machine restarts."""

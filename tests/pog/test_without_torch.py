@@ -12,6 +12,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from compute.pog import Commitment, Opening, choose_openings, new_challenge, verify, worker_script
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,6 +30,7 @@ def run_python(code: str, cwd: Path, *flags: str) -> subprocess.CompletedProcess
     )
 
 
+@pytest.mark.slow
 def test_round_through_the_public_api_runs_on_numpy_alone() -> None:
     code = textwrap.dedent("""
         from compute.pog import Prover, choose_openings, new_challenge, verify

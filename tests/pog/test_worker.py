@@ -45,6 +45,7 @@ def test_script_is_self_contained_and_hashed() -> None:
     compile(source, "worker.py", "exec")
 
 
+@pytest.mark.slow
 def test_worker_round_verifies(worker) -> None:
     info = worker({"op": "info"})
     assert info["ok"] and info["cuda"] is False and info["devices"][0]["name"] == "cpu"
@@ -83,12 +84,14 @@ def test_worker_round_verifies(worker) -> None:
         "bad-warmup",
     ],
 )
+@pytest.mark.slow
 def test_worker_reports_errors_and_keeps_serving(worker, message, error: str) -> None:
     reply = worker(message)
     assert reply["ok"] is False and error in reply["error"]
     assert worker({"op": "info"})["ok"] is True
 
 
+@pytest.mark.slow
 def test_worker_refuses_openings_of_another_challenge(worker) -> None:
     challenge = new_challenge("fp32", 8, 64, 8, 1)
     assert worker({"op": "commit", "challenge": challenge.model_dump()})["ok"]

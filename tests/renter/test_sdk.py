@@ -111,6 +111,7 @@ def test_a_block_that_raises_still_releases_and_the_error_is_the_blocks(subnet):
     assert active_on_miner(subnet) == []
 
 
+@pytest.mark.slow
 async def test_an_allocation_cancelled_half_way_is_finished_and_released(subnet, slow_first_start):
     async with AsyncRenter(**settings(subnet)) as renter:
         entered = []
@@ -130,6 +131,7 @@ async def test_an_allocation_cancelled_half_way_is_finished_and_released(subnet,
     assert listed["leases"][0]["state"] == "released"
 
 
+@pytest.mark.slow
 def test_ctrl_c_while_the_synchronous_client_allocates_leaves_no_lease(subnet, slow_first_start):
     renter = Renter(**settings(subnet)).open()
     timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))  # Ctrl-C while the miner starts it

@@ -102,6 +102,7 @@ def run_example(name: str, env: dict[str, str], cwd: Path) -> subprocess.Complet
     )
 
 
+@pytest.mark.slow
 def test_the_sdk_examples_run_against_the_local_demo(demo):
     found, root = demo
     assert set(found) == {"BT_NETWORK", "BT_WALLET_PATH", "BT_WALLET", "COMPUTE_FEED"}

@@ -59,6 +59,7 @@ async def _signed_calls(
 
 
 @pytest.mark.parametrize("mode", ["slow-body", "idle"])
+@pytest.mark.slow
 async def test_signed_calls_are_answered_during_a_flood_from_one_address(served, keys, mode):
     miner, endpoint, server = served()
     answered, failed = await _signed_calls(keys("validator"), miner, endpoint, 20, mode, server)

@@ -177,6 +177,7 @@ def test_missing_wallet_fails_fast_with_coordinates(tmp_path):
         load_wallet("ghost", "default", str(tmp_path))
 
 
+@pytest.mark.slow
 async def test_thousand_concurrent_requests_across_sixteen_miners(keys, start):
     validator = keys("validator")
     limits = ServerLimits(rate_per_s=10_000, burst=10_000, max_concurrency=256)

@@ -7,6 +7,7 @@ import asyncio
 import sys
 
 import httpx
+import pytest
 from fastapi import FastAPI
 
 from compute.transport.running import serve_in_thread
@@ -23,6 +24,7 @@ def spawning_app() -> FastAPI:
     return app
 
 
+@pytest.mark.slow
 async def test_servers_in_threads_spawn_processes_at_once() -> None:
     """Under uvloop (uvicorn's default loop) the second of two loops spawning at once failed with
     "Racing with another loop to spawn a process" and its lease's worker never started."""

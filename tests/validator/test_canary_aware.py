@@ -124,6 +124,7 @@ def market(tmp_path: Path, sim_chain, make_wallet, validator_client):
     chain.close()
 
 
+@pytest.mark.slow
 async def test_canary_aware_miner_loses_availability_and_refusing_everyone_loses_more(
     tmp_path: Path, market, validator_client
 ) -> None:

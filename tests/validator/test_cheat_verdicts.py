@@ -28,6 +28,7 @@ NOT_PROVEN = ("garbage", "hostiletext", "silent")
 
 
 @pytest.mark.parametrize("mode", sorted(PROVEN) + list(NOT_PROVEN))
+@pytest.mark.slow
 async def test_only_a_wrong_answer_is_a_proven_cheat(start_miner, validator_client, mode: str) -> None:
     miner = start_miner(f"cheat-{mode}", cheat=mode)
     params = small_params(miner_timeout=4.0) if mode == "silent" else small_params()

@@ -101,6 +101,7 @@ async def test_a_busy_validator_loop_does_not_move_the_stamps(session) -> None:
     assert busy < 0.25, (quiet, busy)  # before: >= 0.6 s, the whole stall added to the round trip
 
 
+@pytest.mark.slow
 async def test_a_dashboard_flood_moves_no_timing(session, tmp_path: Path) -> None:
     """A real page flood served on the validator's own loop (the worst case: the validator runs its
     dashboard in a child process): it stalls the loop, not the stamps."""

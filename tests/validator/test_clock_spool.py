@@ -84,6 +84,7 @@ def _hwm_mb(pid: int) -> float:
     raise AssertionError("no VmHWM")
 
 
+@pytest.mark.slow
 async def test_a_huge_line_streams_through_the_timing_process_without_its_memory(lease) -> None:
     """A 256 MB line: the timing process's peak memory stays where it was (before: it held the line
     twice, ~512 MB more), the line lands whole in one spool file, stamped on arrival."""
@@ -112,6 +113,7 @@ async def test_a_huge_line_streams_through_the_timing_process_without_its_memory
     assert not os.path.exists(clock.spool_dir)
 
 
+@pytest.mark.slow
 async def test_a_refused_or_cut_off_line_leaves_no_spool_file(lease) -> None:
     clock = Clock()
     try:
@@ -148,6 +150,7 @@ time.sleep(60)
 """
 
 
+@pytest.mark.slow
 def test_a_killed_validator_leaves_no_spool() -> None:
     """kill -9 of the validator: its timing process sees the socket close and removes the spool."""
     validator = subprocess.Popen(

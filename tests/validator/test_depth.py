@@ -34,6 +34,7 @@ def target(miner, uid: int = 1) -> MinerTarget:
     return MinerTarget(uid, miner.hotkey, miner.endpoint)
 
 
+@pytest.mark.slow
 async def test_honest_round_proves_memory_sustained_and_host_and_persists_the_figures(
     start_miner, validator_client, tmp_path
 ) -> None:
@@ -71,6 +72,7 @@ async def test_worker_skipping_memory_passes_scores_zero(start_miner, validator_
     assert await miner.backend.running() == set()
 
 
+@pytest.mark.slow
 async def test_worker_regenerating_memory_per_pass_is_credited_no_memory(
     start_miner, validator_client
 ) -> None:
@@ -82,6 +84,7 @@ async def test_worker_regenerating_memory_per_pass_is_credited_no_memory(
     assert any("regenerating A" in reason for reason in result.reasons), result.reasons
 
 
+@pytest.mark.slow
 async def test_throttling_worker_is_verified_but_its_sustained_factor_lowers_the_score(
     start_miner, validator_client
 ) -> None:

@@ -80,6 +80,7 @@ def test_stretching_only_grows_and_stays_in_bounds() -> None:
     assert passes_for(16, 0.5, 0.05, 0.02, 256) == 16
 
 
+@pytest.mark.slow
 async def test_a_far_honest_miner_is_verified_like_a_near_one(start_miner, validator_client) -> None:
     """300 ms round trip (+/- 20 % jitter per chunk and direction) against the same miner near.
 
@@ -146,6 +147,7 @@ async def test_faking_distance_stretches_only_the_cheaters_own_work(start_miner,
     pytest.fail(f"TFLOPS fp32: the honest device {honest_figures}, the cheater {cheat_figures}")
 
 
+@pytest.mark.slow
 async def test_best_of_two_runs_gives_a_cheater_two_ways_to_fail_not_two_chances(
     start_miner, validator_client
 ) -> None:

@@ -149,6 +149,7 @@ def net(tmp_path: Path, make_wallet):
     network.stop_all()
 
 
+@pytest.mark.slow
 def test_lease_of_a_miner_killed_mid_test_is_released_once_it_is_back(net: Net) -> None:
     miner = net.start_miner()
     validator = net.start_validator()
@@ -174,6 +175,7 @@ def test_lease_of_a_miner_killed_mid_test_is_released_once_it_is_back(net: Net) 
         raise AssertionError(f"{exc}\n{net.log()}") from None
 
 
+@pytest.mark.slow
 def test_leases_of_a_killed_validator_are_released_at_its_next_start(net: Net) -> None:
     net.start_miner()
     validator = net.start_validator()
@@ -198,6 +200,7 @@ def test_leases_of_a_killed_validator_are_released_at_its_next_start(net: Net) -
         raise AssertionError(f"{exc}\n{net.log()}") from None
 
 
+@pytest.mark.slow
 async def test_an_allocate_whose_answer_was_lost_is_released(tmp_path: Path, start_miner, make_wallet, slow_first_start) -> None:  # fmt: skip
     miner = start_miner("slowstart")
     journal = LeaseJournal(tmp_path / "validator.db")

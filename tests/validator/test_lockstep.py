@@ -299,6 +299,7 @@ async def one_round(chain, store, wallet, client) -> dict[int, object]:
 
 
 @pytest.mark.parametrize("mode", ["wait-info", "wait-build", "late-start"])
+@pytest.mark.slow
 async def test_serialising_sybil_is_credited_at_most_once(device_net, validator_client, mode) -> None:
     """Three hotkeys on one device, each lease taking the device at its best moment
     (before info, at the build, or only when the start comes). Before the lockstep window, the
@@ -315,6 +316,7 @@ async def test_serialising_sybil_is_credited_at_most_once(device_net, validator_
             assert any("lockstep" in reason or "not ready" in reason for reason in r.reasons), r.reasons
 
 
+@pytest.mark.slow
 async def test_one_device_behind_one_hotkey_is_credited(device_net, validator_client) -> None:
     """The yardstick: the emulated device, alone, passes the lockstep round (so the test above can fail)."""
     chain, store, wallet, uids = device_net(1, 1, "wait-build")
@@ -374,6 +376,7 @@ async def one_device_hosts(tmp_path: Path, make_wallet):
         store.close()
 
 
+@pytest.mark.slow
 async def test_one_machine_listed_as_three_hosts_is_credited_as_one(
     one_device_hosts, validator_client
 ) -> None:

@@ -73,6 +73,7 @@ def net(sim_net):
     return sim_net({"honest": None, "lazy": "forged", "noise": "garbage"})
 
 
+@pytest.mark.slow
 async def test_round_scores_honest_miner_and_zeroes_cheaters_then_weights_reach_chain(
     net, validator_client
 ) -> None:
@@ -96,6 +97,7 @@ async def test_round_scores_honest_miner_and_zeroes_cheaters_then_weights_reach_
     assert store.last_weights().weights == {uids["honest"]: 1.0}
 
 
+@pytest.mark.slow
 async def test_rate_limited_weights_are_retried_until_accepted(net) -> None:
     chain, store, wallet, uids = net
     setter = WeightSetter(chain, wallet, store, attempts=4, backoff_s=0.7)

@@ -84,6 +84,7 @@ async def multihost_miner(tmp_path: Path, make_wallet):
         store.close()
 
 
+@pytest.mark.slow
 async def test_each_host_is_proven_and_the_miner_gets_their_sum(multihost_miner, validator_client) -> None:
     target, backend = await multihost_miner(["rack-a", "rack-b"])
     result = await check_miner(MinerCheck(validator_client, target, small_params(), TABLE, SCORING))
@@ -94,6 +95,7 @@ async def test_each_host_is_proven_and_the_miner_gets_their_sum(multihost_miner,
     assert await backend.running() == set()  # every host's validation lease was released
 
 
+@pytest.mark.slow
 async def test_cheater_claiming_a_host_it_does_not_have_gains_nothing(
     multihost_miner, validator_client
 ) -> None:
@@ -108,6 +110,7 @@ async def test_cheater_claiming_a_host_it_does_not_have_gains_nothing(
     assert any("host ghost: not proven" in r for r in result.reasons)
 
 
+@pytest.mark.slow
 async def test_cheater_one_cpu_box_as_two_hosts_is_credited_once(multihost_miner, validator_client) -> None:
     """Two hosts-file entries for one CPU machine (one SSH address): as much as one host, not two."""
     target, _ = await multihost_miner(["rack-a", "rack-a-again"], one_address=True)

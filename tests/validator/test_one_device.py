@@ -148,6 +148,7 @@ def cheaters_net(tmp_path: Path, sim_chain, make_wallet, validator_client):
         miner.server.stop()  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 async def test_round_credits_honest_miners_and_neither_cheat(cheaters_net, validator_client) -> None:
     chain, store, wallet, uids, miners = cheaters_net
     oversight = Oversight(canary_rate=1.0, canary_timing=FAST, canary_dir=canary_dir_of(store))

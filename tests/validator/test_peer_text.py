@@ -86,6 +86,7 @@ def _common(chain: Path, wallets: Path, name: str) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 def test_hostile_miner_text_cannot_stall_or_paint_the_validator(tmp_path: Path, hostile_net) -> None:
     chain, wallets, _ = hostile_net
     argv = [
@@ -130,6 +131,7 @@ def _register(chain: Path, wallets: Path, tmp_path: Path, *args: str) -> subproc
     return subprocess.run(argv, capture_output=True, text=True, timeout=120, env=_env(), cwd=tmp_path)
 
 
+@pytest.mark.slow
 def test_hostile_miner_text_cannot_crash_or_paint_register_py(tmp_path: Path, hostile_net) -> None:
     chain, wallets, hotkeys = hostile_net
     key = tmp_path / "id_renter"

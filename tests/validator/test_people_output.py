@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from compute.validator.report.progress import RoundProgress
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,6 +27,7 @@ print_round_table(round_table(1, [ok, bad], {{7: 2.5, 9: 0.0}}, {{7: 1.0, 9: 0.0
 """
 
 
+@pytest.mark.slow
 def test_round_table_is_not_cut_at_80_columns_off_a_terminal() -> None:
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}  # as under pm2: a pipe, no COLUMNS
     proc = subprocess.run(

@@ -52,6 +52,7 @@ async def receipts(client, miner):
     return (await client.call(miner.endpoint, miner.hotkey, RentalReceiptsRequest())).receipts
 
 
+@pytest.mark.slow
 async def test_honest_rented_miner_keeps_its_credit(start_miner, validator_client, make_wallet) -> None:
     miner = start_miner("rented", gpus=(FAKE_GPU,))
     renter = make_wallet("renter")
@@ -133,6 +134,7 @@ async def test_tampered_or_misdirected_receipts_are_rejected(
         verify_receipt(receipt, miner.hotkey, trusted, now + 3 * 3600)
 
 
+@pytest.mark.slow
 async def test_validation_leases_leave_no_receipt(start_miner, validator_client) -> None:
     miner = start_miner("honest")
     result = await check_miner(MinerCheck(validator_client, target(miner), small_params(), TABLE, SCORING))
@@ -140,6 +142,7 @@ async def test_validation_leases_leave_no_receipt(start_miner, validator_client)
     assert await receipts(validator_client, miner) == []
 
 
+@pytest.mark.slow
 async def test_a_kept_canary_lease_is_no_receipt(tmp_path, start_miner, validator_client) -> None:
     """The cheat: ignore the release of the validator's canary (a real rental's term, signed by a
     permitted hotkey), keep it alive, then refuse the validation lease that follows as "rented"."""

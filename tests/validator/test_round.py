@@ -20,6 +20,7 @@ def target(miner, uid: int = 1) -> MinerTarget:
     return MinerTarget(uid, miner.hotkey, miner.endpoint)
 
 
+@pytest.mark.slow
 async def test_honest_cpu_miner_is_verified_and_scores_positive(start_miner, validator_client) -> None:
     miner = start_miner("honest")
     result = await check_miner(MinerCheck(validator_client, target(miner), small_params(), TABLE, SCORING))
@@ -45,6 +46,7 @@ CAUGHT_BY = {
 
 
 @pytest.mark.parametrize("mode", sorted(CAUGHT_BY))
+@pytest.mark.slow
 async def test_cheating_worker_scores_zero(start_miner, validator_client, mode: str) -> None:
     miner = start_miner(f"cheat-{mode}", cheat=mode)
     result = await check_miner(MinerCheck(validator_client, target(miner), small_params(), TABLE, SCORING))
@@ -53,6 +55,7 @@ async def test_cheating_worker_scores_zero(start_miner, validator_client, mode: 
     assert await miner.backend.running() == set()
 
 
+@pytest.mark.slow
 async def test_a_spike_in_one_timed_run_does_not_lower_an_honest_figure(
     start_miner, validator_client
 ) -> None:
@@ -64,6 +67,7 @@ async def test_a_spike_in_one_timed_run_does_not_lower_an_honest_figure(
     assert result.timings["fp16_s"] < 1.5  # the stalled run took > 2 s
 
 
+@pytest.mark.slow
 async def test_silent_worker_times_out_and_lease_is_released(start_miner, validator_client) -> None:
     miner = start_miner("silent", cheat="silent")
     result = await check_miner(
@@ -75,6 +79,7 @@ async def test_silent_worker_times_out_and_lease_is_released(start_miner, valida
     assert await miner.backend.running() == set()
 
 
+@pytest.mark.slow
 async def test_unreachable_miner_fails_with_reason_after_retries(validator_client) -> None:
     dead = MinerTarget(3, "5C4hrfjw9DjXZTzV3MwzrrAr9P1MJhSrvWGWqi1eSuyUpnhM", "127.0.0.1:9")
     result = await check_miner(MinerCheck(validator_client, dead, small_params(retries=1), TABLE, SCORING))

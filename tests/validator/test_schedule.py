@@ -61,6 +61,7 @@ def net(sim_net):
     return sim_net({"honest": None, "lazy": "forged"})
 
 
+@pytest.mark.slow
 async def test_budget_skips_scored_miners_without_decay_but_a_failing_miner_is_always_retested(
     net, validator_client
 ) -> None:

@@ -77,6 +77,7 @@ def seed_verified(store: ValidatorStore, uids: dict[str, int], hotkeys: dict[str
     )
 
 
+@pytest.mark.slow
 async def test_a_renter_on_the_miners_own_coldkey_earns_no_rented_credit(
     tmp_path: Path, sim_chain, start_miner, validator_client, make_wallet
 ) -> None:

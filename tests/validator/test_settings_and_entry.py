@@ -49,6 +49,7 @@ def test_wandb_absent_or_broken_never_breaks_the_validator(tmp_path: Path, monke
     logger.close()
 
 
+@pytest.mark.slow
 def test_validator_process_runs_one_round_sets_weights_and_exits(
     tmp_path: Path, sim_chain, start_miner, make_wallet
 ) -> None:

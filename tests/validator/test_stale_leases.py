@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from validator_helpers import small_params
 
 from compute.protocol import AllocateRequest, Requirements
@@ -17,6 +18,7 @@ def allocate(purpose: str) -> AllocateRequest:
     )
 
 
+@pytest.mark.slow
 async def test_next_round_releases_own_stale_validation_lease_only(
     start_miner, validator_client, make_wallet
 ) -> None:

@@ -52,6 +52,7 @@ def racing_python(root: Path, breaks: int) -> Path:
     return directory
 
 
+@pytest.mark.slow
 async def test_upload_race_is_retried_and_the_miner_scores_as_honest(
     tmp_path, start_miner, validator_client
 ) -> None:
@@ -68,6 +69,7 @@ async def test_upload_race_is_retried_and_the_miner_scores_as_honest(
     assert await unlucky.backend.running() == set()
 
 
+@pytest.mark.slow
 async def test_a_lease_that_breaks_on_every_try_is_the_miners_failure(
     tmp_path, start_miner, validator_client
 ) -> None:
@@ -79,6 +81,7 @@ async def test_a_lease_that_breaks_on_every_try_is_the_miners_failure(
     assert "session not opened in 3 tries" in result.reasons[0], result.reasons
 
 
+@pytest.mark.slow
 async def test_the_validators_own_error_is_not_the_miners_zero(
     sim_net, validator_client, monkeypatch
 ) -> None:
@@ -136,6 +139,7 @@ async def rent_one(wallet, miner) -> None:
 
 
 @pytest.mark.parametrize("whole_sample", [10.0, 1e-5])
+@pytest.mark.slow
 async def test_partly_rented_machine_proves_its_free_gpu_and_is_credited_the_rented_one(
     start_miner, validator_client, make_wallet, small_gpu_table, whole_sample: float
 ) -> None:
@@ -162,6 +166,7 @@ async def test_partly_rented_machine_proves_its_free_gpu_and_is_credited_the_ren
     assert len(await miner.backend.running()) == 1  # only the renter's lease is left
 
 
+@pytest.mark.slow
 async def test_partly_rented_machine_never_verified_whole_gets_only_its_proven_gpu(
     start_miner, validator_client, make_wallet, small_gpu_table
 ) -> None:

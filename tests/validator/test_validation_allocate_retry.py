@@ -30,6 +30,7 @@ async def _check(client, miner):
     return await check_miner(MinerCheck(client, target, small_params(), load_gpu_table(), ScoringConfig()))
 
 
+@pytest.mark.slow
 async def test_a_timed_out_allocation_is_replayed_and_the_test_passes(
     start_miner, impatient_client, slow_first_start
 ) -> None:
@@ -42,6 +43,7 @@ async def test_a_timed_out_allocation_is_replayed_and_the_test_passes(
     assert await miner.backend.running() == set()
 
 
+@pytest.mark.slow
 async def test_control_one_try_fails_and_leaves_an_orphan(
     start_miner, impatient_client, slow_first_start, monkeypatch
 ) -> None:

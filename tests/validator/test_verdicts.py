@@ -39,6 +39,7 @@ def test_a_verdict_carries_the_reasons_and_the_validators_figures_within_the_wir
     assert message.score == 1.25 and not message.ok
 
 
+@pytest.mark.slow
 async def test_the_miner_reads_its_verdict_signed_by_the_validator(
     tmp_path: Path, start_miner, validator_client, capsys
 ) -> None:
