@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 ORDER: dict[str, list[set[str]]] = {
     "compute": [
         {"peertext"},
-        {"__init__", "logs", "sqlitedb", "safejson"},
+        {"__init__", "logs", "sqlitedb", "safejson", "dispatch"},
         {"protocol"},
         {"settings"},
         {"chain", "scoring", "store", "specs"},

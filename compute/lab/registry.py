@@ -7,11 +7,10 @@ benchmark, write ``compute/lab/bench/<thing>.py`` with a ``main`` and add one li
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     target: str  # "module:function"
     help: str
 
