@@ -5,22 +5,25 @@ A sustained round is ``segments`` small GEMM challenges run back to back (prover
 own line and the validator timestamps it. Segment k's duration is arrival[k] - arrival[k-1]
 (segment 0 measured from the moment the request was sent), so its throughput is
 ``flops_per_segment / duration`` on the validator's clock. ``analyse_series`` compares the mean of
-the last segments with a REFERENCE the miner cannot lower: the validator-timed GEMM throughput of
-the same GPUs this round (times the calibrated segment efficiency), or the first segments when
-those were faster. A miner that paces its first segments therefore hides nothing (the reference
-stays), and pacing the last ones only lowers the ratio. A ratio below ``1 - tolerance`` is
-throttling and lowers the score by ``sustained_factor``.
+the last segments with a REFERENCE the miner cannot lower without losing credit: the validator-timed
+GEMM throughput of the same GPUs this round times the class's segment fraction. A ratio below
+``1 - tolerance`` is throttling and lowers the score by ``sustained_factor``.
 
-The reference is only as good as its calibration: segments are narrower GEMMs than the GEMM round,
-so an honest device runs them at some fraction S/G of its GEMM throughput, and a device whose S/G is
-above the configured fraction can pace its segments down to fraction x G without showing throttling.
-``reference_fraction_for`` takes the calibrated fraction of the device's class
+The factor depends on the last segments alone (and on the GEMM proof, which pays by itself): pacing
+can only slow them, so it can only lower the factor, on any class, whatever its segments' honest
+speed. The device's own first segments are never a reference: they are the miner's to slow, and a
+reference that rose with them (the former ``max(first segments, fraction x GEMM)``) paid a device
+that paced every segment to its throttled speed from the start (CPU class, segment/GEMM 1.18,
+throttling to 70 %: factor 0.92 paced vs 0.78 honest). What it costs: a device whose segments run
+faster than its class's fraction may throttle down to that fraction before the factor drops,
+paced or not. ``reference_fraction_for`` takes the calibrated fraction of the device's class
 (``sustained.reference_fractions``, measured with ``python -m compute bench pog-depth --suite
-sustained``: its ``segment_over_gemm``), never lower than any class the miner claims or is identified as. A throttled
-verdict is re-confirmed by a second run before it is carried for rounds (``confirmed``): the second
-run is judged against the first run's opening throughput too, so a device that throttles shows it
-again, while a noisy first run is forgiven. Every segment is a normal PoG challenge: the validator opens
-a few of them (``choose_segments``) and checks them with ``verify``.
+sustained``: its ``segment_over_gemm``), never lower than any class the miner claims or is
+identified as (a claim can only raise the reference). A throttled verdict is re-confirmed by a
+second run against the same reference before it is carried for rounds (``confirmed``: the milder of
+the two, so a noisy first run is forgiven and pacing the second gains nothing). Every segment is a
+normal PoG challenge: the validator opens a few of them (``choose_segments``) and checks them with
+``verify``.
 
 Pure functions over numbers and wire models; it does not run segments or talk to the worker.
 """
@@ -97,7 +100,7 @@ class SustainedReport:
     tflops: tuple[float, ...]  # per segment, validator clock
     first_tflops: float
     last_tflops: float
-    ratio: float  # last / max(first, reference)
+    ratio: float  # last / reference (last / first only without a reference)
     throttled: bool
     factor: float  # multiplier for the score, 1.0 when within tolerance
     reference_tflops: float = 0.0  # validator-timed GEMM reference (0: none, the first window alone)
@@ -119,9 +122,10 @@ def analyse_series(
     tolerance: float = 0.1,
     reference_tflops: float | None = None,
 ) -> SustainedReport:
-    """Throughput per segment from arrival times; ratio = last-``window`` mean / max(first-``window``
-    mean, ``reference_tflops``). ``reference_tflops`` (same unit as the series: all GPUs together) is
-    the validator-timed GEMM throughput of this round; a non-finite or non-positive one is ignored."""
+    """Throughput per segment from arrival times; ratio = last-``window`` mean / ``reference_tflops``
+    (same unit as the series: all GPUs together; the validator-timed GEMM of this round times the
+    class's fraction). Only without a usable reference (non-finite or non-positive: benchmarks, a
+    series without a GEMM proof) is the first-``window`` mean the yardstick instead."""
     times = [float(sent_at), *map(float, arrivals)]
     if len(arrivals) < 2 or any(not math.isfinite(t) for t in times):
         raise SustainedError("need at least 2 finite segment arrivals")
@@ -133,7 +137,7 @@ def analyse_series(
     first = float(np.mean(tflops[:k]))
     last = float(np.mean(tflops[-k:]))
     reference = _reference(reference_tflops)
-    ratio = last / max(first, reference)
+    ratio = last / (reference or first)
     factor = sustained_factor(ratio, tolerance)
     return SustainedReport(tflops, first, last, ratio, factor < 1.0, factor, reference)
 
@@ -153,16 +157,16 @@ def reference_fraction_for(classes, fractions: dict[str, float], default: float)
 
 def confirmed(first: SustainedReport, second: SustainedReport) -> SustainedReport:
     """The verdict of a throttled run re-run at once: the milder of the two (noise is forgiven, a
-    throttling device shows it twice), marked ``runs=2``. The second run is analysed against
-    ``max(reference, first.first_tflops)`` (``confirmation_reference``), so pacing only lowers it."""
+    throttling device shows it twice), marked ``runs=2``. The second run is analysed against the
+    first one's reference (``confirmation_reference``), so pacing it only lowers it."""
     kept = second if second.factor > first.factor else first
     return replace(kept, runs=2)
 
 
 def confirmation_reference(first: SustainedReport) -> float:
-    """What the confirming run is compared with: the original reference or the first run's opening
-    throughput, whichever is higher (a device that starts the second run hot is judged by its cool start)."""
-    return max(first.reference_tflops, first.first_tflops)
+    """What the confirming run is compared with: the first run's reference (its first window only
+    when it had none, as ``analyse_series`` did)."""
+    return first.reference_tflops or first.first_tflops
 
 
 def choose_segments(plan: SustainedPlan, count: int = 3, rng: np.random.Generator | None = None) -> list[int]:

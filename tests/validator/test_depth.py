@@ -97,6 +97,28 @@ async def test_throttling_worker_is_verified_but_its_sustained_factor_lowers_the
     assert result_figures(result)["uid/1/throttled"] == 1
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("segment_over_gemm", [0.85, 1.18, 1.3])
+async def test_pacing_every_segment_never_raises_the_sustained_factor_through_the_validator(
+    start_miner, validator_client, segment_over_gemm: float
+) -> None:
+    """The CPU class (reference fraction 1.00) with emulated devices whose segments run at 0.85, 1.18
+    (as measured on the CI machine) and 1.3 x their GEMM rounds, throttling to 70 % after the first
+    segments. The pacer runs every segment at the throttled speed from the first (before: factor 0.92
+    paced vs 0.78 honest at 1.18); the validator's factor rests on the last segments alone, so the
+    pacer gains nothing over the device that shows its throttling."""
+    factors = {}
+    for play in ("honest", "pace"):
+        miner = start_miner(f"{play}-{segment_over_gemm}", cheat=f"device_{segment_over_gemm}_0.7_{play}")
+        params = small_params(force_depth=True, depth=DepthParams(cpu_sustained_seconds=1.0))
+        result = await check_miner(MinerCheck(validator_client, target(miner), params, TABLE, SCORING))
+        assert result.ok, result.reasons
+        factors[play] = result.sustained_factor
+    assert factors["pace"] <= factors["honest"] + 0.02, factors
+    expected = min(1.0, 0.7 * segment_over_gemm / 0.9)  # last segments / (1.00 x GEMM) / 0.9
+    assert factors["honest"] == pytest.approx(expected, abs=0.04), factors
+
+
 def test_sustained_cadence() -> None:
     assert sustained_due(5, None, 10)
     assert not sustained_due(14, 5, 10) and sustained_due(15, 5, 10)

@@ -22,6 +22,10 @@ hostiletext answers every request {"ok": false} with an error full of terminal c
           rich markup (the worker's words must reach the validator's table and log printable)
 partialsecond honest in the first timed GEMM run, computes a quarter of the rows in the next ones
 fakefar   honest, but answers every ping 0.3 s late (pretends to be far away to stretch an allowance)
+device_S_T_PLAY an emulated device at DEVICE_TFLOPS in its GEMM rounds, S x that in its sustained
+          segments, throttling to T x S after its first segments; PLAY ``honest`` shows the throttling,
+          ``pace`` paces every segment to the throttled speed from the first (every answer honest,
+          each commit padded to its work at the emulated speed: the device, not this CPU, sets the time)
 """
 
 from __future__ import annotations
@@ -60,6 +64,8 @@ def main(mode: str) -> None:
 
         ns["_handle"] = handle
         return ns["serve"](stdin, sys.stdout, "cpu")
+    if mode.startswith("device_"):
+        return _emulated_device(ns, stdin, mode)
     original = ns["product_cpu"]
     if mode in ("memskip", "memregen", "throttle", "spike"):
         return _depth_cheat(ns, stdin, mode)
@@ -175,6 +181,44 @@ def _depth_cheat(ns: dict, stdin, mode: str) -> None:
             return honest(self, challenge, keep_previous)
 
         engine_cls.commit = commit
+    ns["serve"](stdin, sys.stdout, "cpu")
+
+
+DEVICE_TFLOPS = 1e-4  # far below this CPU: the padding, not the machine's load, sets every duration
+
+
+def _emulated_device(ns: dict, stdin, mode: str) -> None:
+    """``device_S_T_PLAY``: GEMM commits take their work at DEVICE_TFLOPS, sustained segments at S x
+    that, and the segments after the first two of a run at T x S (``honest``) or every segment at
+    T x S (``pace``)."""
+    _, s, throttle, play = mode.split("_")
+    speed, throttle = float(s) * DEVICE_TFLOPS, float(throttle)
+    engine_cls, honest = ns["ProverEngine"], ns["ProverEngine"].commit
+    runner_cls, honest_run = ns["SustainedRunner"], ns["SustainedRunner"].run
+    segment = {"n": -1}  # index of the segment in the current sustained run; -1: a GEMM round
+
+    def run(self, segments, emit=None):
+        segment["n"] = 0
+        try:
+            return honest_run(self, segments, emit)
+        finally:
+            segment["n"] = -1
+
+    def commit(self, challenge, keep_previous=False):
+        started = time.perf_counter()
+        out = honest(self, challenge, keep_previous)
+        spec = ns["parse_challenge"](challenge)
+        work = 2.0 * spec.m * spec.n * spec.p * spec.gpu_count
+        tflops = DEVICE_TFLOPS
+        if segment["n"] >= 0:
+            hot = play == "pace" or segment["n"] >= 2
+            tflops = speed * (throttle if hot else 1.0)
+            segment["n"] += 1
+        time.sleep(max(0.0, work / (tflops * 1e12) - (time.perf_counter() - started)))
+        return out
+
+    engine_cls.commit = commit
+    runner_cls.run = run
     ns["serve"](stdin, sys.stdout, "cpu")
 
 
