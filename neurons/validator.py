@@ -23,9 +23,8 @@ from compute.scoring import ScoringConfig, load_gpu_table, load_holistic_config 
 from compute.settings import SettingsError  # noqa: E402
 from compute.store import ValidatorStore  # noqa: E402
 from compute.store.journal import LeaseJournal  # noqa: E402
-from compute.transport import KeyWallet, MinerClient, WalletError, load_wallet  # noqa: E402
+from compute.transport import KeyWallet, WalletError, load_wallet  # noqa: E402
 from compute.validator import (  # noqa: E402
-    CanaryRenter,
     CanaryTiming,
     JournaledClient,
     LoopRunner,
@@ -39,6 +38,7 @@ from compute.validator import (  # noqa: E402
     WandbLogger,
     WeightSetter,
     WeightsLoop,
+    canary_identities,
     chain_block_seconds,
     chain_block_source,
     new_run_id,
@@ -72,13 +72,6 @@ def warn_without_permit(metagraph: MetagraphSnapshot, hotkey: str) -> bool:
     return False
 
 
-def canary_clients(s: ValidatorSettings) -> list[MinerClient]:
-    """A signed client per operator hotkey of ``--validator.canary_hotkeys`` (this wallet's)."""
-    common = s.common
-    wallets = [load_wallet(common.wallet_name, name, str(common.wallet_path)) for name in s.canary_hotkeys]
-    return [MinerClient(KeyWallet.from_wallet(wallet), timeout=30.0) for wallet in wallets]
-
-
 async def run(s: ValidatorSettings) -> int:
     common = s.common
     wallet = load_wallet(common.wallet_name, common.wallet_hotkey, str(common.wallet_path))
@@ -93,13 +86,13 @@ async def run(s: ValidatorSettings) -> int:
     client = JournaledClient(
         keypair, journal, new_run_id(), timeout=30.0, max_concurrency=max(64, s.concurrency * 4)
     )
-    renters = canary_clients(s)
+    identities = canary_identities(
+        s.canary_hotkeys, common.wallet_name, common.wallet_path, s.data_dir / "canary", s.canary_source
+    )
     oversight = Oversight(
         canary_rate=s.canary_rate,
         trusted_renters=frozenset(s.trusted_renters),
-        canary_renters=tuple(
-            CanaryRenter(c.hotkey, c, s.data_dir / "canary" / c.hotkey[:16]) for c in renters
-        ),
+        canary_renters=identities,
         canary_dir=s.data_dir / "canary",
         canary_timing=CanaryTiming.for_dwell(s.canary_dwell),
     )
@@ -216,8 +209,8 @@ async def run(s: ValidatorSettings) -> int:
             collateral.close()
         wandb.close()
         await client.aclose()
-        for renter in renters:
-            await renter.aclose()
+        for identity in identities:
+            await identity.aclose()
         store.close()
         journal.close()
         await asyncio.to_thread(chain.close)

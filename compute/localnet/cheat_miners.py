@@ -7,8 +7,9 @@ their endpoints on the simulated chain:
 - ``refuser``: claims one GPU and answers every GPU lease with ``no_capacity`` ("rented") although
   no renter holds anything;
 - ``box-a`` and ``box-b``: two hotkeys that hand out the same box (one SSH host key);
-- ``canary-aware``: serves validators' hotkeys and canary-shaped rentals, tells every other renter
-  "no capacity" (the validators' canaries come in turn from their hotkey and an operator hotkey);
+- ``canary-aware``: serves every hotkey on a validator's coldkey (a metagraph lookup) and
+  canary-shaped rentals, tells every other renter "no capacity" (the validators' canaries come from
+  operator identities on coldkeys of their own);
 - ``self-renter``: claims one GPU, which a validator-permitted hotkey of its own coldkey
   (``self-renter/renter``) rents for 30 days through register.py's operator service before it shows
   on chain, so every
@@ -42,7 +43,12 @@ from compute.allocation.hosts.check import HostCheck
 from compute.allocation.hosts.config import HostConfig, parse_hosts
 from compute.allocation.lifecycle.hostwatch import check_and_recover
 from compute.chain import MetagraphSnapshot, connect
-from compute.localnet.cheaters import CanaryAwareManager, OneBoxBackend, RefusingManager
+from compute.localnet.cheaters import (
+    CanaryAwareManager,
+    OneBoxBackend,
+    RefusingManager,
+    on_validator_coldkeys,
+)
 from compute.localnet.one_device import device_bin, send_away
 from compute.localnet.processes import free_port
 from compute.miner import build_miner_app
@@ -80,7 +86,7 @@ class Net:
 
     workdir: Path
     chain_path: Path
-    validators: frozenset[str]  # validator-permitted hotkeys
+    validators: frozenset[str]  # every hotkey on a validator's coldkey (a metagraph lookup)
 
 
 async def rent_self(net: Net, miner_hotkey: str, endpoint: str) -> None:
@@ -211,8 +217,7 @@ async def run(workdir: Path, chain_path: Path) -> None:
     chain = connect(f"sim:{chain_path}", NETUID)
     tasks = []
     try:
-        validators = frozenset(n.hotkey for n in chain.metagraph().neurons if n.validator_permit)
-        net = Net(workdir, chain_path, validators)
+        net = Net(workdir, chain_path, on_validator_coldkeys(chain.metagraph()))
         for index, name in enumerate(CHEATERS):
             wallet = bt.Wallet(name=name, hotkey="default", path=str(workdir / "wallets"))
             port = free_port()

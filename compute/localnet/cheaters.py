@@ -5,10 +5,12 @@
 - :class:`OneBoxBackend`: one machine behind several hotkeys. Every lease it hands out, for every
   hotkey configured with the same box key, is the same box: one SSH host key (as one physical
   machine with one sshd has).
-- :class:`CanaryAwareManager`: serves validation leases, rentals signed by a
-  validator's hotkey and anything shaped like the old canary (a term of 15 minutes or less, no
-  idempotency key, a 1 GB disk register.py never asks); answers every other renter "no capacity".
-  With ``refuse_all`` it refuses every renter (the comparison).
+- :class:`CanaryAwareManager`: serves validation leases, rentals signed by any hotkey on a
+  validator's coldkey (``on_validator_coldkeys``: the metagraph lookup that finds a validator's
+  operator keys), with ``by_address`` any request from an address validation leases came from
+  (``with_caller_address`` notes it), and anything shaped like the old canary (a term of 15
+  minutes or less, no idempotency key, a 1 GB disk register.py never asks); answers every other
+  renter "no capacity". With ``refuse_all`` it refuses every renter (the comparison).
 
 These are test doubles built from the public backend and manager interfaces, the way a cheater
 would build them; nothing in the miner uses them.
@@ -19,13 +21,17 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Collection
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
 import asyncssh
 
 from compute.allocation import AllocationManager, EmbeddedBackend, LeaseRecord, Receipt
+from compute.chain import MetagraphSnapshot
 from compute.protocol import AllocateRequest, ErrorCode, LeaseInfo, RequestFailed
+
+CALLER: ContextVar[str | None] = ContextVar("caller_address", default=None)
 
 
 class RefusingManager(AllocationManager):
@@ -45,6 +51,24 @@ def looks_like_a_canary(request: AllocateRequest) -> bool:
     return request.duration_s <= 900 or request.idempotency_key is None or req.disk_gb <= 1.0
 
 
+def on_validator_coldkeys(metagraph: MetagraphSnapshot) -> frozenset[str]:
+    """Every hotkey registered under a coldkey that holds a validator-permitted hotkey: the
+    validators' own keys and whatever operator keys they registered beside them."""
+    coldkeys = {n.coldkey for n in metagraph.neurons if n.validator_permit}
+    return frozenset(n.hotkey for n in metagraph.neurons if n.coldkey in coldkeys)
+
+
+def with_caller_address(app: Any) -> Any:
+    """The miner's ASGI app, noting each request's source address for the manager (``CALLER``)."""
+
+    async def noted(scope: dict, receive: Any, send: Any) -> None:
+        if scope.get("type") == "http" and scope.get("client"):
+            CALLER.set(scope["client"][0])
+        await app(scope, receive, send)
+
+    return noted
+
+
 class CanaryAwareManager(AllocationManager):
     """Serves validators and canary-looking rentals; every other renter hears "no capacity"."""
 
@@ -53,18 +77,28 @@ class CanaryAwareManager(AllocationManager):
         *args: Any,
         validators: Callable[[], Collection[str]] = frozenset,
         refuse_all: bool = False,
+        by_address: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self.validators = validators
         self.refuse_all = refuse_all
+        self.by_address = by_address
+        self.validator_addresses: set[str] = set()  # where validation leases were asked from
         self.refused: list[str] = []  # the renters it turned away (owner hotkeys), for the record
+        self.callers: list[tuple[str, str | None, str]] = []  # (owner, address, purpose) of each ask
 
     def serves(self, owner_hotkey: str, request: AllocateRequest) -> bool:
+        address = CALLER.get()
+        self.callers.append((owner_hotkey, address, request.purpose))
         if request.purpose == "validation":
+            if address is not None:
+                self.validator_addresses.add(address)
             return True
         if self.refuse_all:
             return False
+        if self.by_address and address in self.validator_addresses:
+            return True
         return owner_hotkey in self.validators() or looks_like_a_canary(request)
 
     async def allocate(
@@ -101,9 +135,12 @@ class OneBoxBackend(EmbeddedBackend):
 
 
 __all__ = [
+    "CALLER",
     "CanaryAwareManager",
     "OneBoxBackend",
     "RefusingManager",
     "box_key",
     "looks_like_a_canary",
+    "on_validator_coldkeys",
+    "with_caller_address",
 ]

@@ -31,7 +31,8 @@ NETUID = 27
 VALIDATOR_STAKE_TAO = 10_000.0
 MINER_STAKE_TAO = 10.0
 RENTER_STAKE_TAO = 100.0  # the cheaters' demo: renter hotkeys (operators, the self-renter's own)
-OPERATOR_HOTKEY = "operator"  # each validator's operator hotkey with --cheaters (signs canaries too)
+OPERATOR_WALLET = "{}-operator"  # each validator's operator identity with --cheaters (signs its
+# canaries): a wallet of its own, so its coldkey is no validator's (a miner finds nothing on chain)
 # what --cheaters leaves in the work directory (the cheaters' lease stores, the shared box key, the
 # self-renter's register.py book): a run starts without an earlier run's leases
 CHEATER_DIRS = (
@@ -174,13 +175,13 @@ class LocalNet:
         )
 
     def create_cheaters(self, state: SimChainState) -> None:
-        """The cheating miners, each validator's operator hotkey (an ordinary renter that signs half
-        of its canaries) and the self-renter's validator-permitted second hotkey (its own coldkey)."""
+        """The cheating miners, each validator's operator identity (an ordinary renter on a coldkey
+        of its own, that signs its canaries) and the self-renter's validator-permitted second hotkey
+        (its own coldkey)."""
         from .cheat_miners import CHEATERS, SELF_RENTER_KEY
 
         for validator in self.validators:
-            operator = bt.Wallet(name=validator.name, hotkey=OPERATOR_HOTKEY, path=str(self.wallet_root))
-            operator.create_new_hotkey(suppress=True, overwrite=True)
+            operator = create_wallet(self.wallet_root, OPERATOR_WALLET.format(validator.name))
             state.register(operator.hotkey.ss58_address, operator.coldkeypub.ss58_address, RENTER_STAKE_TAO)
         for name in CHEATERS:
             wallet = create_wallet(self.wallet_root, name)
@@ -417,9 +418,10 @@ class LocalNet:
             f"{DEMO_MIN_TIMED_S if several and any(self.options.latency_ms) else 0.0:g}",
             "--wandb.off",
         ]
-        if self.options.cheaters:  # every miner gets a canary each round, signed in turn by the
-            # validator's hotkey and its operator hotkey (an ordinary renter)
-            args += ["--validator.canary_rate", "1", "--validator.canary_hotkeys", OPERATOR_HOTKEY]
+        if self.options.cheaters:  # every miner gets a canary each round, signed by the validator's
+            # operator identity (an ordinary renter; the validator's hotkey for miners closed to those)
+            identity = f"{OPERATOR_WALLET.format(validator.name)}/default"
+            args += ["--validator.canary_rate", "1", "--validator.canary_hotkeys", identity]
         rtt = self.latency_of(self.validators.index(validator))
         if rtt > 0:  # a WAN between this validator and the leases: the latency proxy as ProxyCommand
             proxy = f"{sys.executable} {PROXY} --rtt-ms {rtt:g} --jitter 0.2 {{host}} {{port}}"

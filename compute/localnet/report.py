@@ -141,8 +141,8 @@ LEGEND = (
 def _cheater_problems(cheaters: list[dict[str, Any]], rounds: int = 1, checks: int = 0) -> list[str]:
     """``--cheaters``: none earns more than its device's honest share. The refuser earns nothing;
     the box shared by two hotkeys earns exactly once; the canary-aware miner, which turns real
-    renters away, keeps less than its full availability once it met both canary signers (two
-    rounds); the self-renter never earns rented credit from its own coldkey's lease; the three
+    renters away, keeps less than its full availability after two rounds of canaries (signed by
+    operator identities on coldkeys no validator holds); the self-renter never earns rented credit from its own coldkey's lease; the three
     sybils on one device earn together at most that device's credit (its best proven sample x a
     presence share of 1); the device listed as three hosts is credited as at most one host; the
     hit-and-run, there for its first test only, earns at most its device's credit for that share of

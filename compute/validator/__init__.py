@@ -25,7 +25,7 @@ from compute.validator.presence.schedule import presence_interval, split_budget
 from compute.validator.proofs.depth import DepthRejected, sustained_due
 from compute.validator.proofs.evidence import Measured, scored_result
 from compute.validator.proofs.sizing import challenge_size
-from compute.validator.rentals.canary import CanaryRenter, CanaryTiming
+from compute.validator.rentals.canary import CanaryRenter, CanaryTiming, canary_identities
 from compute.validator.report.table import print_round_table, round_table
 from compute.validator.report.wandb_log import WandbLogger, result_figures, wandb_wanted
 from compute.validator.round.loop import (
@@ -92,6 +92,7 @@ __all__ = [
     "WorkerTimeout",
     "add_validator_args",
     "bootstrap_command",
+    "canary_identities",
     "challenge_size",
     "chain_block_seconds",
     "chain_block_source",

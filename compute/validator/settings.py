@@ -8,6 +8,7 @@ entry point and passed down. This module parses and validates only; it opens not
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import re
 from collections.abc import Mapping
@@ -59,7 +60,8 @@ class ValidatorSettings(BaseModel):
     cpu_sustained_seconds: float = Field(1.0, gt=0, le=600)
     trusted_renters: tuple[str, ...] = ()  # operator hotkeys (ss58) whose rentals count as rented
     canary_rate: float = Field(0.1, ge=0, le=1)  # chance per miner per round of a canary rental
-    canary_hotkeys: tuple[str, ...] = ()  # hotkey names of the wallet that sign canaries too
+    canary_hotkeys: tuple[str, ...] = ()  # renter identities that sign canaries: WALLET/HOTKEY (or HOTKEY)
+    canary_source: str = ""  # local address canaries connect from ("" = the default route)
     canary_dwell: float = Field(60.0, ge=0, le=3600)  # longest stay of a canary between its logins
     spread_seconds: float | None = Field(None, ge=0, le=86_400)  # None: half the round interval
     load_budget: float = Field(0.05, ge=0, le=1)  # share of a miner's GPU time all validators may take
@@ -97,8 +99,20 @@ class ValidatorSettings(BaseModel):
         if isinstance(value, str):
             value = tuple(part.strip() for part in value.split(",") if part.strip())
         for name in value if isinstance(value, (list, tuple)) else ():
-            if not isinstance(name, str) or not _HOTKEY_NAME.fullmatch(name):
-                raise ValueError(f"{name!r} is not a hotkey name of the wallet (letters, digits, '._-')")
+            parts = name.split("/") if isinstance(name, str) else [None]
+            if len(parts) > 2 or not all(
+                isinstance(p, str) and _HOTKEY_NAME.fullmatch(p) and p not in (".", "..") for p in parts
+            ):
+                raise ValueError(
+                    f"{name!r} is not WALLET/HOTKEY or a hotkey name of the wallet (letters, digits, '._-')"
+                )
+        return value
+
+    @field_validator("canary_source")
+    @classmethod
+    def _canary_source(cls, value: str) -> str:
+        if value:
+            ipaddress.ip_address(value)  # a ValueError names the bad address
         return value
 
     @field_validator("data_dir")
@@ -199,7 +213,15 @@ _FLAGS: dict[str, tuple[str, type, str]] = {
     "validator.canary_hotkeys": (
         "canary_hotkeys",
         str,
-        "comma-separated hotkey names of the validator's wallet that sign canaries too (operator keys)",
+        "comma-separated renter identities that sign canaries, WALLET/HOTKEY under --wallet.path: each"
+        " registered on the subnet under a coldkey no validator holds (a bare HOTKEY of this wallet is"
+        " on the validator's coldkey: skipped)",
+    ),
+    "validator.canary_source": (
+        "canary_source",
+        str,
+        "local IP address canaries connect from (HTTP and SSH), routed apart from the validator's own;"
+        " default: the machine's default route",
     ),
     "validator.canary_dwell": (
         "canary_dwell",

@@ -15,8 +15,11 @@ def test_canary_sim_prints_what_a_renter_refusing_miner_keeps(capsys) -> None:
     result = json.loads(capsys.readouterr().out)
     rows = {(r["strategy"], r["canaries"]): r for r in result["strategies"]}
     aware = "canary-aware (validators + old canary shape)"
-    assert rows[(aware, "old")]["availability"] == 1.0  # the issue's finding: the old canary is served
-    assert rows[(aware, "new")]["availability"] < 0.6  # the operator key's canaries are refused
+    assert rows[(aware, "old")]["availability"] == 1.0  # the first finding: the old canary is served
+    assert rows[(aware, "new")]["availability"] < 0.6  # the operator identity's canaries are refused
+    chain = "canary-aware (validators' coldkeys on chain + old canary shape)"
+    assert rows[(chain, "in turn")]["availability"] == 1.0  # an operator key on the validator's coldkey
+    assert rows[(chain, "new")]["availability"] == pytest.approx(1 / 21, abs=1e-3)  # one of its own
     assert rows[("refuses every renter", "new")]["availability"] == pytest.approx(1 / 21, abs=1e-3)
     assert rows[("honest", "new")] == {
         **rows[("honest", "new")],

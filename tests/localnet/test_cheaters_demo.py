@@ -26,8 +26,8 @@ def test_scoreboard_credits_the_honest_miner_and_neither_cheat(tmp_path: Path) -
     assert (
         pair[1]["verdict"] == "verified (device credited once)" and pair[1]["weight"] > 0
     )  # ... not zero times
-    aware = miners["canary-aware"]  # met both canary signers: refused the operator key's canary
-    assert aware["verdict"] == "verified" and aware["availability"] == pytest.approx(2 / 3)
+    aware = miners["canary-aware"]  # the operator identity's canaries (a coldkey of its own): refused
+    assert aware["verdict"] == "verified" and aware["availability"] <= 0.5
     renter = miners["self-renter"]  # its own coldkey's 30-day lease excuses nothing
     assert renter["verdict"] == "self-rental: its own coldkey's lease is no rental"
     assert renter["score"] == 0 and renter["weight"] == 0

@@ -30,12 +30,23 @@ def test_canary_hotkeys_and_dwell_come_from_flags_or_the_environment() -> None:
     assert parse_validator([], {}).canary_hotkeys == () and parse_validator([], {}).canary_dwell == 60.0
 
 
+def test_canary_identities_name_their_own_wallets_and_leave_from_their_own_address() -> None:
+    s = parse_validator(
+        ["--validator.canary_hotkeys", "ops/default, ops-2/k1", "--validator.canary_source", "10.0.0.7"], {}
+    )
+    assert s.canary_hotkeys == ("ops/default", "ops-2/k1") and s.canary_source == "10.0.0.7"
+    assert parse_validator([], {}).canary_source == ""
+
+
 @pytest.mark.parametrize(
     ("argv", "flag"),
     [
         (["--validator.trusted_renters", "not-a-hotkey"], "--validator.trusted_renters"),
         (["--validator.canary_rate", "1.5"], "--validator.canary_rate"),
         (["--validator.canary_hotkeys", "op/../../x"], "--validator.canary_hotkeys"),
+        (["--validator.canary_hotkeys", "../x"], "--validator.canary_hotkeys"),
+        (["--validator.canary_hotkeys", "a/b/c"], "--validator.canary_hotkeys"),
+        (["--validator.canary_source", "not-an-address"], "--validator.canary_source"),
         (["--validator.canary_dwell", "-1"], "--validator.canary_dwell"),
     ],
 )

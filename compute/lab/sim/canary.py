@@ -4,11 +4,13 @@ From the validator's own pieces, without a network: the renters' table (``rental
 signer deck of ``fleet.canaries`` and the ``RentalLedger`` that turns outcomes into availability.
 
 - **Strategies.** A miner decides per rental from what it sees: the signer (a validator's hotkey,
-  an operator key some validator canaries through, or a key none does) and the ask. Real renters
-  and canaries ask from the same table; canaries come signed in turn by the validator's hotkey and
-  its operator key. Per strategy: the availability the ledger gives after ``canaries`` canaries,
-  and the share of real renters the miner serves. The old canary (60 s, no idempotency key, 1 GB,
-  the validator's hotkey) is shown beside the new one.
+  an operator key on a validator's coldkey, an operator key on a coldkey of its own that some
+  validator canaries through, or a key none does) and the ask. Real renters and canaries ask from
+  the same table. Per strategy: the availability the ledger gives after ``canaries`` canaries, and
+  the share of real renters the miner serves, for three canaries: ``old`` (60 s, no idempotency
+  key, 1 GB, the validator's hotkey), ``in turn`` (renters' asks, signed in turn by the validator's
+  hotkey and an operator key of its wallet: on its coldkey) and ``new`` (renters' asks, signed by
+  operator identities on coldkeys of their own: the desk's choice for a miner open to renters).
 - **Load.** The canaries' share of a miner's GPU time next to the tests', at 8 and 64 validators
   with the production schedule (both inside the load budget).
 - **Asks.** How often the ask is register.py's default, terms, GPU counts.
@@ -30,7 +32,9 @@ from compute.validator.rentals.shapes import Machine, RentalShape, draw_shape
 from compute.validator.round.schedule import check_probability
 
 VALIDATOR, OPERATOR, UNLISTED = "validator hotkey", "operator key (canaries)", "operator key (no canaries)"
+LINKED = "operator key on a validator's coldkey"
 RENTER_SIGNERS = ((VALIDATOR, 0.4), (OPERATOR, 0.4), (UNLISTED, 0.2))  # who real renters sign as
+DECKS = {"in turn": [VALIDATOR, LINKED], "new": [OPERATOR]}  # who signs the canaries
 MACHINE = Machine(gpus=8, cpus=64, ram_gb=512.0, disk_gb=2000.0)
 OLD_CANARY = RentalShape(gpu_count=1, cpu_count=1, ram_gb=1.0, disk_gb=1.0, ports=0, term_s=60)
 
@@ -61,6 +65,10 @@ STRATEGIES: dict[str, tuple[Callable[[Ask], bool], bool]] = {
         lambda ask: ask.signer == VALIDATOR or _old_canary_look(ask),
         False,
     ),
+    "canary-aware (validators' coldkeys on chain + old canary shape)": (
+        lambda ask: ask.signer in (VALIDATOR, LINKED) or _old_canary_look(ask),
+        False,
+    ),
     "serves keys that canary, refuses the rest": (lambda ask: ask.signer != UNLISTED, False),
     "refuses asks above register.py defaults (no capacity)": (_default_ask, False),
     "caps asks at register.py defaults (unsupported)": (_default_ask, True),
@@ -85,8 +93,8 @@ def strategy_rows(canaries: int, renters: int, seed: int) -> list[dict]:
     rows = []
     for name, (serves, unsupported) in STRATEGIES.items():
         served = sum(serves(ask) for ask in real) / renters
-        for kind in ("new", "old"):
-            ledger, deck = RentalLedger(window=canaries), [VALIDATOR, OPERATOR]
+        for kind in ("new", "in turn", "old"):
+            ledger, deck = RentalLedger(window=canaries), list(DECKS.get(kind, [VALIDATOR]))
             for i in range(canaries):
                 if kind == "old":
                     ask = Ask(VALIDATOR, OLD_CANARY, idempotency_key=False)

@@ -1,8 +1,9 @@
 """Canary rentals: the validator rents a miner exactly as a renter does with ``register.py``.
 
 A canary goes through the operator service (``compute.operator``: the code behind register.py),
-signed by one of the validator's renter identities (``CanaryRenter``: its own hotkey, or an operator
-hotkey it rents through): it looks at the machine first (health, specs, availability, as
+signed by one of the validator's renter identities (``CanaryRenter``: an operator hotkey it rents
+through, on a coldkey of its own, or its own hotkey for a miner that admits validators only), from
+the identity's own address when it has one (``source``: its HTTP calls and SSH logins): it looks at the machine first (health, specs, availability, as
 ``register.py resources``), sometimes lists the templates, draws its ask from the renters' table
 (``shapes``), allocates with the service's own fresh SSH key and idempotency key (and its retries),
 logs in with the pinned host key and runs what a renter runs first, stays a while (``dwell``),
@@ -26,6 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import asyncssh
+import httpx
 
 from compute.chain import MetagraphSnapshot
 from compute.operator import (
@@ -48,7 +50,7 @@ from compute.operator import (
     remove_generated_key,
 )
 from compute.protocol import MAX_LEASE_SECONDS, ErrorCode, HealthRequest, Requirements
-from compute.transport import Rejected, TransportError
+from compute.transport import KeyWallet, MinerClient, Rejected, TransportError, load_wallet
 from compute.validator.params import MinerTarget
 from compute.validator.rentals.shapes import RENTER_ASKS, Machine, RentalShape, draw_shape
 from compute.validator.session.sshprobe import host_key_answers, run_command
@@ -76,8 +78,10 @@ class CanaryOutcome:
     """One canary rental: worked end to end, or why not.
 
     ``refused``: the miner said no to the allocation; ``excused``: it said "no capacity" twice while
-    verified rentals held the GPUs (not counted); ``held_s``: seconds the lease was held (allocate
-    to release, the canary's own load on the miner); ``signer``: the renter hotkey that signed it.
+    verified rentals held the GPUs, or its access policy openly refuses this renter (not counted);
+    ``closed``: the latter (the miner admits no ordinary renter: a validator's hotkey canaries it);
+    ``held_s``: seconds the lease was held (allocate to release, the canary's own load on the
+    miner); ``signer``: the renter hotkey that signed it.
     """
 
     ok: bool
@@ -88,6 +92,7 @@ class CanaryOutcome:
     held_s: float = 0.0
     gpus: int = 0
     signer: str = ""
+    closed: bool = False
 
 
 @dataclass(frozen=True)
@@ -108,6 +113,11 @@ class CanaryTiming:
     def expected_hold_s(self) -> float:
         return self.setup_s + sum(self.dwell_s) / 2
 
+    @property
+    def bound_s(self) -> float:
+        """The longest a canary may take: four steps, a retry of "no capacity" and the dwell."""
+        return 5 * self.timeout_s + self.retry_after_s[1] + self.dwell_s[1]
+
 
 def _no_metagraph() -> MetagraphSnapshot:
     raise RuntimeError("canaries name their miner; they never read the metagraph")
@@ -115,13 +125,22 @@ def _no_metagraph() -> MetagraphSnapshot:
 
 class CanaryRenter:
     """One renter identity: a hotkey, its signed client, and the operator service over its own lease
-    book, keys and known_hosts files (``data_dir``), as register.py keeps them."""
+    book, keys and known_hosts files (``data_dir``), as register.py keeps them. ``source``: the local
+    address its SSH logins leave from (its client's HTTP calls are bound to it by whoever built the
+    client); None: the machine's default route."""
 
     def __init__(
-        self, hotkey: str, client: Client, data_dir: Path, timeout_s: float = 60.0, validator: bool = False
+        self,
+        hotkey: str,
+        client: Client,
+        data_dir: Path,
+        timeout_s: float = 60.0,
+        validator: bool = False,
+        source: str | None = None,
     ) -> None:
         self.hotkey = hotkey
         self.validator = validator  # the validator's own hotkey: a miner it tests admits it
+        self.source = source
         self.client = client
         self.data_dir = Path(data_dir)
         self.book = LeaseBook(self.data_dir / "leases.db")
@@ -136,6 +155,11 @@ class CanaryRenter:
             deadline_s=timeout_s,
         )
 
+    async def aclose(self) -> None:
+        """Close its signed client (one ``canary_identities`` made for it)."""
+        if isinstance(self.client, MinerClient):
+            await self.client.aclose()
+
     def own_keys(self, now: float) -> frozenset[str]:
         """SSH public keys of this renter's canaries that may still be in their signed term."""
         since = now - MAX_LEASE_SECONDS
@@ -144,6 +168,24 @@ class CanaryRenter:
             for entry in self.book.entries(self.hotkey, include_ended=True)
             if entry.created_at >= since and entry.public_key
         )
+
+
+def canary_identities(
+    names: tuple[str, ...], wallet_name: str, wallet_path: Path, data_dir: Path, source: str = ""
+) -> tuple[CanaryRenter, ...]:
+    """The renter identities of ``--validator.canary_hotkeys`` (``WALLET/HOTKEY``, or a ``HOTKEY`` of
+    the validator's wallet ``wallet_name``), each with its own signed client and canary book under
+    ``data_dir``; with ``source``, their HTTP calls and SSH logins leave from that local address."""
+    identities = []
+    for entry in names:
+        wallet, hotkey = entry.split("/") if "/" in entry else (wallet_name, entry)
+        keys = KeyWallet.from_wallet(load_wallet(wallet, hotkey, str(wallet_path)))
+        transport = httpx.AsyncHTTPTransport(local_address=source) if source else None
+        client = MinerClient(keys, timeout=30.0, transport=transport)
+        identities.append(
+            CanaryRenter(client.hotkey, client, data_dir / client.hotkey[:16], source=source or None)
+        )
+    return tuple(identities)
 
 
 async def _look(
@@ -155,7 +197,7 @@ async def _look(
         if not machine.online:
             if machine.refused_us and not renter.validator and await _closed_to(renter, ref, timeout):
                 return CanaryOutcome(
-                    False, "canary: this miner's access policy admits no such renter", True, True
+                    False, "canary: this miner's access policy admits no such renter", True, True, closed=True
                 )
             why = f"canary refused: {machine.error}" if machine.refused_us else None
             return CanaryOutcome(False, why or f"canary: miner did not answer ({machine.error})", bool(why))
@@ -232,7 +274,7 @@ async def _allocate(
             return CanaryOutcome(False, f"canary allocate failed: {exc.message}", gpus=shape.gpu_count)
 
 
-async def _login(entry: BookEntry, rng: random.Random, timeout: float) -> str | None:
+async def _login(entry: BookEntry, rng: random.Random, timeout: float, source: str | None) -> str | None:
     """Log in with the lease's key and pinned host key, run two renter commands; None when it works."""
     if not entry.ssh_host or not entry.host_key or not entry.private_key_path:
         return "canary lease has no SSH access"
@@ -248,6 +290,7 @@ async def _login(entry: BookEntry, rng: random.Random, timeout: float) -> str | 
             entry.host_key,
             command,
             timeout,
+            source,
         )
     except (OSError, asyncssh.Error, asyncio.TimeoutError, ValueError) as exc:
         return f"canary SSH failed: {exc or 'timeout'}"
@@ -272,7 +315,8 @@ async def _release(renter: CanaryRenter, entry: BookEntry, timeout: float) -> st
         if not entry.ssh_host or not entry.host_key:
             return None
         for _ in range(3):
-            if await host_key_answers(entry.ssh_host, entry.ssh_port or 22, entry.host_key, 5.0) is not None:
+            port = entry.ssh_port or 22
+            if await host_key_answers(entry.ssh_host, port, entry.host_key, 5.0, renter.source) is not None:
                 return None
             await asyncio.sleep(1.0)
         return "canary lease still answers after its release"
@@ -282,13 +326,13 @@ async def _release(renter: CanaryRenter, entry: BookEntry, timeout: float) -> st
 
 
 async def _use(
-    entry: BookEntry, rng: random.Random, timing: CanaryTiming, dwell_s: float | None
+    renter: CanaryRenter, entry: BookEntry, rng: random.Random, timing: CanaryTiming, dwell_s: float | None
 ) -> str | None:
     """What a renter does with a fresh lease: log in, work a while, log in again."""
-    problem = await _login(entry, rng, timing.timeout_s)
+    problem = await _login(entry, rng, timing.timeout_s, renter.source)
     if problem is None:
         await asyncio.sleep(rng.uniform(*timing.dwell_s) if dwell_s is None else dwell_s)
-        problem = await _login(entry, rng, timing.timeout_s)
+        problem = await _login(entry, rng, timing.timeout_s, renter.source)
     return problem
 
 
@@ -313,7 +357,7 @@ async def run_canary(
     held_from = time.monotonic()
     problem: str | None = "canary cancelled"
     try:
-        problem = await _use(got.entry, rng, timing, dwell_s)
+        problem = await _use(renter, got.entry, rng, timing, dwell_s)
     finally:
         kept = await asyncio.shield(_release(renter, got.entry, timing.timeout_s))
     problem = kept or problem
@@ -338,4 +382,11 @@ async def run_canary(
     )
 
 
-__all__ = ["RENTER_COMMANDS", "CanaryOutcome", "CanaryRenter", "CanaryTiming", "run_canary"]
+__all__ = [
+    "RENTER_COMMANDS",
+    "CanaryOutcome",
+    "CanaryRenter",
+    "CanaryTiming",
+    "canary_identities",
+    "run_canary",
+]

@@ -14,7 +14,6 @@ This module holds no scoring math and no PoG protocol.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import logging
 import time
@@ -280,16 +279,14 @@ class RoundLoop(BlockLoop):
         notes = {t.uid: MinerNotes() for t in targets}
         untested: set[int] = set()  # tests the validator itself failed (never the miner's zero)
         windows = pack_windows(targets, plan.groups, self.concurrency)
-        # canaries at their own moments; a miner's test and its canary take turns (one lock each)
+        # canaries at their own moments of the round's interval; a miner's test and its canary take
+        # turns (the desk's lock per miner)
+        desk = oversight.canaries(client)
         canary_targets = [t for t in candidates if t.uid in plan.canary]
-        locks = {t.uid: asyncio.Lock() for t in canary_targets}
-        registered = frozenset(n.hotkey for n in metagraph.neurons)
-        canaries = oversight.canaries(client).start(
-            client, canary_targets, params, notes, locks, self.schedule.spread_s, deadline, registered
-        )
+        canaries = desk.start(canary_targets, notes, self.schedule.interval_s, metagraph)
 
         async def one(target: MinerTarget, seat: Seat) -> None:
-            async with locks.get(target.uid) or contextlib.nullcontext():
+            async with desk.lock(target.uid):
                 check = MinerCheck(
                     client,
                     target,
@@ -302,8 +299,6 @@ class RoundLoop(BlockLoop):
                     seat=seat,
                 )
                 result = await check_miner(check, deadline)
-            if target.uid in canaries:  # this round's canary counts in this round's factor
-                await asyncio.wait([canaries[target.uid]])
             if result is None:  # the validator's own error: not tested, neither scored nor decayed
                 untested.add(target.uid)
                 progress.advance(False)
@@ -325,10 +320,9 @@ class RoundLoop(BlockLoop):
                     seats = {t.uid: window.seat(f"uid {t.uid}") for t in batch}
                     window.start()
                     await asyncio.gather(*(one(t, seats[t.uid]) for t in batch))
-            await asyncio.gather(*canaries.values(), return_exceptions=True)
+            if canaries:  # those still running past the deadline go on: the desk holds them
+                await asyncio.wait(canaries.values(), timeout=max(0.0, deadline - time.monotonic()))
         finally:
-            for task in canaries.values():
-                task.cancel()
             beat.cancel()
             progress.close()
         recorded = store.results(record.round_id)

@@ -6,6 +6,9 @@
 - :func:`run_command`: log in with our own key (pinned host key) and run one command, as a renter
   would (the canary rental).
 
+Both take ``source``: the local address to connect from (a canary's path: not the validator's own
+address, when its operator gives it another).
+
 What it deliberately does not do: decide what a failure is worth (``rentals.receipts`` / ``rentals.canary`` do).
 """
 
@@ -19,7 +22,13 @@ import asyncssh
 log = logging.getLogger(__name__)
 
 
-async def host_key_answers(host: str, port: int, host_key: str, timeout: float) -> str | None:
+def _local(source: str | None) -> tuple[str, int] | None:
+    return (source, 0) if source else None
+
+
+async def host_key_answers(
+    host: str, port: int, host_key: str, timeout: float, source: str | None = None
+) -> str | None:
     """None when the endpoint answers with ``host_key``; otherwise why not."""
     try:
         pinned = asyncssh.import_public_key(host_key.strip())
@@ -38,6 +47,7 @@ async def host_key_answers(host: str, port: int, host_key: str, timeout: float) 
                 kbdint_auth=False,
                 config=(),
                 connect_timeout=timeout,
+                local_addr=_local(source),
             ),
             timeout,
         )
@@ -54,7 +64,14 @@ async def host_key_answers(host: str, port: int, host_key: str, timeout: float) 
 
 
 async def run_command(
-    host: str, port: int, username: str, key: asyncssh.SSHKey, host_key: str, command: str, timeout: float
+    host: str,
+    port: int,
+    username: str,
+    key: asyncssh.SSHKey,
+    host_key: str,
+    command: str,
+    timeout: float,
+    source: str | None = None,
 ) -> str:
     """Stdout of ``command`` run over SSH with ``key`` and the pinned ``host_key``; raises OSError
     or ``asyncssh.Error`` (or ``asyncio.TimeoutError``) when the lease does not work."""
@@ -69,6 +86,7 @@ async def run_command(
             agent_path=None,
             config=(),
             connect_timeout=timeout,
+            local_addr=_local(source),
         ),
         timeout,
     )
