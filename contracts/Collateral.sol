@@ -13,18 +13,25 @@ interface IStakeSource {
     function totalValidatorStake() external view returns (uint256);
 }
 
-/// Collateral per (miner hotkey, machine), slashed only by a quorum of validator stake, with the
-/// slash of a failed rental paid to the renter of that lease.
+/// Collateral per miner hotkey, slashed only by a quorum of validator stake, once per incident,
+/// with the slash of a failed rental paid to the renter of that lease.
 ///
-/// Rules (docs/collateral.md): a deposit is owned by the EVM address that made it, which must be
-/// associated with the miner hotkey; only that owner may top up, ask a reclaim and receive it; a
-/// reclaim waits `reclaimDelay` and never completes while a slash proposal against the deposit is
-/// open (a pending slash wins); a slash executes when validators holding at least `kappaBps` of
-/// the total validator stake attested the same proposal (miner, machine, kind, evidence hash,
-/// renter, GPUs), each validator hotkey counted once at its stake at execution time; the n-th
-/// slash of a deposit takes min(deposit, GPUs x ratePerGpuDay x 2^(n-1)); compensation and the
-/// remainder are owed (pull payments), never pushed. There is no owner and no admin function:
-/// nobody but a deposit's owner, a renter or the configured remainder address can receive funds.
+/// Rules (docs/collateral.md): a deposit is one per miner hotkey (validators size what it must
+/// cover by the GPUs they proved, so a miner has no identity of its own choosing to split), owned
+/// by the EVM address that made it, which must be associated with the hotkey; only that owner may
+/// top up, ask a reclaim and receive it; a reclaim waits `reclaimDelay` and never completes while
+/// a slash proposal against the deposit is open and unexpired (a pending slash wins; an expired
+/// one blocks nothing). A proposal names (miner, kind, incident, renter, GPUs): the incident is
+/// what happened (a failed lease, a cheat in a window), not the evidence document, so every
+/// validator's evidence of one incident counts toward one proposal, and an incident slashes at
+/// most once (`incidentUsed`). Opening a proposal costs the opener `openBond`, returned when the
+/// slash executes and owed to the deposit's owner when the proposal expires unexecuted. A slash
+/// executes when validators holding at least `kappaBps` of the total validator stake attested,
+/// each hotkey counted once at its stake at execution time; the n-th slash of a deposit takes
+/// min(deposit, GPUs x ratePerGpuDay x 2^(n-1)), and a slash of nothing never executes.
+/// Compensation, bonds and the remainder are owed (pull payments), never pushed. There is no owner
+/// and no admin function: nobody but a deposit's owner, a renter, an opener or the configured
+/// remainder address can receive funds.
 contract Collateral {
     uint8 public constant KIND_FAILED_RENTAL = 0;
     uint8 public constant KIND_CHEAT = 1;
@@ -37,27 +44,32 @@ contract Collateral {
     uint256 public immutable ratePerGpuDay; // wei: one day of rent of one proven GPU
     uint256 public immutable minDeposit; // wei: the smallest first deposit
     uint64 public immutable reclaimDelay; // seconds between asking a reclaim and receiving it
-    uint64 public immutable proposalTtl; // seconds a slash proposal stays open after its first attestation
+    uint64 public immutable proposalTtl; // seconds a slash proposal stays open after it is opened
     uint16 public immutable kappaBps; // share of total validator stake a slash needs (5000 = one half)
     uint16 public immutable renterShareBps; // share of a failed rental's slash owed to its renter
     address public immutable remainderTo; // the rest of a slash: owed to this address, or burned if zero
+    uint256 public immutable openBond; // wei an opener stakes on its proposal reaching the quorum
 
     struct Deposit {
         address owner;
         uint64 reclaimAt; // when the pending reclaim may be finalized (0: none pending)
-        uint32 openProposals; // slash proposals against this deposit not yet executed or expired
+        uint32 openProposals; // slash proposals against this deposit not yet executed or closed
+        uint64 blockedUntil; // the latest expiry of a proposal opened against it
         uint32 slashes; // executed slashes: the escalation count
         uint256 amount; // wei held
         uint256 pendingReclaim; // wei asked back
     }
 
     struct Proposal {
-        bytes32 depositKey;
+        bytes32 hotkey; // the miner: its deposit
+        bytes32 incident; // what happened (a failed lease, a cheat in a window)
         address renter;
         uint64 expiresAt;
         uint16 gpus;
         uint8 kind;
         uint8 state; // 0 none, 1 open, 2 executed, 3 expired
+        address opener; // paid the bond of the current opening
+        uint32 openings; // how many times it was opened (an expired proposal may be opened again)
         uint256 attestedStake; // sum of stakes read at attestation (a hint; execution re-reads)
         uint256 totalAtOpen; // total validator stake when opened (a hint; execution re-reads)
         address[] attesters;
@@ -66,35 +78,35 @@ contract Collateral {
 
     mapping(bytes32 => Deposit) private _deposits;
     mapping(bytes32 => Proposal) private _proposals;
-    mapping(bytes32 => mapping(bytes32 => bool)) public attested; // proposal => validator hotkey => attested
-    mapping(bytes32 => bool) public evidenceUsed; // an evidence hash slashes at most once
-    mapping(address => uint256) public owed; // compensation and remainders, claimed by their owner
+    mapping(bytes32 => mapping(bytes32 => uint32)) public attestedIn; // proposal => validator hotkey => opening
+    mapping(bytes32 => bool) public incidentUsed; // incidentKey(miner, incident) => slashed
+    mapping(address => uint256) public owed; // compensation, bonds and remainders, claimed by their owner
     uint256 public burned; // wei locked here forever (no function can move it)
     uint256 private _entered = 1;
 
-    event Deposited(bytes32 indexed key, bytes32 indexed hotkey, bytes32 indexed machine, address owner, uint256 amount, uint256 total);
-    event ReclaimRequested(bytes32 indexed key, address indexed owner, uint256 amount, uint64 reclaimAt);
-    event ReclaimCancelled(bytes32 indexed key, address indexed owner);
-    event Reclaimed(bytes32 indexed key, address indexed owner, uint256 amount, uint256 remaining);
-    event SlashProposed(bytes32 indexed proposal, bytes32 indexed key, bytes32 indexed evidenceHash, uint8 kind, address renter, uint16 gpus, uint64 expiresAt);
-    event Attested(bytes32 indexed proposal, bytes32 indexed validatorHotkey, address validator, uint256 stake);
-    event Slashed(bytes32 indexed proposal, bytes32 indexed key, bytes32 indexed evidenceHash, uint256 amount, address renter, uint256 toRenter, uint256 remainder, uint32 slashes);
-    event ProposalExpired(bytes32 indexed proposal, bytes32 indexed key);
+    event Deposited(bytes32 indexed hotkey, address indexed owner, uint256 amount, uint256 total);
+    event ReclaimRequested(bytes32 indexed hotkey, address indexed owner, uint256 amount, uint64 reclaimAt);
+    event ReclaimCancelled(bytes32 indexed hotkey, address indexed owner);
+    event Reclaimed(bytes32 indexed hotkey, address indexed owner, uint256 amount, uint256 remaining);
+    event SlashProposed(bytes32 indexed proposal, bytes32 indexed hotkey, bytes32 indexed incident, uint8 kind, address renter, uint16 gpus, uint64 expiresAt, address opener);
+    event Attested(bytes32 indexed proposal, bytes32 indexed validatorHotkey, bytes32 indexed evidenceHash, address validator, uint256 stake);
+    event Slashed(bytes32 indexed proposal, bytes32 indexed hotkey, bytes32 indexed incident, uint256 amount, address renter, uint256 toRenter, uint256 remainder, uint32 slashes);
+    event ProposalExpired(bytes32 indexed proposal, bytes32 indexed hotkey, address bondTo);
     event Claimed(address indexed account, uint256 amount);
 
     error BadConfig(string what);
     error BadAmount();
     error BelowMinimum(uint256 minimum);
-    error BadMachine();
     error NotAssociated();
     error NotOwner();
     error NotValidator();
     error BadKind();
     error BadRenter();
     error BadGpus();
-    error BadEvidence();
-    error EvidenceUsed();
+    error BadIncident();
+    error IncidentUsed();
     error NothingToSlash();
+    error BondRequired(uint256 bond);
     error AlreadyAttested();
     error ProposalClosed();
     error ProposalNotExpired();
@@ -103,7 +115,7 @@ contract Collateral {
     error ReclaimPending();
     error NoReclaim();
     error ReclaimTooEarly(uint64 reclaimAt);
-    error SlashPending(uint32 openProposals);
+    error SlashPending(uint32 openProposals, uint64 blockedUntil);
     error NothingOwed();
     error TransferFailed();
     error Reentrancy();
@@ -124,7 +136,8 @@ contract Collateral {
         uint64 proposalTtl_,
         uint16 kappaBps_,
         uint16 renterShareBps_,
-        address remainderTo_
+        address remainderTo_,
+        uint256 openBond_
     ) {
         if (address(stakeSource_) == address(0)) revert BadConfig("stake source");
         if (ratePerGpuDay_ == 0 || ratePerGpuDay_ % WEI_PER_RAO != 0) revert BadConfig("rate");
@@ -132,6 +145,7 @@ contract Collateral {
         if (reclaimDelay_ == 0 || proposalTtl_ == 0) revert BadConfig("delays");
         if (kappaBps_ == 0 || kappaBps_ > 10_000) revert BadConfig("kappa");
         if (renterShareBps_ > 10_000) revert BadConfig("renter share");
+        if (openBond_ == 0 || openBond_ % WEI_PER_RAO != 0) revert BadConfig("bond");
         stakeSource = stakeSource_;
         ratePerGpuDay = ratePerGpuDay_;
         minDeposit = minDeposit_;
@@ -140,6 +154,7 @@ contract Collateral {
         kappaBps = kappaBps_;
         renterShareBps = renterShareBps_;
         remainderTo = remainderTo_;
+        openBond = openBond_;
     }
 
     receive() external payable {
@@ -152,30 +167,32 @@ contract Collateral {
 
     // ------------------------------------------------------------------ views
 
-    function depositKey(bytes32 hotkey, bytes32 machine) public pure returns (bytes32) {
-        return keccak256(abi.encode(hotkey, machine));
-    }
-
-    function proposalId(bytes32 hotkey, bytes32 machine, uint8 kind, bytes32 evidenceHash, address renter, uint16 gpus)
+    function proposalId(bytes32 hotkey, uint8 kind, bytes32 incident, address renter, uint16 gpus)
         public
         pure
         returns (bytes32)
     {
-        return keccak256(abi.encode(hotkey, machine, kind, evidenceHash, renter, gpus));
+        return keccak256(abi.encode(hotkey, kind, incident, renter, gpus));
     }
 
-    /// The collateral a machine with `gpus` proven GPUs is asked for: one day of its rent.
+    /// The key `incidentUsed` is kept under: an incident is the miner's own (no slash of one
+    /// miner can use up another miner's incident).
+    function incidentKey(bytes32 hotkey, bytes32 incident) public pure returns (bytes32) {
+        return keccak256(abi.encode(hotkey, incident));
+    }
+
+    /// The collateral a miner with `gpus` proven GPUs is asked for: one day of their rent.
     function required(uint256 gpus) external view returns (uint256) {
         return gpus * ratePerGpuDay;
     }
 
-    function depositOf(bytes32 hotkey, bytes32 machine) external view returns (Deposit memory) {
-        return _deposits[depositKey(hotkey, machine)];
+    function depositOf(bytes32 hotkey) external view returns (Deposit memory) {
+        return _deposits[hotkey];
     }
 
-    /// What the next slash of this deposit would take for a machine of `gpus` GPUs.
-    function nextSlashAmount(bytes32 hotkey, bytes32 machine, uint16 gpus) public view returns (uint256) {
-        Deposit storage d = _deposits[depositKey(hotkey, machine)];
+    /// What the next slash of this deposit would take for `gpus` GPUs.
+    function nextSlashAmount(bytes32 hotkey, uint16 gpus) public view returns (uint256) {
+        Deposit storage d = _deposits[hotkey];
         uint256 doublings = d.slashes < MAX_DOUBLINGS ? d.slashes : MAX_DOUBLINGS;
         uint256 amount = uint256(gpus) * ratePerGpuDay * (uint256(1) << doublings);
         return amount < d.amount ? amount : d.amount;
@@ -184,10 +201,20 @@ contract Collateral {
     function proposalOf(bytes32 id)
         external
         view
-        returns (bytes32 key, address renter, uint64 expiresAt, uint16 gpus, uint8 kind, uint8 state, uint256 attesters)
+        returns (
+            bytes32 hotkey,
+            address renter,
+            uint64 expiresAt,
+            uint16 gpus,
+            uint8 kind,
+            uint8 state,
+            uint256 attesters,
+            address opener,
+            uint32 openings
+        )
     {
         Proposal storage p = _proposals[id];
-        return (p.depositKey, p.renter, p.expiresAt, p.gpus, p.kind, p.state, p.attesters.length);
+        return (p.hotkey, p.renter, p.expiresAt, p.gpus, p.kind, p.state, p.attesters.length, p.opener, p.openings);
     }
 
     /// Stake of the proposal's attesters now (each hotkey once, only while still associated) and the total.
@@ -202,14 +229,12 @@ contract Collateral {
 
     // ------------------------------------------------------------------ miner
 
-    /// Deposit (or top up) the collateral of `machine` under the sender's associated hotkey.
-    function deposit(bytes32 machine) external payable nonReentrant {
+    /// Deposit (or top up) the collateral of the sender's associated hotkey.
+    function deposit() external payable nonReentrant {
         if (msg.value == 0 || msg.value % WEI_PER_RAO != 0) revert BadAmount();
-        if (machine == bytes32(0)) revert BadMachine();
         (bytes32 hotkey,) = stakeSource.accountOf(msg.sender);
         if (hotkey == bytes32(0)) revert NotAssociated();
-        bytes32 key = depositKey(hotkey, machine);
-        Deposit storage d = _deposits[key];
+        Deposit storage d = _deposits[hotkey];
         if (d.owner != msg.sender) {
             if (d.amount != 0) revert NotOwner();
             d.owner = msg.sender; // an emptied deposit may move to the hotkey's new EVM address
@@ -217,80 +242,86 @@ contract Collateral {
         uint256 total = d.amount + msg.value;
         if (total < minDeposit) revert BelowMinimum(minDeposit);
         d.amount = total;
-        emit Deposited(key, hotkey, machine, msg.sender, msg.value, total);
+        emit Deposited(hotkey, msg.sender, msg.value, total);
     }
 
-    /// Ask `amount` back; it can be finalized `reclaimDelay` seconds later if no slash is open.
-    function requestReclaim(bytes32 hotkey, bytes32 machine, uint256 amount) external nonReentrant {
-        bytes32 key = depositKey(hotkey, machine);
-        Deposit storage d = _deposits[key];
+    /// Ask `amount` back; it can be finalized `reclaimDelay` seconds later if no slash is pending.
+    function requestReclaim(bytes32 hotkey, uint256 amount) external nonReentrant {
+        Deposit storage d = _deposits[hotkey];
         if (d.owner != msg.sender) revert NotOwner();
         if (amount == 0 || amount % WEI_PER_RAO != 0 || amount > d.amount) revert BadAmount();
         if (d.pendingReclaim != 0) revert ReclaimPending();
         uint64 at = uint64(block.timestamp) + reclaimDelay;
         d.pendingReclaim = amount;
         d.reclaimAt = at;
-        emit ReclaimRequested(key, msg.sender, amount, at);
+        emit ReclaimRequested(hotkey, msg.sender, amount, at);
     }
 
-    function cancelReclaim(bytes32 hotkey, bytes32 machine) external nonReentrant {
-        bytes32 key = depositKey(hotkey, machine);
-        Deposit storage d = _deposits[key];
+    function cancelReclaim(bytes32 hotkey) external nonReentrant {
+        Deposit storage d = _deposits[hotkey];
         if (d.owner != msg.sender) revert NotOwner();
         if (d.pendingReclaim == 0) revert NoReclaim();
         d.pendingReclaim = 0;
         d.reclaimAt = 0;
-        emit ReclaimCancelled(key, msg.sender);
+        emit ReclaimCancelled(hotkey, msg.sender);
     }
 
-    /// Pay the pending reclaim to the owner: after the delay, with no slash open, at most what is left.
-    function finalizeReclaim(bytes32 hotkey, bytes32 machine) external nonReentrant {
-        bytes32 key = depositKey(hotkey, machine);
-        Deposit storage d = _deposits[key];
+    /// Pay the pending reclaim to the owner: after the delay, with no unexpired slash proposal
+    /// open against the deposit, at most what is left.
+    function finalizeReclaim(bytes32 hotkey) external nonReentrant {
+        Deposit storage d = _deposits[hotkey];
         if (d.owner != msg.sender) revert NotOwner();
         if (d.pendingReclaim == 0) revert NoReclaim();
         if (block.timestamp < d.reclaimAt) revert ReclaimTooEarly(d.reclaimAt);
-        if (d.openProposals != 0) revert SlashPending(d.openProposals);
+        if (d.openProposals != 0 && block.timestamp <= d.blockedUntil) {
+            revert SlashPending(d.openProposals, d.blockedUntil);
+        }
         uint256 pay = d.pendingReclaim < d.amount ? d.pendingReclaim : d.amount;
         d.amount -= pay;
         d.pendingReclaim = 0;
         d.reclaimAt = 0;
-        emit Reclaimed(key, msg.sender, pay, d.amount);
+        emit Reclaimed(hotkey, msg.sender, pay, d.amount);
         _send(msg.sender, pay);
     }
 
     // ------------------------------------------------------------------ validators
 
-    /// Attest a slash proposal; the attestation that brings the quorum executes it.
-    function attest(bytes32 hotkey, bytes32 machine, uint8 kind, bytes32 evidenceHash, address renter, uint16 gpus)
+    /// Attest a slash proposal on the evidence `evidenceHash` (kept in the event: who attested on
+    /// what); the attestation that brings the quorum executes it. Opening a proposal (a new one,
+    /// or one whose last opening expired) carries `openBond` as its value; attesting an open one
+    /// carries none.
+    function attest(bytes32 hotkey, uint8 kind, bytes32 incident, bytes32 evidenceHash, address renter, uint16 gpus)
         external
+        payable
         nonReentrant
         returns (bool executed)
     {
         (bytes32 validatorHotkey, uint256 stake) = stakeSource.accountOf(msg.sender);
         if (validatorHotkey == bytes32(0) || stake == 0) revert NotValidator();
-        bytes32 id = proposalId(hotkey, machine, kind, evidenceHash, renter, gpus);
+        bytes32 id = proposalId(hotkey, kind, incident, renter, gpus);
         Proposal storage p = _proposals[id];
-        if (p.state == 0) {
-            _open(p, id, hotkey, machine, kind, evidenceHash, renter, gpus);
-        } else if (p.state != 1) {
-            revert ProposalClosed();
-        } else if (block.timestamp > p.expiresAt) {
-            revert ProposalClosed(); // expired: anyone may close it with expire()
+        if (p.state == 2) revert ProposalClosed();
+        if (p.state == 1 && block.timestamp > p.expiresAt) _close(p, id);
+        if (p.state != 1) {
+            if (msg.value != openBond) revert BondRequired(openBond);
+            _open(p, id, hotkey, kind, incident, renter, gpus);
+        } else if (msg.value != 0) {
+            revert BadAmount();
         }
-        if (attested[id][validatorHotkey]) revert AlreadyAttested();
+        uint32 opening = p.openings;
+        if (attestedIn[id][validatorHotkey] == opening) revert AlreadyAttested();
         if (p.attesters.length >= MAX_ATTESTERS) revert TooManyAttesters();
-        attested[id][validatorHotkey] = true;
+        attestedIn[id][validatorHotkey] = opening;
         p.attesters.push(msg.sender);
         p.attesterHotkeys.push(validatorHotkey);
         p.attestedStake += stake;
-        emit Attested(id, validatorHotkey, msg.sender, stake);
+        emit Attested(id, validatorHotkey, evidenceHash, msg.sender, stake);
         // Cheap test on the hints first; only an attestation that may complete the quorum pays
         // for re-reading every attester's stake and the total now (the binding check).
         if (_quorum(p.attestedStake, p.totalAtOpen)) {
             (uint256 now_, uint256 totalNow) = tally(id);
             if (_quorum(now_, totalNow)) {
-                _execute(p, id, evidenceHash);
+                _execute(p, id, incident);
                 return true;
             }
         }
@@ -298,31 +329,38 @@ contract Collateral {
     }
 
     /// Execute a proposal whose attesters hold the quorum now (after stakes moved); anyone may call.
-    function execute(bytes32 hotkey, bytes32 machine, uint8 kind, bytes32 evidenceHash, address renter, uint16 gpus)
+    function execute(bytes32 hotkey, uint8 kind, bytes32 incident, address renter, uint16 gpus)
         external
         nonReentrant
     {
-        bytes32 id = proposalId(hotkey, machine, kind, evidenceHash, renter, gpus);
+        bytes32 id = proposalId(hotkey, kind, incident, renter, gpus);
         Proposal storage p = _proposals[id];
         if (p.state != 1 || block.timestamp > p.expiresAt) revert ProposalClosed();
         (uint256 attestedStake, uint256 totalStake) = tally(id);
         if (!_quorum(attestedStake, totalStake)) revert NoQuorum(attestedStake, totalStake);
-        _execute(p, id, evidenceHash);
+        _execute(p, id, incident);
     }
 
-    /// Close a proposal that did not reach the quorum in time, releasing the deposit's reclaims.
+    /// Close a proposal that did not reach the quorum in time (its bond is owed to the deposit's
+    /// owner), or one whose incident another proposal slashed (the opener was right: its bond
+    /// back). Anyone may call; an expired proposal blocks no reclaim even before it is closed.
     function expire(bytes32 id) external nonReentrant {
         Proposal storage p = _proposals[id];
         if (p.state != 1) revert ProposalClosed();
+        if (incidentUsed[incidentKey(p.hotkey, p.incident)]) {
+            p.state = 3;
+            _deposits[p.hotkey].openProposals -= 1;
+            owed[p.opener] += openBond;
+            emit ProposalExpired(id, p.hotkey, p.opener);
+            return;
+        }
         if (block.timestamp <= p.expiresAt) revert ProposalNotExpired();
-        p.state = 3;
-        _deposits[p.depositKey].openProposals -= 1;
-        emit ProposalExpired(id, p.depositKey);
+        _close(p, id);
     }
 
-    // ------------------------------------------------------------------ renters and the remainder
+    // ------------------------------------------------------------------ renters, openers, the remainder
 
-    /// Pay the sender what it is owed (compensation or remainder). Nobody can claim for another.
+    /// Pay the sender what it is owed (compensation, a bond, a remainder). Nobody can claim for another.
     function claim() external nonReentrant {
         uint256 amount = owed[msg.sender];
         if (amount == 0) revert NothingOwed();
@@ -337,48 +375,67 @@ contract Collateral {
         Proposal storage p,
         bytes32 id,
         bytes32 hotkey,
-        bytes32 machine,
         uint8 kind,
-        bytes32 evidenceHash,
+        bytes32 incident,
         address renter,
         uint16 gpus
     ) private {
         if (kind > KIND_CHEAT) revert BadKind();
         if (kind == KIND_FAILED_RENTAL ? renter == address(0) : renter != address(0)) revert BadRenter();
         if (gpus == 0 || gpus > MAX_GPUS) revert BadGpus();
-        if (evidenceHash == bytes32(0)) revert BadEvidence();
-        if (evidenceUsed[evidenceHash]) revert EvidenceUsed();
-        bytes32 key = depositKey(hotkey, machine);
-        Deposit storage d = _deposits[key];
+        if (incident == bytes32(0)) revert BadIncident();
+        if (incidentUsed[incidentKey(hotkey, incident)]) revert IncidentUsed();
+        Deposit storage d = _deposits[hotkey];
         if (d.amount == 0) revert NothingToSlash();
         uint64 expiresAt = uint64(block.timestamp) + proposalTtl;
-        p.depositKey = key;
-        p.renter = renter;
+        if (p.openings != 0) {
+            delete p.attesters; // a fresh opening counts fresh attestations only
+            delete p.attesterHotkeys;
+            p.attestedStake = 0;
+        } else {
+            p.hotkey = hotkey;
+            p.incident = incident;
+            p.renter = renter;
+            p.gpus = gpus;
+            p.kind = kind;
+        }
         p.expiresAt = expiresAt;
-        p.gpus = gpus;
-        p.kind = kind;
         p.state = 1;
+        p.opener = msg.sender;
+        p.openings += 1;
         p.totalAtOpen = stakeSource.totalValidatorStake();
         d.openProposals += 1;
-        emit SlashProposed(id, key, evidenceHash, kind, renter, gpus, expiresAt);
+        if (expiresAt > d.blockedUntil) d.blockedUntil = expiresAt;
+        emit SlashProposed(id, hotkey, incident, kind, renter, gpus, expiresAt, msg.sender);
+    }
+
+    function _close(Proposal storage p, bytes32 id) private {
+        Deposit storage d = _deposits[p.hotkey];
+        p.state = 3;
+        d.openProposals -= 1;
+        owed[d.owner] += openBond; // the opener's bond: what blocking the owner's reclaim cost
+        emit ProposalExpired(id, p.hotkey, d.owner);
     }
 
     function _quorum(uint256 attestedStake, uint256 totalStake) private view returns (bool) {
         return totalStake != 0 && attestedStake * 10_000 >= uint256(kappaBps) * totalStake;
     }
 
-    function _execute(Proposal storage p, bytes32 id, bytes32 evidenceHash) private {
-        if (evidenceUsed[evidenceHash]) revert EvidenceUsed(); // another proposal on it executed first
-        Deposit storage d = _deposits[p.depositKey];
-        p.state = 2;
-        evidenceUsed[evidenceHash] = true;
-        d.openProposals -= 1;
+    function _execute(Proposal storage p, bytes32 id, bytes32 incident) private {
+        bytes32 used = incidentKey(p.hotkey, incident);
+        if (incidentUsed[used]) revert IncidentUsed(); // another proposal on it executed first
+        Deposit storage d = _deposits[p.hotkey];
         uint256 doublings = d.slashes < MAX_DOUBLINGS ? d.slashes : MAX_DOUBLINGS;
         uint256 amount = uint256(p.gpus) * ratePerGpuDay * (uint256(1) << doublings);
         if (amount > d.amount) amount = d.amount;
+        if (amount == 0) revert NothingToSlash(); // a slash of nothing never executes nor escalates
+        p.state = 2;
+        incidentUsed[used] = true;
+        d.openProposals -= 1;
         d.slashes += 1;
         d.amount -= amount;
         if (d.pendingReclaim > d.amount) d.pendingReclaim = d.amount; // the slash wins over a reclaim
+        owed[p.opener] += openBond; // the opener was right: its bond back
         uint256 toRenter = 0;
         if (p.kind == KIND_FAILED_RENTAL) {
             toRenter = (amount * renterShareBps) / 10_000;
@@ -390,7 +447,7 @@ contract Collateral {
         } else {
             owed[remainderTo] += remainder;
         }
-        emit Slashed(id, p.depositKey, evidenceHash, amount, p.renter, toRenter, remainder, d.slashes);
+        emit Slashed(id, p.hotkey, incident, amount, p.renter, toRenter, remainder, d.slashes);
     }
 
     function _send(address to, uint256 amount) private {

@@ -20,14 +20,8 @@ from compute.collateral.errors import (
     EvidenceError,
     EvmKeyError,
 )
-from compute.collateral.identity import (
-    CPU_MACHINE,
-    checked_h160,
-    h160_to_ss58,
-    hotkey_bytes32,
-    machine_id,
-    machine_of,
-)
+from compute.collateral.identity import checked_h160, h160_to_ss58, hotkey_bytes32
+from compute.collateral.windows import Windows, covered_until
 
 _LAZY = {
     "CollateralClient": "compute.collateral.chain",
@@ -54,6 +48,8 @@ _LAZY = {
     "parse_signed": "compute.collateral.evidence",
     "check_evidence": "compute.collateral.evidence",
     "evidence_hash": "compute.collateral.evidence",
+    "incident_of": "compute.collateral.evidence",
+    "Roster": "compute.collateral.evidence",
     "LeaseReport": "compute.collateral.lease",
     "ReportedLease": "compute.collateral.lease",
     "SignedLease": "compute.collateral.lease",
@@ -62,7 +58,6 @@ _LAZY = {
 }
 
 __all__ = [
-    "CPU_MACHINE",
     "DEFAULT_FLOOR",
     "BuildError",
     "ChainUnavailable",
@@ -74,8 +69,8 @@ __all__ = [
     "collateral_factor",
     "h160_to_ss58",
     "hotkey_bytes32",
-    "machine_id",
-    "machine_of",
+    "Windows",
+    "covered_until",
     *_LAZY,
 ]
 

@@ -60,6 +60,11 @@ class CollateralConfig:
     kappa_bps: int = 5000
     renter_share_bps: int = 10_000
     remainder_to: str = ZERO_ADDRESS  # zero: burned (locked in the contract forever)
+    open_bond: int = 0  # wei an opener stakes on its proposal; 0: a tenth of the rate
+
+    @property
+    def bond(self) -> int:
+        return self.open_bond or self.rate_per_gpu_day // 10
 
 
 @dataclass(frozen=True)
@@ -70,6 +75,7 @@ class DepositState:
     reclaim_at: int
     open_proposals: int
     slashes: int
+    blocked_until: int = 0  # the latest expiry of a proposal opened against it
 
     @property
     def exists(self) -> bool:
@@ -83,42 +89,47 @@ class DepositState:
 
 @dataclass(frozen=True)
 class SlashProposal:
-    """What validators attest: the same six fields make the same proposal id on chain."""
+    """What validators attest. (hotkey, kind, incident, renter, gpus) make the proposal id on chain:
+    every evidence of one incident counts toward one proposal; ``evidence_hash`` names the document
+    this attester checked (kept in its ``Attested`` event)."""
 
-    hotkey: str  # miner hotkey, ss58
-    machine: bytes  # 32 bytes, identity.machine_id
+    hotkey: str  # miner hotkey, ss58: its deposit
     kind: int  # KIND_FAILED_RENTAL or KIND_CHEAT
+    incident: bytes  # 32 bytes, evidence.incident_of: what happened, whatever document shows it
     evidence_hash: bytes  # 32 bytes, evidence.evidence_hash
-    gpus: int  # the machine's proven GPU count (sizes the slash)
+    gpus: int  # GPUs the slash is sized by
     renter: str = ZERO_ADDRESS  # the failed lease's renter (its EVM address); zero for a cheat
 
-    def args(self) -> tuple[Any, ...]:
+    def key(self) -> tuple[Any, ...]:
         return (
             hotkey_bytes32(self.hotkey),
-            self.machine,
             self.kind,
-            self.evidence_hash,
+            self.incident,
             Web3.to_checksum_address(checked_h160(self.renter)),
             self.gpus,
         )
 
+    def args(self) -> tuple[Any, ...]:
+        hotkey, kind, incident, renter, gpus = self.key()
+        return (hotkey, kind, incident, self.evidence_hash, renter, gpus)
+
     def proposal_id(self) -> bytes:
         from eth_abi import encode
 
-        return keccak(
-            encode(["bytes32", "bytes32", "uint8", "bytes32", "address", "uint16"], list(self.args()))
-        )
+        return keccak(encode(["bytes32", "uint8", "bytes32", "address", "uint16"], list(self.key())))
 
 
 @dataclass(frozen=True)
 class ProposalState:
-    deposit_key: bytes
+    hotkey: bytes
     renter: str
     expires_at: int
     gpus: int
     kind: int
     state: str  # none | open | executed | expired
     attesters: int
+    opener: str = ZERO_ADDRESS
+    openings: int = 0
 
 
 _STATES = ("none", "open", "executed", "expired")
@@ -170,19 +181,22 @@ class CollateralClient:
             kappa_bps=self._call("kappaBps"),
             renter_share_bps=self._call("renterShareBps"),
             remainder_to=self._call("remainderTo").lower(),
+            open_bond=self._call("openBond"),
         )
 
     def required(self, gpus: int) -> int:
         return int(self._call("required", gpus))
 
-    def deposit_of(self, hotkey: str, machine: bytes) -> DepositState:
-        owner, reclaim_at, open_proposals, slashes, amount, pending = self._call(
-            "depositOf", hotkey_bytes32(hotkey), machine
+    def deposit_of(self, hotkey: str) -> DepositState:
+        owner, reclaim_at, open_proposals, blocked_until, slashes, amount, pending = self._call(
+            "depositOf", hotkey_bytes32(hotkey)
         )
-        return DepositState(owner.lower(), amount, pending, reclaim_at, open_proposals, slashes)
+        return DepositState(
+            owner.lower(), amount, pending, reclaim_at, open_proposals, slashes, blocked_until
+        )
 
-    def next_slash_amount(self, hotkey: str, machine: bytes, gpus: int) -> int:
-        return int(self._call("nextSlashAmount", hotkey_bytes32(hotkey), machine, gpus))
+    def next_slash_amount(self, hotkey: str, gpus: int) -> int:
+        return int(self._call("nextSlashAmount", hotkey_bytes32(hotkey), gpus))
 
     def owed(self, address: str) -> int:
         return int(self._call("owed", Web3.to_checksum_address(checked_h160(address))))
@@ -190,14 +204,39 @@ class CollateralClient:
     def burned(self) -> int:
         return int(self._call("burned"))
 
-    def evidence_used(self, evidence_hash: bytes) -> bool:
-        return bool(self._call("evidenceUsed", evidence_hash))
+    def incident_used(self, hotkey: str, incident: bytes) -> bool:
+        key = self._call("incidentKey", hotkey_bytes32(hotkey), incident)
+        return bool(self._call("incidentUsed", key))
 
     def proposal(self, proposal: SlashProposal) -> ProposalState:
-        key, renter, expires_at, gpus, kind, state, attesters = self._call(
+        hotkey, renter, expires_at, gpus, kind, state, attesters, opener, openings = self._call(
             "proposalOf", proposal.proposal_id()
         )
-        return ProposalState(key, renter.lower(), expires_at, gpus, kind, _STATES[state], attesters)
+        return ProposalState(
+            hotkey,
+            renter.lower(),
+            expires_at,
+            gpus,
+            kind,
+            _STATES[state],
+            attesters,
+            opener.lower(),
+            openings,
+        )
+
+    def attested_in(self, proposal: SlashProposal, validator_hotkey: str) -> int:
+        """The opening of ``proposal`` that ``validator_hotkey`` last attested (0: never)."""
+        return int(self._call("attestedIn", proposal.proposal_id(), hotkey_bytes32(validator_hotkey)))
+
+    def open_bond(self) -> int:
+        return int(self._call("openBond"))
+
+    def chain_time(self) -> int:
+        """The latest block's timestamp: the contract's clock."""
+        try:
+            return int(self.w3.eth.get_block("latest")["timestamp"])
+        except (OSError, Web3RPCError) as error:
+            raise ChainUnavailable(f"EVM RPC did not answer the latest block: {error}") from error
 
     def tally(self, proposal: SlashProposal) -> tuple[int, int]:
         attested, total = self._call("tally", proposal.proposal_id())
@@ -205,24 +244,35 @@ class CollateralClient:
 
     # ---------------------------------------------------------------- writes
 
-    def deposit(self, machine: bytes, wei: int) -> TxResult:
-        """Deposit, or top up, the collateral of ``machine`` (the sender's associated hotkey)."""
-        return self._send("deposit", machine, value=wei)
+    def deposit(self, wei: int) -> TxResult:
+        """Deposit, or top up, the collateral of the sender's associated hotkey."""
+        return self._send("deposit", value=wei)
 
-    def request_reclaim(self, hotkey: str, machine: bytes, wei: int) -> TxResult:
-        return self._send("requestReclaim", hotkey_bytes32(hotkey), machine, wei)
+    def request_reclaim(self, hotkey: str, wei: int) -> TxResult:
+        return self._send("requestReclaim", hotkey_bytes32(hotkey), wei)
 
-    def cancel_reclaim(self, hotkey: str, machine: bytes) -> TxResult:
-        return self._send("cancelReclaim", hotkey_bytes32(hotkey), machine)
+    def cancel_reclaim(self, hotkey: str) -> TxResult:
+        return self._send("cancelReclaim", hotkey_bytes32(hotkey))
 
-    def finalize_reclaim(self, hotkey: str, machine: bytes) -> TxResult:
-        return self._send("finalizeReclaim", hotkey_bytes32(hotkey), machine)
+    def finalize_reclaim(self, hotkey: str) -> TxResult:
+        return self._send("finalizeReclaim", hotkey_bytes32(hotkey))
 
     def attest(self, proposal: SlashProposal) -> TxResult:
-        return self._send("attest", *proposal.args())
+        """Attest ``proposal``; when this attestation opens it (new, or its last opening expired),
+        the bond goes with it. A race at the boundary is retried once with the other value."""
+        state = self.proposal(proposal)
+        now = self.chain_time()
+        opening = state.state in ("none", "expired") or (state.state == "open" and now > state.expires_at)
+        bond = self.open_bond()
+        try:
+            return self._send("attest", *proposal.args(), value=bond if opening else 0)
+        except ContractReverted as error:
+            if error.error not in ("BondRequired", "BadAmount"):
+                raise
+        return self._send("attest", *proposal.args(), value=0 if opening else bond)
 
     def execute(self, proposal: SlashProposal) -> TxResult:
-        return self._send("execute", *proposal.args())
+        return self._send("execute", *proposal.key())
 
     def expire(self, proposal: SlashProposal) -> TxResult:
         return self._send("expire", proposal.proposal_id())

@@ -1,7 +1,7 @@
 """``python -m compute collateral ...``: the miner's deposit, top-up, reclaim and status; a renter's
 claim; the contract build and a local dev chain (the gas benchmark: ``python -m compute bench collateral-gas``).
 
-    deposit  --collateral.machine HEX | --collateral.gpu_uuids U1,U2  --collateral.amount TAO
+    deposit  --collateral.amount TAO   (the wallet hotkey's deposit: one per hotkey)
     topup    (the same; refuses when there is no deposit yet)
     reclaim  --collateral.amount TAO   (ask)  |  --collateral.finalize  |  --collateral.cancel
     status   [--collateral.gpus N]     (deposit, required amount, next slash, open proposals)
@@ -58,17 +58,6 @@ def _chain_args(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="keystore name under <wallet>/evmkeys (default 'default'); COLLATERAL_EVM_KEY wins",
     )
-    group.add_argument(
-        "--collateral.machine", dest="machine", help="machine id, 0x + 64 hex (as validators prove it)"
-    )
-    group.add_argument(
-        "--collateral.gpu_uuids",
-        dest="gpu_uuids",
-        help="comma-separated GPU UUIDs: the machine id is derived",
-    )
-    group.add_argument(
-        "--collateral.cpu", dest="cpu", action="store_true", help="a machine without GPUs (one per hotkey)"
-    )
     group.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -80,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     for name, text in (
-        ("deposit", "deposit collateral for a machine"),
+        ("deposit", "deposit collateral for the wallet's hotkey"),
         ("topup", "add to an existing deposit"),
     ):
         p = sub.add_parser(name, help=text)
@@ -97,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--collateral.cancel", dest="cancel", action="store_true", help="cancel the pending reclaim"
     )
-    p = sub.add_parser("status", help="a machine's deposit, the required amount and the next slash")
+    p = sub.add_parser("status", help="the hotkey's deposit, the required amount and the next slash")
     _chain_args(p)
     p.add_argument(
         "--collateral.gpus", dest="gpus", type=int, default=1, help="proven GPUs (sizes required/next slash)"
@@ -166,25 +155,6 @@ def _build(args: argparse.Namespace) -> int:
     return 0
 
 
-def _machine(args: argparse.Namespace) -> bytes:
-    from compute.collateral.identity import machine_id
-
-    if args.machine:
-        text = args.machine.lower().removeprefix("0x")
-        if len(text) != 64 or any(c not in "0123456789abcdef" for c in text):
-            raise SettingsError("--collateral.machine: expected 0x + 64 hex characters")
-        return bytes.fromhex(text)
-    if args.gpu_uuids:
-        return machine_id(u for u in args.gpu_uuids.split(","))
-    if args.cpu:
-        from compute.collateral.identity import CPU_MACHINE
-
-        return CPU_MACHINE
-    raise SettingsError(
-        "name the machine: --collateral.machine HEX, --collateral.gpu_uuids U1,U2 or --collateral.cpu"
-    )
-
-
 def _chain_command(args: argparse.Namespace) -> int:
     from web3 import Web3
 
@@ -209,12 +179,10 @@ def _chain_command(args: argparse.Namespace) -> int:
     if args.command == "claim":
         out["tx"] = client.claim().__dict__ | {"events": None}
         return _print(out, args.json)
-    machine = _machine(args)
-    out["machine"] = "0x" + machine.hex()
     if args.command in ("deposit", "topup"):
-        if args.command == "topup" and not client.deposit_of(hotkey, machine).exists:
-            raise SettingsError("no deposit for this machine yet: use deposit")
-        result = client.deposit(machine, tao_to_wei(args.amount))
+        if args.command == "topup" and not client.deposit_of(hotkey).exists:
+            raise SettingsError("no deposit for this hotkey yet: use deposit")
+        result = client.deposit(tao_to_wei(args.amount))
         out["tx"], out["gas"] = result.tx_hash, result.gas_used
     elif args.command == "reclaim":
         if args.finalize + args.cancel + bool(args.amount) != 1:
@@ -222,17 +190,17 @@ def _chain_command(args: argparse.Namespace) -> int:
                 "reclaim takes one of --collateral.amount, --collateral.finalize, --collateral.cancel"
             )
         if args.finalize:
-            result = client.finalize_reclaim(hotkey, machine)
+            result = client.finalize_reclaim(hotkey)
         elif args.cancel:
-            result = client.cancel_reclaim(hotkey, machine)
+            result = client.cancel_reclaim(hotkey)
         else:
-            result = client.request_reclaim(hotkey, machine, tao_to_wei(args.amount))
+            result = client.request_reclaim(hotkey, tao_to_wei(args.amount))
         out["tx"], out["gas"] = result.tx_hash, result.gas_used
-    state = client.deposit_of(hotkey, machine)
+    state = client.deposit_of(hotkey)
     out["deposit"] = state.__dict__
     if args.command == "status":
         out["required_wei"] = client.required(args.gpus)
-        out["next_slash_wei"] = client.next_slash_amount(hotkey, machine, args.gpus)
+        out["next_slash_wei"] = client.next_slash_amount(hotkey, args.gpus)
     return _print(out, args.json)
 
 

@@ -3,7 +3,8 @@
 ``deploy_stack`` puts a :class:`SubtensorStakeSource` in front of the metagraph and UID-lookup
 precompiles (``PRECOMPILES``) on subtensor; on any other chain it first deploys the doubles
 (``MetagraphDouble``, ``UidLookupDouble``) and returns a :class:`Mirror` that copies a metagraph
-and EVM-key associations into them, so the adapter and the contract run unchanged.
+and EVM-key associations into them, so the adapter and the contract run unchanged. It refuses a
+configuration whose windows do not fit together (``compute.collateral.windows``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from compute.collateral.artifact import compiled
 from compute.collateral.chain import CollateralClient, CollateralConfig
 from compute.collateral.errors import CollateralError
 from compute.collateral.identity import checked_h160, hotkey_bytes32
+from compute.collateral.windows import PRODUCTION, Windows
 
 # subtensor's precompiles (precompiles/src/solidity/metagraph.sol, uidLookup.sol)
 METAGRAPH_PRECOMPILE = "0x0000000000000000000000000000000000000802"
@@ -98,9 +100,19 @@ class Stack:
 
 
 def deploy_stack(
-    w3: Web3, account: LocalAccount, config: CollateralConfig, netuid: int, *, doubles: bool
+    w3: Web3,
+    account: LocalAccount,
+    config: CollateralConfig,
+    netuid: int,
+    *,
+    doubles: bool,
+    windows: Windows = PRODUCTION,
 ) -> Stack:
-    """Deploy the stake source and the collateral contract (and the precompile doubles if asked)."""
+    """Deploy the stake source and the collateral contract (and the precompile doubles if asked);
+    CollateralError when ``config``'s expiry and reclaim delay do not fit ``windows``."""
+    problems = windows.problems(config.proposal_ttl_s, config.reclaim_delay_s)
+    if problems:
+        raise CollateralError("refusing to deploy: " + "; ".join(problems))
     gas: dict[str, int] = {}
     mirror = None
     if doubles:
@@ -124,5 +136,6 @@ def deploy_stack(
         config.kappa_bps,
         config.renter_share_bps,
         Web3.to_checksum_address(checked_h160(config.remainder_to)),
+        config.bond,
     )
     return Stack(collateral, source, mirror, gas)

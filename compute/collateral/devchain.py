@@ -243,21 +243,23 @@ class LocalEvm:
 def serve_local(
     netuid: int,
     rate_tao: float = 1.0,
-    reclaim_delay_s: int = 3600,
-    proposal_ttl_s: int = 3600,
+    reclaim_delay_s: int | None = None,
+    proposal_ttl_s: int | None = None,
     port: int = 0,
 ) -> LocalEvm:
-    """The served chain with the contracts deployed (needs the ``collateral`` extra)."""
+    """The served chain with the contracts deployed (needs the ``collateral`` extra); the windows
+    are the production defaults unless given (``compute.collateral.windows``)."""
     from compute.collateral.chain import CollateralConfig
     from compute.collateral.deploy import deploy_stack
+    from compute.collateral.windows import DEFAULT_PROPOSAL_TTL_S, DEFAULT_RECLAIM_DELAY_S
     from compute.transport import serve_in_thread
 
     chain = local_chain()
     config = CollateralConfig(
         rate_per_gpu_day=int(rate_tao * TAO_WEI),
         min_deposit=TAO_WEI // 10,
-        reclaim_delay_s=reclaim_delay_s,
-        proposal_ttl_s=proposal_ttl_s,
+        reclaim_delay_s=reclaim_delay_s or DEFAULT_RECLAIM_DELAY_S,
+        proposal_ttl_s=proposal_ttl_s or DEFAULT_PROPOSAL_TTL_S,
     )
     stack = deploy_stack(chain.w3, chain.accounts[0], config, netuid, doubles=True)
     server = serve_in_thread(rpc_app(chain), "127.0.0.1", port)

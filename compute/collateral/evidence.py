@@ -1,43 +1,91 @@
-"""Evidence validators can agree on: its content is canonical JSON, its keccak hash goes on chain.
+"""Evidence validators can agree on: canonical JSON whose keccak hash goes on chain, of an
+incident that slashes at most once.
 
-Two kinds, both naming the miner hotkey, the machine and its proven GPU count:
+Two kinds, both naming the miner hotkey (its deposit) and the GPUs the slash is sized by:
 
 - ``failed_rental``: a lease dead inside its signed term. It carries the rental as both parties
   signed it (``compute.collateral.lease``: the renter's btauth/1-signed allocate request, which
-  binds the miner hotkey, the term and the renter's EVM address, and the miner's signed answer,
-  which names the lease's SSH endpoint) and the probes of at least ``MIN_PROBES`` distinct
-  validators, each signed by its validator's hotkey, that found that endpoint dead for at least
-  ``min_dead_s`` seconds inside that term.
-- ``cheat``: a round whose proof failed by mathematics (a wrong opened row, a root of another
-  challenge): the challenge, the verdict's reasons and the transcript digest, signed by the
-  validator that ran it.
+  binds the miner hotkey, the term, the GPUs and the renter's EVM address, and the miner's signed
+  answer, which names the lease's SSH endpoint) and probes, each signed by its validator's hotkey,
+  that found that endpoint dead for at least ``min_dead_s`` seconds inside the term. The GPUs are
+  the lease's, as both signed them. Probes count only from validator-permitted hotkeys that are
+  neither the renter nor the miner nor on either one's coldkey, never from the future (beyond
+  ``PROBE_SKEW_S`` of the checker's clock), and by stake: the probers must hold ``min_probe_share``
+  of the validator stake. Probes are sorted by validator, one each, so a document cannot be
+  re-served in another order under another hash.
+- ``cheat``: a round whose proof failed by mathematics: the round, the verdict's reasons, the
+  transcript digest and when it was proven. Its signatures prove only who served it: every
+  attester must have proved the same cheat itself (``compute.validator.collateral.reproduce``).
+
+The *incident* (``incident_of``) is what happened, whatever document shows it: a failed rental is
+(miner, the renter's signed request nonce, lease); a cheat is (miner, the ``CHEAT_EPOCH_S`` window
+it was proven in). The contract keys proposals and ``incidentUsed`` by it, so every evidence of one
+incident counts toward one proposal and slashes at most once.
 
 One validator assembles the evidence and serves it signed (:class:`SignedEvidence`); every other
-validator fetches it, runs :func:`check` (signatures, both halves of the rental, probes, term) and
-attests the same hash. What it deliberately does not do: probe leases or run rounds (the validator
-does), or talk to the contract (``compute.collateral.chain``).
+validator fetches it, runs :func:`check` and, only with its own observation of the same incident
+(``compute.validator.collateral.judging``), attests. What this module deliberately does not do:
+probe leases or run rounds (the validator does), or talk to the contract
+(``compute.collateral.chain``).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
 from bittensor.sp_core import Keypair, verify
 from eth_utils import keccak
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from compute.chain import MetagraphSnapshot
 from compute.collateral.chain import KIND_CHEAT, KIND_FAILED_RENTAL, ZERO_ADDRESS, SlashProposal
 from compute.collateral.errors import EvidenceError
 from compute.collateral.lease import LeaseReport, ReportedLease, SignedLease, check_report
-from compute.protocol import EvmAddress, Hotkey, LeaseId, SignedRequest
+from compute.collateral.windows import PROBE_SKEW_S
+from compute.protocol import Hotkey, LeaseId, SignedRequest
 
 EVIDENCE_DOMAIN = b"compute-evidence/1|"
 PROBE_DOMAIN = b"compute-probe/1|"
-MIN_PROBES = 2
+INCIDENT_DOMAIN = b"compute-incident/1|"
+MIN_PROBE_SHARE = 0.25  # probers holding this share of the validator stake make evidence (kappa / 2)
 MIN_DEAD_S = 600.0  # how long a probe must have found the endpoint dead (the miner's recovery time)
-Hex32 = Annotated[str, Field(pattern=r"^0x[0-9a-f]{64}$")]
+CHEAT_EPOCH_S = 86_400  # a cheat incident: one miner, one such window (the day it was proven)
 SigHex = Annotated[str, Field(pattern=r"^0x[0-9a-f]{128}$")]
+
+
+@dataclass(frozen=True)
+class Roster:
+    """Who is who when evidence is checked: each validator-permitted hotkey's stake, and every
+    neuron's coldkey (a probe by the renter, the miner or a hotkey on their coldkeys never counts)."""
+
+    stakes: Mapping[str, float] = field(default_factory=dict)
+    coldkeys: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, metagraph: MetagraphSnapshot) -> Roster:
+        return cls(
+            {n.hotkey: n.stake for n in metagraph.neurons if n.validator_permit and n.stake > 0},
+            {n.hotkey: n.coldkey for n in metagraph.neurons},
+        )
+
+    @property
+    def total(self) -> float:
+        return sum(self.stakes.values())
+
+    def share(self, hotkeys: Iterable[str]) -> float:
+        """The share of the validator stake ``hotkeys`` hold (each once)."""
+        total = self.total
+        return sum(self.stakes.get(h, 0.0) for h in set(hotkeys)) / total if total > 0 else 0.0
+
+    def party_to(self, hotkey: str, *parties: str) -> bool:
+        """Whether ``hotkey`` is one of ``parties`` or shares a coldkey with one of them."""
+        if hotkey in parties:
+            return True
+        coldkey = self.coldkeys.get(hotkey)
+        return coldkey is not None and coldkey in {self.coldkeys.get(p) for p in parties}
 
 
 class _Model(BaseModel):
@@ -63,14 +111,13 @@ class LeaseProbe(_Model):
 
 class FailedRentalEvidence(_Model):
     kind: Literal["failed_rental"] = "failed_rental"
-    version: Literal[1] = 1
+    version: Literal[2] = 2
     miner_hotkey: Hotkey
-    machine: Hex32
-    gpus: int = Field(ge=1, le=64)
+    gpus: int = Field(ge=1, le=64)  # the lease's GPUs, as both parties signed them
     lease_id: LeaseId
     receipt: SignedRequest  # the renter's own signed allocate request
     lease: SignedLease  # the miner's signed answer to it: the endpoint the probes tried
-    probes: tuple[LeaseProbe, ...] = Field(min_length=1, max_length=64)
+    probes: tuple[LeaseProbe, ...] = Field(min_length=1, max_length=64)  # sorted by validator, one each
 
     def report(self) -> LeaseReport:
         return LeaseReport(miner_hotkey=self.miner_hotkey, receipt=self.receipt, lease=self.lease)
@@ -78,14 +125,14 @@ class FailedRentalEvidence(_Model):
 
 class CheatEvidence(_Model):
     kind: Literal["cheat"] = "cheat"
-    version: Literal[1] = 1
+    version: Literal[2] = 2
     miner_hotkey: Hotkey
-    machine: Hex32
-    gpus: int = Field(ge=1, le=64)
+    gpus: int = Field(ge=1, le=64)  # the GPUs the assembler proved
     round_id: str = Field(max_length=64)
     challenge_id: str = Field(max_length=64)
     reasons: tuple[str, ...] = Field(min_length=1, max_length=16)
     transcript_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    proven_at: float = Field(ge=0)  # when the assembler's round proved it (its clock): the incident's window
 
 
 Evidence = Annotated[FailedRentalEvidence | CheatEvidence, Field(discriminator="kind")]
@@ -151,54 +198,107 @@ def parse_signed(raw: bytes | str) -> SignedEvidence:
     return signed
 
 
+def lease_gpus(lease: ReportedLease) -> int:
+    """The GPUs a failed rental's slash is sized by: the lease's, as both parties signed them."""
+    return max(1, lease.gpus)
+
+
+def failed_rental_incident(lease: ReportedLease) -> bytes:
+    """A failed rental: the miner, the renter's signed request (its nonce) and the lease."""
+    parts = ("failed_rental", lease.miner_hotkey, str(lease.nonce), lease.lease_id)
+    return keccak(INCIDENT_DOMAIN + "|".join(parts).encode())
+
+
+def cheat_incident(miner_hotkey: str, proven_at: float) -> bytes:
+    """A cheat: the miner and the ``CHEAT_EPOCH_S`` window it was proven in."""
+    parts = ("cheat", miner_hotkey, str(int(proven_at // CHEAT_EPOCH_S)))
+    return keccak(INCIDENT_DOMAIN + "|".join(parts).encode())
+
+
+def incident_of(evidence: FailedRentalEvidence | CheatEvidence) -> bytes:
+    if isinstance(evidence, CheatEvidence):
+        return cheat_incident(evidence.miner_hotkey, evidence.proven_at)
+    return failed_rental_incident(check_report(evidence.report()))
+
+
 def check(
     signed: SignedEvidence,
-    validators: frozenset[str],
-    min_probes: int = MIN_PROBES,
+    roster: Roster,
+    now: float,
+    min_probe_share: float = MIN_PROBE_SHARE,
     min_dead_s: float = MIN_DEAD_S,
 ) -> SlashProposal:
-    """Everything a validator checks before attesting; the proposal to attest, or EvidenceError.
-
-    ``validators`` are the hotkeys whose probes count (the subnet's validator-permitted hotkeys).
-    """
-    if signed.served_by not in validators:
+    """Everything a validator checks in a document before it looks for its own observation of the
+    incident; the proposal to attest, or EvidenceError. ``now``: the checker's own clock."""
+    if signed.served_by not in roster.stakes:
         raise EvidenceError(f"evidence served by {signed.served_by}, not a validator")
     evidence = signed.evidence
     if isinstance(evidence, CheatEvidence):
-        return proposal_for(evidence, ZERO_ADDRESS)
+        if evidence.proven_at > now + PROBE_SKEW_S:
+            raise EvidenceError("the cheat is dated in this validator's future")
+        return proposal_for(evidence, ZERO_ADDRESS, cheat_incident(evidence.miner_hotkey, evidence.proven_at))
     lease = check_report(evidence.report())
     if lease.lease_id != evidence.lease_id:
         raise EvidenceError("the miner's answer is for another lease")
-    counted = counted_probes(evidence.probes, lease, validators, min_dead_s)
-    if len(counted) < min_probes:
-        raise EvidenceError(f"{len(counted)} validators saw the lease dead; {min_probes} needed")
-    return proposal_for(evidence, lease.renter_evm)
+    if evidence.gpus != lease_gpus(lease):
+        raise EvidenceError(
+            f"names {evidence.gpus} GPUs; the rental both parties signed is for {lease_gpus(lease)}"
+        )
+    if [p.validator for p in evidence.probes] != sorted({p.validator for p in evidence.probes}):
+        raise EvidenceError("probes are not in canonical order (sorted by validator, one each)")
+    counted = counted_probes(evidence.probes, lease, roster, min_dead_s, now)
+    share = roster.share(counted)
+    if share < min_probe_share:
+        raise EvidenceError(
+            f"validators holding {share:.0%} of the stake saw the lease dead; {min_probe_share:.0%} needed"
+        )
+    return proposal_for(evidence, lease.renter_evm, failed_rental_incident(lease))
 
 
 def counted_probes(
-    probes: tuple[LeaseProbe, ...], lease: ReportedLease, validators: frozenset[str], min_dead_s: float
+    probes: Iterable[LeaseProbe], lease: ReportedLease, roster: Roster, min_dead_s: float, now: float
 ) -> set[str]:
     """The validators whose probes show ``lease`` dead long enough inside its term; EvidenceError
-    for any probe that is not about this lease, outside the term, or not signed by its validator."""
+    for any probe that is not about this lease, outside the term, from the future, by a party to the
+    rental (renter, miner, their coldkeys) or not signed by its validator."""
     counted = set()
     for probe in probes:
         if probe.lease_id != lease.lease_id or probe.endpoint != lease.endpoint:
             raise EvidenceError(f"probe of {probe.validator} is for another lease or endpoint")
         if not (lease.signed_at <= probe.since <= probe.at <= lease.term_end):
             raise EvidenceError(f"probe of {probe.validator} at {probe.at:.0f} is outside the signed term")
+        if probe.at > now + PROBE_SKEW_S:
+            raise EvidenceError(
+                f"probe of {probe.validator} ends at {probe.at:.0f}, in this validator's future"
+            )
+        if roster.party_to(probe.validator, lease.renter, lease.miner_hotkey):
+            raise EvidenceError(
+                f"probe of {probe.validator}: a party to the rental (renter or miner) cannot probe it"
+            )
         if not _verifies(probe.validator, probe.message(), probe.signature):
             raise EvidenceError(f"probe signature of {probe.validator} does not verify")
-        if probe.validator in validators and probe.at - probe.since >= min_dead_s:
+        if probe.validator in roster.stakes and probe.at - probe.since >= min_dead_s:
             counted.add(probe.validator)
     return counted
 
 
-def proposal_for(evidence: FailedRentalEvidence | CheatEvidence, renter: EvmAddress | str) -> SlashProposal:
+def canonical_probes(probes: Iterable[LeaseProbe]) -> tuple[LeaseProbe, ...]:
+    """One probe per validator (its latest), sorted by validator: the order every assembler uses."""
+    latest: dict[str, LeaseProbe] = {}
+    for probe in probes:
+        if probe.validator not in latest or probe.at > latest[probe.validator].at:
+            latest[probe.validator] = probe
+    return tuple(latest[v] for v in sorted(latest))
+
+
+def proposal_for(
+    evidence: FailedRentalEvidence | CheatEvidence, renter: str, incident: bytes
+) -> SlashProposal:
     kind = KIND_FAILED_RENTAL if isinstance(evidence, FailedRentalEvidence) else KIND_CHEAT
     return SlashProposal(
         hotkey=evidence.miner_hotkey,
-        machine=bytes.fromhex(evidence.machine[2:]),
         kind=kind,
+        incident=incident,
         evidence_hash=evidence_hash(evidence),
         gpus=evidence.gpus,
         renter=renter.lower(),

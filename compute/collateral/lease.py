@@ -64,6 +64,7 @@ class ReportedLease:
     miner_hotkey: str
     renter: str  # the renter's hotkey (it signed the request)
     renter_evm: str  # lowercase 0x address the renter signed
+    nonce: int  # the renter's signed request nonce (ns): with the lease, names the incident
     signed_at: float  # the request's nonce time (renter's clock)
     term_end: float  # signed_at + the signed duration
     host: str
@@ -118,6 +119,7 @@ def check_report(report: LeaseReport) -> ReportedLease:
         miner_hotkey=report.miner_hotkey,
         renter=renter,
         renter_evm=request.renter_evm.lower(),
+        nonce=nonce,
         signed_at=nonce / 1e9,
         term_end=nonce / 1e9 + request.duration_s,
         host=lease.ssh.host,

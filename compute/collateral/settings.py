@@ -42,6 +42,7 @@ class CollateralSettings(BaseModel):
     probe_seconds: float = Field(60.0, gt=0, le=3600)  # between probes of a watched lease
     sync_seconds: float = Field(30.0, gt=0, le=3600)  # between fetches from peers
     cheat_window: float = Field(86_400.0, gt=0, le=30 * 86_400)  # own proven cheat this near: attest
+    max_term: float = Field(30 * 86_400.0, gt=0, le=90 * 86_400)  # the longest lease collateral covers
     evm_key_hex: SecretStr | None = None  # COLLATERAL_EVM_KEY from the environment or .env (never a flag)
     wallet_password: SecretStr | None = None  # BT_WALLET_PASSWORD: unlocks the keystore unattended
 
@@ -98,7 +99,13 @@ FLAGS: dict[str, tuple[str, type, str]] = {
         "cheat_window",
         float,
         "attest cheat evidence only if this validator's own round proved the cheat within this many s "
-        "of seeing it (default 86400)",
+        "of seeing it (default 86400); the contract's proposal expiry must cover it plus an hour",
+    ),
+    "collateral.max_term": (
+        "max_term",
+        float,
+        "the longest lease term in s collateral must cover: the validator refuses to run when the "
+        "contract's reclaim delay is shorter than it + dead_seconds + an hour (default 2592000, 30 days)",
     ),
 }
 

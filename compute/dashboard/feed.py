@@ -6,7 +6,9 @@ resources --feed`` reads at ``/api/public/v1/machines`` (signed with the validat
 hotkey (public on chain; what a renter rents by), the GPUs and figures the validator proved on its
 own clock (model, count, TFLOPS fp16/fp32, resident memory, bandwidth), when they were first and
 last proven, and its verdict history: the last verdicts and per-day counts of this validator's
-tests over 30 days, with uptime (tests passed / tests run) over 7 and 30 days.
+tests over 30 days, with uptime (tests passed / tests run) over 7 and 30 days; with collateral on,
+the miner's standing deposit and pending reclaim as this validator last read them from the contract
+(``compute.collateral.standing``), so a renter sees them before renting.
 
 What it leaves out on purpose (nothing that helps an attacker or that the miner wrote): GPU UUIDs,
 axon or lease endpoints, host keys, host names of multi-host miners (only how many were credited),
@@ -18,10 +20,12 @@ Deliberately not here: reading the store (``compute.store.feed``), HTTP, rate li
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from compute.collateral.standing import PublishedStanding
 from compute.peertext import PeerText
 from compute.store.feed import WINDOWS_DAYS, FeedHistory, MachineHistory
 
@@ -49,6 +53,15 @@ class FeedVerdict(_Model):
     verdict: Verdict
 
 
+class FeedCollateral(_Model):
+    """The miner's collateral as this validator last read it from the contract (TAO)."""
+
+    standing_tao: float = Field(ge=0)  # deposit less a pending reclaim
+    pending_reclaim_tao: float = Field(0.0, ge=0)
+    reclaim_at: int | None = Field(None, ge=0)  # chain time the pending reclaim matures
+    read_at: float = Field(ge=0)
+
+
 class FeedMachine(_Model):
     uid: int = Field(ge=0, le=65535)
     hotkey: Annotated[str, PeerText(64)]
@@ -67,6 +80,7 @@ class FeedMachine(_Model):
         default_factory=list, max_length=366
     )  # [tests, passed] per UTC day, the oldest first (the last: today so far)
     recent: list[FeedVerdict] = Field(default_factory=list, max_length=256)  # the newest last
+    collateral: FeedCollateral | None = None  # none: collateral off, or this miner not read
 
     def window(self, days: int) -> FeedWindow | None:
         return next((w for w in self.windows if w.days == days), None)
@@ -87,7 +101,16 @@ def _window(history: MachineHistory, days: int) -> FeedWindow:
     )
 
 
-def feed_machine(history: MachineHistory) -> FeedMachine:
+def feed_collateral(standing: PublishedStanding) -> FeedCollateral:
+    return FeedCollateral(
+        standing_tao=max(0, standing.deposit_wei - standing.pending_reclaim_wei) / 10**18,
+        pending_reclaim_tao=standing.pending_reclaim_wei / 10**18,
+        reclaim_at=standing.reclaim_at or None,
+        read_at=standing.read_at,
+    )
+
+
+def feed_machine(history: MachineHistory, standing: PublishedStanding | None = None) -> FeedMachine:
     proven = history.proven
     model = Counter(proven.models).most_common(1)[0][0] if proven is not None and proven.models else None
     return FeedMachine(
@@ -108,20 +131,28 @@ def feed_machine(history: MachineHistory) -> FeedMachine:
         windows=[_window(history, days) for days in WINDOWS_DAYS if days <= len(history.days)],
         daily=[[d.tested, d.passed] for d in reversed(history.days)],
         recent=[FeedVerdict(at=int(at), verdict=verdict) for at, verdict in history.recent],  # type: ignore[arg-type]
+        collateral=feed_collateral(standing) if standing is not None else None,
     )
 
 
-def build_feed(history: FeedHistory, validator: str | None = None) -> MachineFeed:
-    """The public feed of a store's history (``validator``: the hotkey that will sign it)."""
+def build_feed(
+    history: FeedHistory,
+    validator: str | None = None,
+    standing: Mapping[str, PublishedStanding] | None = None,
+) -> MachineFeed:
+    """The public feed of a store's history (``validator``: the hotkey that will sign it;
+    ``standing``: the collateral it last read, per hotkey)."""
+    standing = standing or {}
     return MachineFeed(
         validator=validator,
         generated_at=history.generated,
-        machines=[feed_machine(m) for m in history.machines],
+        machines=[feed_machine(m, standing.get(m.hotkey)) for m in history.machines],
     )
 
 
 __all__ = [
     "FEED_KIND",
+    "FeedCollateral",
     "FeedMachine",
     "FeedVerdict",
     "FeedWindow",

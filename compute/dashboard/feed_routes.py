@@ -24,6 +24,7 @@ from bittensor.sp_core import Keypair
 from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import HTMLResponse, Response
 
+from compute.collateral.standing import read_standing, standing_path
 from compute.dashboard.feed import MachineFeed, build_feed
 from compute.dashboard.feed_page import render_feed_page
 from compute.dashboard.ratelimit import RateLimiter
@@ -96,7 +97,7 @@ def add_feed_routes(
 
     def build() -> tuple[MachineFeed, bytes]:
         with reading:  # a build that outlived its wait must finish before the next one reads
-            feed = build_feed(reader.read(clock()), validator)
+            feed = build_feed(reader.read(clock()), validator, read_standing(standing_path(path.parent)))
         return feed, feed.model_dump_json().encode()
 
     async def feed() -> tuple[MachineFeed, bytes]:

@@ -85,17 +85,15 @@ class CollateralDemo:
         )
 
     def _deposit(self) -> None:
-        from compute.collateral import CPU_MACHINE
-
         payers = [*self.net.miners, self.killer]
         for index, who in enumerate(payers):
             assert who is not None
             tao = 0.5 if who is not self.killer and index == len(self.net.miners) - 1 and index > 0 else 1.0
             client = self.contract(self.keys[who.name])
-            client.deposit(CPU_MACHINE, int(tao * TAO))
+            client.deposit(int(tao * TAO))
             log.info(
-                "%s deposits %.1f TAO for its machine (as `python -m compute collateral deposit "
-                "--collateral.cpu --collateral.amount %.1f` does)",
+                "%s deposits %.1f TAO for its hotkey (as `python -m compute collateral deposit "
+                "--collateral.amount %.1f` does)",
                 who.name,
                 tao,
                 tao,
@@ -224,14 +222,14 @@ class CollateralDemo:
         return story
 
     def summary(self) -> dict[str, Any]:
-        from compute.collateral import CPU_MACHINE, collateral_factor
+        from compute.collateral import collateral_factor
 
         contract = self.contract()
         rate = contract.required(1)
         deposits = {}
         for who in [*self.net.miners, self.killer]:
             assert who is not None
-            state = contract.deposit_of(who.wallet.hotkey.ss58_address, CPU_MACHINE)
+            state = contract.deposit_of(who.wallet.hotkey.ss58_address)
             deposits[who.name] = {
                 "deposit_tao": state.amount / TAO,
                 "slashes": state.slashes,
@@ -242,8 +240,17 @@ class CollateralDemo:
             "rpc": self.evm.url,
             "renter_evm": self.renter_evm,
             "deposits": deposits,
+            "evidence": sorted(self.evidence()),
             **self.story,
         }
+
+    def evidence(self) -> set[str]:
+        """The distinct evidence documents the validators' books hold (their keccak names)."""
+        found: set[str] = set()
+        for validator in self.net.validators:
+            folder = self.net.workdir / validator.name / "collateral" / "evidence"
+            found |= {path.stem for path in folder.glob("*.json")}
+        return found
 
     def stop(self) -> None:
         if self.evm is not None:
@@ -299,6 +306,7 @@ def render_collateral(story: dict[str, Any] | None, console: Any) -> None:
     owed = story.get("owed_wei", 0) / TAO
     console.print(
         f"  killer's lease {story.get('lease', '?')[:12]}… reported: {story.get('reported')}; "
+        f"evidence documents: {len(story.get('evidence', []))}; "
         f"slashed to the renter: {owed:.2f} TAO; claimed: {story.get('claimed_wei', 0) / TAO:.2f} TAO "
         f"(renter's balance +{story.get('renter_gain_wei', 0) / TAO:.4f} TAO after gas)",
         highlight=False,
@@ -317,6 +325,11 @@ def collateral_problems(summary: dict[str, Any]) -> list[str]:
         problems.append("the validators did not slash the killer: the renter was not compensated")
     elif story.get("claimed_wei", 0) != story["owed_wei"] or story.get("renter_gain_wei", 0) <= 0:
         problems.append("the renter could not claim its compensation")
+    killer = story.get("deposits", {}).get("killer", {})
+    if killer.get("slashes", 0) > 1:
+        problems.append(f"one dead lease was slashed {killer['slashes']} times")
+    if len(story.get("evidence", [])) > 1:
+        problems.append(f"one dead lease was assembled into {len(story['evidence'])} evidence documents")
     return problems
 
 

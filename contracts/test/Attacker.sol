@@ -2,9 +2,9 @@
 pragma solidity 0.8.28;
 
 interface ICollateral {
-    function deposit(bytes32 machine) external payable;
-    function requestReclaim(bytes32 hotkey, bytes32 machine, uint256 amount) external;
-    function finalizeReclaim(bytes32 hotkey, bytes32 machine) external;
+    function deposit() external payable;
+    function requestReclaim(bytes32 hotkey, uint256 amount) external;
+    function finalizeReclaim(bytes32 hotkey) external;
     function claim() external;
 }
 
@@ -16,7 +16,6 @@ contract Attacker {
     uint256 public reentries; // re-entrant calls that went through (must stay 0)
     uint256 public blocked; // re-entrant calls the target refused
     bytes32 private _hotkey;
-    bytes32 private _machine;
 
     constructor(ICollateral target_) {
         target = target_;
@@ -26,18 +25,17 @@ contract Attacker {
         mode = mode_;
     }
 
-    function deposit(bytes32 machine) external payable {
-        target.deposit{value: msg.value}(machine);
+    function deposit() external payable {
+        target.deposit{value: msg.value}();
     }
 
-    function reclaim(bytes32 hotkey, bytes32 machine, uint256 amount) external {
-        target.requestReclaim(hotkey, machine, amount);
+    function reclaim(bytes32 hotkey, uint256 amount) external {
+        target.requestReclaim(hotkey, amount);
     }
 
-    function finalize(bytes32 hotkey, bytes32 machine) external {
+    function finalize(bytes32 hotkey) external {
         _hotkey = hotkey;
-        _machine = machine;
-        target.finalizeReclaim(hotkey, machine);
+        target.finalizeReclaim(hotkey);
     }
 
     function claim() external {
@@ -47,7 +45,7 @@ contract Attacker {
     receive() external payable {
         if (mode == 3) revert("no thanks");
         if (mode == 1) {
-            try target.finalizeReclaim(_hotkey, _machine) {
+            try target.finalizeReclaim(_hotkey) {
                 reentries += 1;
             } catch {
                 blocked += 1;

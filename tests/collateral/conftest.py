@@ -3,7 +3,7 @@ over the precompile doubles, a miner with an associated EVM key, validators, a r
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pytest
 
@@ -15,12 +15,15 @@ from eth_account.signers.local import LocalAccount  # noqa: E402
 from compute.collateral.chain import CollateralClient, CollateralConfig  # noqa: E402
 from compute.collateral.deploy import Stack, deploy_stack  # noqa: E402
 from compute.collateral.devchain import LocalChain, local_chain  # noqa: E402
-from compute.collateral.identity import machine_id  # noqa: E402
+from compute.collateral.windows import Windows  # noqa: E402
 
 TAO = 10**18
 RATE = TAO  # one day of rent of one GPU
 DELAY = 3600
 TTL = 7200  # longer than the reclaim delay: a slash opened just before it still completes
+BOND = TAO // 10  # what opening a proposal costs (a tenth of the rate: the default)
+# windows these short delays fit (a 30-minute longest lease, a 50-minute cheat window)
+WINDOWS = Windows(cheat_window_s=3000, dead_s=60, max_term_s=1800, assembly_s=600)
 
 
 @dataclass
@@ -47,7 +50,6 @@ class World:
     miner: Party
     validators: list[Party]
     renter: Party
-    machine: bytes = field(default_factory=lambda: machine_id(["GPU-aaaa", "GPU-bbbb"]))
     next_uid: int = 10
 
     def party(self, name: str, stake: int = 0, validator: bool = False, uid: int | None = None) -> Party:
@@ -75,7 +77,7 @@ def make_world(config: CollateralConfig | None = None, stakes: tuple[int, ...] =
     config = config or CollateralConfig(
         rate_per_gpu_day=RATE, min_deposit=TAO // 10, reclaim_delay_s=DELAY, proposal_ttl_s=TTL
     )
-    stack = deploy_stack(chain.w3, chain.accounts[0], config, 27, doubles=True)
+    stack = deploy_stack(chain.w3, chain.accounts[0], config, 27, doubles=True, windows=WINDOWS)
     assert stack.mirror is not None
     world = World(chain, stack, config, miner=None, validators=[], renter=None)  # type: ignore[arg-type]
     miner_key = Keypair.create_from_uri("//miner")

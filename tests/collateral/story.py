@@ -23,7 +23,6 @@ from typing import Any
 import bittensor as bt
 
 from compute.chain import SimChainState, connect
-from compute.collateral import CPU_MACHINE
 from compute.collateral.chain import CollateralClient
 from compute.collateral.devchain import LocalEvm, serve_local
 from compute.collateral.settings import CollateralSettings
@@ -182,7 +181,7 @@ def build_story(root: Path, kill_after_s: float = 1.0, deposit_tao: float = 1.0)
     evm.mirror(state, NETUID)
     story = Story(root, state, evm, validators, renter, evm.account(1.0), miner, miner_uid, miner_evm)
     if deposit_tao:
-        story.contract(miner_evm).deposit(CPU_MACHINE, int(deposit_tao * TAO))
+        story.contract(miner_evm).deposit(int(deposit_tao * TAO))
     app = build_killer(root, "killer", miner, chain.metagraph, kill_after_s)
     server = serve_in_thread(app, "127.0.0.1", 0)
     story.servers.append(server)
@@ -192,17 +191,60 @@ def build_story(root: Path, kill_after_s: float = 1.0, deposit_tao: float = 1.0)
     return story
 
 
+def associate(story: Story, wallet: bt.Wallet, account: Any) -> None:
+    """``wallet``'s hotkey speaks for ``account`` on the subnet (the SDK's AssociateEvmKey), mirrored."""
+    chain = connect(f"sim:{story.chain_path}", NETUID)
+    try:
+        chain.associate_evm_key(wallet, account)
+    finally:
+        chain.close()
+    story.evm.mirror(story.state, NETUID)
+
+
+def permitted(
+    story: Story, name: str, stake: float, coldkey_of: bt.Wallet | None = None
+) -> tuple[bt.Wallet, Any]:
+    """A new validator-permitted hotkey (on ``coldkey_of``'s coldkey if given) with an associated,
+    funded EVM key: an attacker's extra signer."""
+    wallet = bt.Wallet(name=name, hotkey="default", path=str(story.root / "wallets"))
+    if coldkey_of is None:
+        wallet.create_new_coldkey(use_password=False, suppress=True, overwrite=True)
+        coldkey = wallet.coldkeypub.ss58_address
+    else:
+        coldkey = coldkey_of.coldkeypub.ss58_address
+    wallet.create_new_hotkey(suppress=True, overwrite=True)
+    story.state.register(wallet.hotkey.ss58_address, coldkey, stake, True)
+    account = story.evm.account(5.0)
+    associate(story, wallet, account)
+    return wallet, account
+
+
+def attacker_surface(story: Story, name: str) -> tuple[Any, str]:
+    """An attacker's own evidence surface (a real book and surface on 127.0.0.1): (book, url)."""
+    from compute.validator.collateral.book import CollateralBook
+    from compute.validator.collateral.surface import build_surface
+
+    book = CollateralBook(story.root / name / "collateral")
+    server = serve_in_thread(build_surface(book), "127.0.0.1", 0)
+    story.servers.append(server)
+    return book, server.url
+
+
 def start_desks(
     story: Story,
     dead_s: float = 2.0,
     only: tuple[int, ...] | None = None,
     keys: tuple[int, ...] | None = None,
     cheat_window: float = 86_400.0,
+    extra_peers: tuple[str, ...] = (),
+    results: list[PogResult] | None = None,
 ) -> None:
     """Each validator's real collateral parts, its surface on a free port, the others as peers.
 
     ``only``: the validators (indices) that run a desk at all; ``keys``: those holding an EVM key
-    (the others check evidence but never attest)."""
+    (the others check evidence but never attest); ``extra_peers``: surfaces every desk also reads
+    (an attacker's); ``results``: what each validator's round verified of the miner (default: the
+    CPU machine)."""
     from compute.localnet.processes import free_port
 
     for i, v in enumerate(story.validators):
@@ -214,8 +256,9 @@ def start_desks(
     chain = connect(f"sim:{story.chain_path}", NETUID)
     story.chains.append(chain)
     for index, v in enumerate(story.validators):
-        record_verified(v.store, verified(story.miner_uid, story.miner.hotkey.ss58_address))
-        others = tuple(f"http://127.0.0.1:{p}" for j, p in enumerate(ports) if j != index)
+        result = results[index] if results else verified(story.miner_uid, story.miner.hotkey.ss58_address)
+        record_verified(v.store, result)
+        others = tuple(f"http://127.0.0.1:{p}" for j, p in enumerate(ports) if j != index) + extra_peers
         settings = CollateralSettings(
             rpc=story.evm.url,
             address=story.evm.address,

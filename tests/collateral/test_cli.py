@@ -7,13 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import DELAY, TAO, TTL
+from conftest import DELAY, TAO, TTL, WINDOWS
 
 from compute.__main__ import main
 from compute.collateral.chain import CollateralConfig
 from compute.collateral.deploy import deploy_stack
 from compute.collateral.devchain import local_chain, rpc_app
-from compute.collateral.identity import machine_id
 from compute.transport import serve_in_thread
 
 
@@ -23,7 +22,7 @@ def served(make_wallet, monkeypatch, tmp_path: Path):
     config = CollateralConfig(
         rate_per_gpu_day=TAO, min_deposit=TAO // 10, reclaim_delay_s=DELAY, proposal_ttl_s=TTL
     )
-    stack = deploy_stack(chain.w3, chain.accounts[0], config, 27, doubles=True)
+    stack = deploy_stack(chain.w3, chain.accounts[0], config, 27, doubles=True, windows=WINDOWS)
     wallet = make_wallet("cli-miner")
     evm = chain.new_account()
     assert stack.mirror is not None
@@ -43,8 +42,6 @@ def served(make_wallet, monkeypatch, tmp_path: Path):
         "default",
         "--wallet.path",
         str(tmp_path / "wallets"),
-        "--collateral.gpu_uuids",
-        "GPU-1,GPU-2",
         "--json",
     ]
     yield chain, flags, wallet
@@ -63,7 +60,7 @@ def test_deposit_topup_status_and_reclaim_through_the_rpc(served, capsys) -> Non
     assert code == 1 and "no deposit" in out
     code, out = run(capsys, "deposit", *flags, "--collateral.amount", "2.5")
     assert code == 0 and out["deposit"]["amount"] == 25 * TAO // 10 and out["gas"] > 21_000
-    assert out["machine"] == "0x" + machine_id(["GPU-1", "GPU-2"]).hex()
+    assert out["hotkey"] == wallet.hotkey.ss58_address  # one deposit per hotkey, no machine to name
     code, out = run(capsys, "topup", *flags, "--collateral.amount", "0.5")
     assert code == 0 and out["deposit"]["amount"] == 3 * TAO
     code, out = run(capsys, "status", *flags, "--collateral.gpus", "2")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from compute.collateral import collateral_factor, machine_id
+from compute.collateral import collateral_factor
 
 
 @pytest.mark.parametrize(
@@ -24,10 +24,6 @@ def test_collateral_factor(standing: int, required: int, floor: float, expected:
     assert collateral_factor(standing, required, floor) == pytest.approx(expected)
 
 
-def test_a_bad_floor_is_refused_and_a_machine_needs_an_identity() -> None:
+def test_a_bad_floor_is_refused() -> None:
     with pytest.raises(ValueError):
         collateral_factor(1, 1, 1.5)
-    with pytest.raises(ValueError):
-        machine_id([])
-    assert machine_id([], host_key="ssh-ed25519 AAAA") != machine_id(["GPU-1"])
-    assert machine_id(["GPU-1", "GPU-2"]) == machine_id([" GPU-2", "GPU-1", "GPU-1"])

@@ -1,4 +1,5 @@
-"""Evidence: canonical content, its hash on chain, signed by the validator serving it, checked by others."""
+"""Evidence: canonical content, its hash on chain, signed by the validator serving it, checked by
+others; the incident it shows, whatever document shows it."""
 
 from __future__ import annotations
 
@@ -14,22 +15,43 @@ from compute.collateral.errors import EvidenceError
 from compute.collateral.evidence import (
     CheatEvidence,
     FailedRentalEvidence,
+    Roster,
     canonical,
+    canonical_probes,
     check,
     evidence_hash,
+    incident_of,
     parse_signed,
     sign_evidence,
     sign_probe,
 )
-from compute.collateral.identity import machine_id
 from compute.collateral.lease import ALLOCATE_PATH, SignedLease
 from compute.protocol import AllocateRequest, LeaseInfo, LeaseResponse, Requirements, SignedRequest, SshAccess
 from compute.transport import KeyWallet, sign_response
 
 MINER = Keypair.create_from_uri("//ev-miner")
 RENTER = Keypair.create_from_uri("//ev-renter")
-VALIDATORS = [Keypair.create_from_uri(f"//ev-validator-{i}") for i in range(3)]
-PERMITTED = frozenset(v.ss58_address for v in VALIDATORS)
+VALIDATORS = sorted(
+    (Keypair.create_from_uri(f"//ev-validator-{i}") for i in range(3)), key=lambda k: k.ss58_address
+)
+DUST = Keypair.create_from_uri("//ev-dust")  # a permitted hotkey with stake 1
+RENTERS_OTHER = Keypair.create_from_uri("//ev-renters-other-hotkey")  # on the renter's coldkey
+# 40 / 30 / 20 % of the stake, and the renter's own permitted hotkey holds the rest (10 %)
+ROSTER = Roster(
+    {
+        **{v.ss58_address: stake for v, stake in zip(VALIDATORS, (400.0, 300.0, 200.0), strict=True)},
+        RENTER.ss58_address: 99.0,
+        DUST.ss58_address: 1.0,
+        RENTERS_OTHER.ss58_address: 0.0001,
+    },
+    {
+        **{v.ss58_address: v.ss58_address for v in VALIDATORS},
+        RENTER.ss58_address: "renter-coldkey",
+        RENTERS_OTHER.ss58_address: "renter-coldkey",
+        DUST.ss58_address: "dust-coldkey",
+        MINER.ss58_address: "miner-coldkey",
+    },
+)
 RENTER_EVM = "0x" + "ab" * 20
 LEASE = "0" * 31 + "1"
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl renter"
@@ -77,6 +99,8 @@ def failed_rental(
     dead_s: float = DEAD_S,
     endpoint: str = ENDPOINT,
     answer=None,
+    gpus: int = 2,
+    order=canonical_probes,
     **kw,
 ) -> FailedRentalEvidence:
     signed, start = receipt(**kw)
@@ -87,24 +111,60 @@ def failed_rental(
     renter = kw.get("signer", RENTER).ss58_address
     return FailedRentalEvidence(
         miner_hotkey=MINER.ss58_address,
-        machine="0x" + machine_id(["GPU-1", "GPU-2"]).hex(),
-        gpus=2,
+        gpus=gpus,
         lease_id=LEASE,
         receipt=signed,
         lease=answer(signed, renter) if answer else lease_answer(signed, renter),
-        probes=probes,
+        probes=order(probes),
     )
+
+
+def later() -> float:
+    """A checker's clock once the default evidence's probes are over."""
+    return time.time() + 60.0 + DEAD_S
 
 
 def test_a_failed_rental_checked_by_another_validator_gives_the_same_proposal() -> None:
     evidence = failed_rental()
     served = sign_evidence(VALIDATORS[0], evidence).model_dump_json()
     fetched = parse_signed(served)  # another validator fetches it
-    proposal = check(fetched, PERMITTED)
+    proposal = check(fetched, ROSTER, later())
     assert proposal.kind == KIND_FAILED_RENTAL and proposal.renter == RENTER_EVM and proposal.gpus == 2
     assert proposal.evidence_hash == evidence_hash(evidence) == evidence_hash(fetched.evidence)
-    assert proposal.machine == machine_id(["GPU-2", "GPU-1"])  # order of UUIDs does not matter
+    assert proposal.incident == incident_of(evidence)
     assert json.loads(canonical(evidence)) == evidence.model_dump(mode="json")
+
+
+def test_reordered_or_partial_documents_of_one_failed_lease_are_one_incident() -> None:
+    """The attacker re-serves the same genuine probes in another order or as a subset: the order is
+    refused (one canonical encoding), a subset is another document of the same incident: the same
+    proposal on chain, which slashes once."""
+    signed, start = receipt()
+    at = start + 60.0 + DEAD_S
+    probes = [sign_probe(v, LEASE, at - DEAD_S, at, ENDPOINT, "refused") for v in VALIDATORS]
+    answer = lease_answer(signed, RENTER.ss58_address)
+
+    def document(chosen) -> FailedRentalEvidence:
+        return FailedRentalEvidence(
+            miner_hotkey=MINER.ss58_address,
+            gpus=2,
+            lease_id=LEASE,
+            receipt=signed,
+            lease=answer,
+            probes=chosen,
+        )
+
+    whole = check(sign_evidence(VALIDATORS[0], document(canonical_probes(probes))), ROSTER, later())
+    reordered = document(tuple(reversed(canonical_probes(probes))))
+    with pytest.raises(EvidenceError, match="canonical order"):
+        check(sign_evidence(VALIDATORS[0], reordered), ROSTER, later())
+    twice = document((probes[0], probes[0]))
+    with pytest.raises(EvidenceError, match="canonical order"):
+        check(sign_evidence(VALIDATORS[0], twice), ROSTER, later())
+    subsets = [canonical_probes(probes[:2]), canonical_probes(probes[1:]), canonical_probes(probes[::2])]
+    proposals = [check(sign_evidence(VALIDATORS[1], document(c)), ROSTER, later()) for c in subsets]
+    assert len({p.evidence_hash for p in [whole, *proposals]}) == 4  # four documents ...
+    assert {p.proposal_id() for p in [whole, *proposals]} == {whole.proposal_id()}  # ... one proposal
 
 
 def test_evidence_with_a_forged_serving_signature_or_content_is_refused() -> None:
@@ -117,17 +177,24 @@ def test_evidence_with_a_forged_serving_signature_or_content_is_refused() -> Non
         parse_signed(b'{"evidence": 1}')
     outsider = sign_evidence(Keypair.create_from_uri("//not-a-validator"), failed_rental())
     with pytest.raises(EvidenceError, match="not a validator"):
-        check(parse_signed(outsider.model_dump_json()), PERMITTED)
+        check(parse_signed(outsider.model_dump_json()), ROSTER, later())
 
 
 @pytest.mark.parametrize(
     "evidence, error",
     [
-        (lambda: failed_rental(probers=VALIDATORS[:1]), "1 validators saw"),
-        (lambda: failed_rental(probers=[VALIDATORS[0], Keypair.create_from_uri("//x")]), "1 validators saw"),
+        (lambda: failed_rental(probers=VALIDATORS[2:]), "holding 20% of the stake"),
+        (lambda: failed_rental(probers=[VALIDATORS[2], Keypair.create_from_uri("//x")]), "holding 20%"),
+        (lambda: failed_rental(probers=[DUST, VALIDATORS[2]]), "holding 20%"),  # two hotkeys, little stake
+        (lambda: failed_rental(probers=[RENTER, VALIDATORS[0]]), "a party to the rental"),
+        (lambda: failed_rental(probers=[RENTERS_OTHER, VALIDATORS[0]]), "a party to the rental"),
+        (lambda: failed_rental(probers=[MINER, VALIDATORS[0]]), "a party to the rental"),
+        (lambda: failed_rental(at_offset=3 * DEAD_S), "in this validator's future"),
         (lambda: failed_rental(at_offset=2 * 86_400), "outside the signed term"),
         (lambda: failed_rental(at_offset=-600, dead_s=0), "outside the signed term"),
-        (lambda: failed_rental(dead_s=DEAD_S / 2), "1 validators saw|0 validators saw"),
+        (lambda: failed_rental(dead_s=DEAD_S / 2), "holding 0% of the stake"),
+        (lambda: failed_rental(gpus=8), "names 8 GPUs"),
+        (lambda: failed_rental(order=lambda p: tuple(reversed(canonical_probes(p)))), "canonical order"),
         (lambda: failed_rental(endpoint="10.0.0.9:22"), "another lease or endpoint"),
         (
             lambda: failed_rental(answer=lambda s, r: lease_answer(s, r, miner=RENTER)),
@@ -139,11 +206,18 @@ def test_evidence_with_a_forged_serving_signature_or_content_is_refused() -> Non
         (lambda: failed_rental(body_edit=lambda b: b.replace(b"ab" * 20, b"cd" * 20)), "does not verify"),
     ],
     ids=[
-        "one-probe",
+        "one-small-prober",
         "probe-by-outsider",
+        "two-hotkeys-little-stake",
+        "renter-probes",
+        "renters-coldkey-probes",
+        "miner-probes",
+        "probe-from-the-future",
         "after-term",
         "before-term",
         "dead-too-briefly",
+        "more-gpus-than-rented",
+        "reordered-probes",
         "endpoint-the-miner-never-named",
         "answer-not-signed-by-the-miner",
         "answer-for-another-lease",
@@ -155,7 +229,7 @@ def test_evidence_with_a_forged_serving_signature_or_content_is_refused() -> Non
 def test_evidence_that_does_not_prove_a_failed_rental_is_refused(evidence, error: str) -> None:
     signed = sign_evidence(VALIDATORS[0], evidence())
     with pytest.raises(EvidenceError, match=error):
-        check(parse_signed(signed.model_dump_json()), PERMITTED)
+        check(parse_signed(signed.model_dump_json()), ROSTER, later())
 
 
 def test_a_tampered_probe_is_refused() -> None:
@@ -163,18 +237,28 @@ def test_a_tampered_probe_is_refused() -> None:
     probe = evidence.probes[1].model_copy(update={"reason": "edited"})
     tampered = evidence.model_copy(update={"probes": (evidence.probes[0], probe)})
     with pytest.raises(EvidenceError, match="probe signature"):
-        check(sign_evidence(VALIDATORS[0], tampered), PERMITTED)
+        check(sign_evidence(VALIDATORS[0], tampered), ROSTER, later())
 
 
-def test_a_cheat_names_no_renter() -> None:
-    cheat = CheatEvidence(
+def cheat(proven_at: float, round_id: str = "r1") -> CheatEvidence:
+    return CheatEvidence(
         miner_hotkey=MINER.ss58_address,
-        machine="0x" + "11" * 32,
         gpus=1,
-        round_id="r1",
+        round_id=round_id,
         challenge_id="c" * 32,
         reasons=("row 3 of GPU 0 does not match",),
         transcript_sha256="ab" * 32,
+        proven_at=proven_at,
     )
-    proposal = check(sign_evidence(VALIDATORS[1], cheat), PERMITTED)
+
+
+def test_a_cheat_names_no_renter_and_its_incident_is_the_miner_and_the_window() -> None:
+    day = 86_400 * 20_000
+    proposal = check(sign_evidence(VALIDATORS[1], cheat(day + 10)), ROSTER, day + 100)
     assert proposal.kind == KIND_CHEAT and int(proposal.renter, 16) == 0
+    other_round = check(sign_evidence(VALIDATORS[2], cheat(day + 50, "r2")), ROSTER, day + 100)
+    assert other_round.proposal_id() == proposal.proposal_id()  # the same window: one incident
+    next_day = check(sign_evidence(VALIDATORS[2], cheat(day + 86_400)), ROSTER, day + 86_400)
+    assert next_day.incident != proposal.incident
+    with pytest.raises(EvidenceError, match="future"):
+        check(sign_evidence(VALIDATORS[1], cheat(day + 3600)), ROSTER, day + 100)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import pytest
 from story import TAO, Story, build_story, start_desks
 
-from compute.collateral import CPU_MACHINE
 from compute.operator import EXIT_OK, EXIT_REFUSED, EXIT_USAGE
 
 
@@ -55,9 +54,12 @@ def test_a_killed_lease_is_slashed_by_the_quorum_and_the_renter_claims_it(story:
     contract = story.contract()
     renter = story.renter_evm.address
 
-    assert story.play(lambda: contract.owed(renter) > 0, timeout_s=90), "no slash"
+    assert story.play(lambda: contract.owed(renter) > 0, timeout_s=90, then_s=3), "no slash"
     assert contract.owed(renter) == TAO  # one day of rent of the one-unit machine, all to the renter
-    assert contract.deposit_of(story.miner.hotkey.ss58_address, CPU_MACHINE).amount == 0  # 1 TAO slashed
+    digests = {d for v in story.validators for d in v.parts.desk.book.all_evidence()}
+    assert len(digests) == 1  # one dead lease, one evidence document, one slash
+    assert contract.deposit_of(story.miner.hotkey.ss58_address).slashes == 1
+    assert contract.deposit_of(story.miner.hotkey.ss58_address).amount == 0  # 1 TAO slashed
     outcomes = [
         v.parts.desk.book.outcome(digest)
         for v in story.validators
@@ -110,7 +112,7 @@ def test_a_renter_that_released_its_lease_itself_is_owed_nothing(tmp_path) -> No
         assert all(not b.all_evidence() for b in books)
         contract = story.contract()
         assert contract.owed(story.renter_evm.address) == 0
-        assert contract.deposit_of(story.miner.hotkey.ss58_address, CPU_MACHINE).amount == TAO
+        assert contract.deposit_of(story.miner.hotkey.ss58_address).amount == TAO
     finally:
         story.close()
 
@@ -132,6 +134,6 @@ def test_one_validator_below_kappa_cannot_slash_even_with_a_second_probe(tmp_pat
         assert story.play(attested, then_s=3)  # and more steps change nothing
         contract = story.contract()
         assert contract.owed(story.renter_evm.address) == 0
-        assert contract.deposit_of(story.miner.hotkey.ss58_address, CPU_MACHINE).amount == TAO
+        assert contract.deposit_of(story.miner.hotkey.ss58_address).amount == TAO
     finally:
         story.close()

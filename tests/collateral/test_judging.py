@@ -1,7 +1,8 @@
 """What a validator checks in another validator's evidence before attesting, and its evidence surface.
 
 The evidence here is signed for real (renter, miner, validators: ``test_evidence``'s helpers); the
-judge is the validator's own (``compute.validator.collateral.judging``) over its own store.
+judge is the validator's own (``compute.validator.collateral.judging``) over its own book, attesting
+on the real contract (the in-process EVM).
 """
 
 from __future__ import annotations
@@ -12,33 +13,19 @@ import time
 
 import httpx
 import pytest
-from test_evidence import MINER, VALIDATORS, failed_rental
+from conftest import World
+from test_evidence import DEAD_S, ENDPOINT, LEASE, MINER, VALIDATORS, failed_rental, later
 
 from compute.chain import MetagraphSnapshot, NeuronInfo
-from compute.collateral import machine_id
-from compute.collateral.evidence import sign_evidence
+from compute.collateral.evidence import Roster, check, sign_evidence, sign_probe
 from compute.collateral.lease import LeaseReport
-from compute.store import PogResult
 from compute.transport import KeyWallet, MinerClient, serve_in_thread
 from compute.validator.collateral.book import CollateralBook
 from compute.validator.collateral.judging import Judge
 from compute.validator.collateral.peers import Peers
 from compute.validator.collateral.surface import build_surface
 
-
-class OwnStore:
-    """This validator's store: it verified the miner on two GPUs."""
-
-    def __init__(self, uuids=("GPU-1", "GPU-2"), gpus: int = 2) -> None:
-        self.result = PogResult(
-            1, 5, MINER.ss58_address, ok=True, sample=1.0, gpu_count=gpus, gpu_uuids=uuids
-        )
-
-    def last_verified(self, uid: int, hotkey: str) -> PogResult | None:
-        return self.result if hotkey == MINER.ss58_address else None
-
-    def scores(self) -> dict:
-        return {}
+TAO = 10**18
 
 
 def graph() -> MetagraphSnapshot:
@@ -50,42 +37,70 @@ def graph() -> MetagraphSnapshot:
     return MetagraphSnapshot(27, 1, tuple(neurons))
 
 
-def judge(tmp_path, store: OwnStore) -> Judge:
+class Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def judge(tmp_path, client=None, clock=None) -> Judge:
     return Judge(
         keypair=VALIDATORS[2],
         book=CollateralBook(tmp_path / "book"),
         peers=Peers(()),
-        store=store,
         miners=MinerClient(KeyWallet(VALIDATORS[2])),
-        client=None,
-        dead_s=600.0,
+        client=client,
+        dead_s=DEAD_S,
         leader_grace_s=1.0,
-        clock=time.time,
+        clock=clock or time.time,
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
-    "store, named_gpus, expected",
+    "own, attests",
     [
-        (OwnStore(), 8, "refused: names machine"),  # an assembler inflating the slash (8 of 2 GPUs)
-        (OwnStore(uuids=("GPU-9",)), 2, "refused: names machine"),  # a machine this validator never proved
-        (OwnStore(), 2, None),  # agrees: no EVM key here, so it waits (never attests blind)
+        (None, False),  # its own probes never saw the lease dead
+        ((-DEAD_S / 2, 0.0), False),  # dead, but shorter than dead_s
+        ((-3 * DEAD_S - 60, -2 * DEAD_S - 60), False),  # dead long enough, but not when the others saw it
+        ((-DEAD_S, 0.0), True),  # its own run of dead_s overlaps the evidence's: it attests
     ],
-    ids=["more-gpus-than-proven", "another-machine", "agrees"],
+    ids=["never-dead-here", "dead-too-briefly-here", "dead-at-another-time", "own-observation"],
 )
-def test_evidence_naming_more_than_this_validator_proved_is_refused(
-    tmp_path, store, named_gpus, expected
+def test_a_failed_rental_is_attested_only_on_this_validators_own_observation(
+    tmp_path, world: World, own, attests: bool
 ) -> None:
-    evidence = failed_rental().model_copy(
-        update={"gpus": named_gpus, "machine": "0x" + machine_id(["GPU-1", "GPU-2"]).hex()}
-    )
+    """The two other validators (2/3 of the stake) signed real probes of a dead lease; this
+    validator attests only with its own probe run of dead_s overlapping theirs. Without it the
+    evidence waits, then is refused once the term is over; the contract sees nothing."""
+    miner = world.party("ev-miner")  # the evidence's miner, with a deposit on the real contract
+    miner.client.deposit(5 * TAO)
+    evidence = failed_rental(probers=VALIDATORS[:2])
+    at = max(p.at for p in evidence.probes)
+    clock = Clock(later())
+    desk = judge(tmp_path, world.validators[0].client, clock)
+    if own is not None:
+        desk.book.set_probe(sign_probe(VALIDATORS[2], LEASE, at + own[0], at + own[1], ENDPOINT, "refused"))
     signed = sign_evidence(VALIDATORS[0], evidence)
-    validators = frozenset(v.ss58_address for v in VALIDATORS)
-    outcome = asyncio.run(judge(tmp_path, store)._judge(signed, validators, graph()))
-    if expected is None:
-        assert outcome is None
-    else:
-        assert outcome is not None and outcome.startswith(expected), outcome
+    desk.book.add_evidence(signed)
+    asyncio.run(desk.attest_all(graph()))
+    digest = next(iter(desk.book.all_evidence()))
+    contract = world.validators[0].client
+    on_chain = contract.proposal(check(signed, Roster.of(graph()), clock.now))
+    if attests:
+        assert desk.book.outcome(digest) == "attested"
+        assert (on_chain.state, on_chain.attesters) == ("open", 1)
+        return
+    assert on_chain.state == "none"
+    assert desk.book.outcome(digest) is None  # waits: its probes may still catch up
+    clock.now = at + 86_400 + DEAD_S + 10  # the term is over: nothing more to observe
+    asyncio.run(desk.attest_all(graph()))
+    assert desk.book.outcome(digest) == (
+        "refused: not observed: this validator's own probes never saw the lease dead for dead_s"
+    )
+    assert contract.owed(world.renter.address) == 0
 
 
 def test_the_surface_takes_a_real_report_and_refuses_forgeries_and_floods(tmp_path) -> None:

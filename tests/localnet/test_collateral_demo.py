@@ -28,6 +28,7 @@ def test_the_killer_is_slashed_by_the_quorum_and_the_renter_claims(tmp_path: Pat
     assert story["claimed_wei"] == story["owed_wei"] and story["renter_gain_wei"] > 0.99 * 10**18
     deposits = story["deposits"]
     assert deposits["killer"]["deposit_tao"] == 0 and deposits["killer"]["slashes"] == 1
+    assert len(story["evidence"]) == 1  # one dead lease, one evidence document, one slash
     assert deposits["killer"]["factor"] == 0.5 and deposits["miner1"]["factor"] == 1.0
     miners = {m["name"]: m for m in summary["miners"]}
     assert miners["miner1"]["weight"] > miners["killer"]["weight"]  # same proofs, no collateral left

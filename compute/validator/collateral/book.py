@@ -1,4 +1,5 @@
-"""The validator's collateral files: lease reports, its own signed probes, evidence, outcomes.
+"""The validator's collateral files: lease reports, its own signed probes, evidence, outcomes,
+and which incident each of its own proven cheats backs.
 
 One directory (``<data_dir>/collateral``), one JSON file per item, each written atomically
 (``os.replace``), so the evidence surface, running in its own thread, only ever reads whole files
@@ -50,7 +51,7 @@ class CollateralBook:
     def __init__(self, root: Path, keep_s: float = 7 * 86_400.0) -> None:
         self.root = Path(root)
         self.keep_s = keep_s
-        for name in ("reports", "probes", "evidence", "outcomes"):
+        for name in ("reports", "probes", "evidence", "outcomes", "backing"):
             (self.root / name).mkdir(parents=True, exist_ok=True)
 
     # ---------------------------------------------------------------- lease reports
@@ -141,6 +142,17 @@ class CollateralBook:
 
     def set_outcome(self, key: str, outcome: str, now: float) -> None:
         _write(self.root / "outcomes" / f"{key}.json", json.dumps({"outcome": outcome, "at": now}))
+
+    # ---------------------------------------------------------------- own proofs and incidents
+
+    def backing(self, verdict: str) -> str | None:
+        """The incident (hex) this validator's own proven cheat ``verdict`` (its digest) backs."""
+        raw = self._read("backing", verdict) if _NAME.fullmatch(verdict) else None
+        return str(raw["incident"]) if isinstance(raw, dict) else None
+
+    def set_backing(self, verdict: str, incident: str) -> None:
+        if _NAME.fullmatch(verdict):
+            _write(self.root / "backing" / f"{verdict}.json", json.dumps({"incident": incident}))
 
     def prune(self, now: float) -> None:
         """Forget reports whose term ended ``keep_s`` ago, and their probes."""

@@ -1,25 +1,27 @@
 """Cheat evidence every attester reproduces itself: assembled from this validator's own proven
-cheats, attested only when its own round proved the same cheat.
+cheats, attested only when its own round proved the same cheat, each own proof backing one
+incident.
 
 A PoG transcript is not signed by the miner, so one validator's word that a miner cheated is not
 evidence for anyone else. The rule is reproduction instead:
 
 - **Assembling** (``assemble``): a failed test recorded by this validator's own round whose reasons
   prove a wrong answer by mathematics (``cheats.proven_cheat``: never a timeout, an absence, garbage,
-  a rented machine or a validator error) becomes one :class:`CheatEvidence` for the machine this
-  validator last verified for the hotkey (the deposit that earns it credit, ``credit``), its proven
-  GPU count, the round and the digest of the verdict record; signed, kept in the book, served on
-  the surface. Not when the miner has no verified machine here, nor when cheat evidence for the same
-  (hotkey, machine) is known already inside the window and not refused here (one proposal per
-  cheat window, so a persistent cheat is not slashed once per validator that caught it; a peer's
-  bogus evidence, once refused, shields nothing).
+  a rented machine or a validator error) becomes one :class:`CheatEvidence` for the miner's hotkey
+  (its one deposit), the GPUs this validator proved, the round, the digest of the verdict record and
+  when it was proven (its window is the incident); signed, kept in the book, served on the surface.
+  Not when the miner was never verified here, nor when cheat evidence for the same hotkey is known
+  already inside the window and neither refused nor expired here (one proposal per cheat window, so
+  a persistent cheat is not slashed once per validator that caught it; a peer's bogus evidence, once
+  refused, shields nothing; an expired one blocks no fresh evidence).
 - **Attesting** (``judge``): a cheat evidence (its own or a peer's) is attested only if this
   validator's own store holds a proven cheat of the same hotkey within ``window_s`` of the moment
-  it first saw the evidence (its own clock), and the evidence names the machine it verified and at
-  most the GPUs it proved. It never re-runs anything on the other validator's word; without an own
-  verdict it waits for its ordinary draw of the miner, and refuses once the window has passed
-  (its own proofs passed, or it did not test the machine). The contract's quorum then slashes,
-  partial first, burned (no renter).
+  it first saw the evidence (its own clock) and of the moment the evidence says it was proven, that
+  no other incident used already (one own proof backs one incident: the same cheat re-served under
+  another window is not slashed twice), and the evidence names at most the GPUs it proved. It never
+  re-runs anything on the other validator's word; without an own verdict it waits for its ordinary
+  draw of the miner, and refuses once the window has passed (its own proofs passed, or it did not
+  test the machine). The contract's quorum then slashes, partial first, burned (no renter).
 
 What it deliberately does not do: touch the round (it reads the store the round writes), or talk to
 the contract (``judging`` attests what this returns).
@@ -35,9 +37,15 @@ from typing import Protocol
 from bittensor.sp_core import Keypair
 
 from compute.chain import MetagraphSnapshot
-from compute.collateral import machine_of
 from compute.collateral.chain import SlashProposal
-from compute.collateral.evidence import CheatEvidence, SignedEvidence, evidence_hash, sign_evidence
+from compute.collateral.evidence import (
+    CheatEvidence,
+    SignedEvidence,
+    cheat_incident,
+    evidence_hash,
+    sign_evidence,
+)
+from compute.collateral.windows import ASSEMBLY_S
 from compute.store import PogResult
 from compute.validator.collateral.book import CollateralBook
 from compute.validator.collateral.cheats import proven_cheat, verdict_digest
@@ -56,10 +64,9 @@ class VerdictSource(VerifiedSource, Protocol):
 
 
 @dataclass(frozen=True)
-class Machine:
-    """This validator's own view of a miner's machine: its id (0x + 64 hex) and proven GPUs."""
+class Proven:
+    """What this validator itself proved of a miner: its GPUs, when last verified."""
 
-    machine: str
     gpus: int
     verified_at: float
 
@@ -74,26 +81,25 @@ class CheatJudge:
     seen_at: dict[str, float] = field(default_factory=dict)  # evidence hash -> first seen, own clock
     _scanned: float | None = None
 
-    def machine(self, uid: int, hotkey: str) -> Machine | None:
+    def proven(self, uid: int, hotkey: str) -> Proven | None:
         result = self.store.last_verified(uid, hotkey)
-        if result is None:
-            return None
-        return Machine("0x" + machine_of(result.gpu_uuids).hex(), proven_units(result), result.created)
+        return Proven(proven_units(result), result.created) if result is not None else None
 
     def _seen(self, digest: str, now: float) -> float:
         return self.seen_at.setdefault(digest, now)
 
-    def covered(self, hotkey: str, machine: str, now: float) -> bool:
-        """Cheat evidence for (hotkey, machine) first seen here within the window and not refused
-        here (a peer's bogus evidence cannot shield a cheat from this validator's own)."""
+    def covered(self, hotkey: str, now: float) -> bool:
+        """Cheat evidence for ``hotkey`` first seen here within the window and neither refused nor
+        expired here (a peer's bogus evidence cannot shield a cheat from this validator's own, and
+        an expired proposal blocks no fresh evidence)."""
         for digest, signed in self.book.all_evidence().items():
             evidence = signed.evidence
+            outcome = self.book.outcome(digest) or ""
             if (
                 isinstance(evidence, CheatEvidence)
                 and evidence.miner_hotkey == hotkey
-                and evidence.machine == machine
                 and now - self._seen(digest, now) <= self.window_s
-                and not (self.book.outcome(digest) or "").startswith("refused")
+                and not outcome.startswith(("refused", "expired"))
             ):
                 return True
         return False
@@ -109,22 +115,22 @@ class CheatJudge:
             reasons = proven_cheat(result)
             if not reasons or metagraph.uid_of(result.hotkey) != result.uid:
                 continue
-            view = self.machine(result.uid, result.hotkey)
+            if self.book.backing(verdict_digest(result)) is not None:
+                continue  # this proof backs an incident already
+            view = self.proven(result.uid, result.hotkey)
             if view is None:
-                log.info(
-                    "collateral uid=%d cheat proven, but no machine verified here: no evidence", result.uid
-                )
+                log.info("collateral uid=%d cheat proven, but never verified here: no evidence", result.uid)
                 continue
-            if self.covered(result.hotkey, view.machine, now):
+            if self.covered(result.hotkey, now):
                 continue
             evidence = CheatEvidence(
                 miner_hotkey=result.hotkey,
-                machine=view.machine,
                 gpus=view.gpus,
                 round_id=str(result.round_id),
                 challenge_id=f"round {result.round_id} uid {result.uid}",
                 reasons=reasons[:MAX_REASONS],
                 transcript_sha256=verdict_digest(result),
+                proven_at=result.created,
             )
             digest = self.book.add_evidence(sign_evidence(self.keypair, evidence))
             self.seen_at.setdefault(digest, now)
@@ -148,20 +154,26 @@ class CheatJudge:
         seen = self._seen(evidence_hash(evidence).hex(), now)
         closed = now > seen + self.window_s
         uid = metagraph.uid_of(evidence.miner_hotkey)
-        view = self.machine(uid, evidence.miner_hotkey) if uid is not None else None
+        view = self.proven(uid, evidence.miner_hotkey) if uid is not None else None
         if view is None:
             return "refused: not reproduced: this validator never verified the machine" if closed else None
-        if evidence.machine != view.machine or evidence.gpus > view.gpus:
-            return (
-                f"refused: names machine {evidence.machine[:10]} x{evidence.gpus}, "
-                f"proven {view.machine[:10]} x{view.gpus}"
-            )
+        if evidence.gpus > view.gpus:
+            return f"refused: names {evidence.gpus} GPUs, this validator proved {view.gpus}"
+        incident = cheat_incident(evidence.miner_hotkey, evidence.proven_at).hex()
         own = [
             r
             for r in self.store.failures_since(seen - self.window_s, evidence.miner_hotkey)
-            if r.uid == uid and r.created <= seen + self.window_s and proven_cheat(r)
+            if r.uid == uid
+            and r.created <= seen + self.window_s
+            and abs(r.created - evidence.proven_at) <= self.window_s
+            and proven_cheat(r)
+            and self.book.backing(verdict_digest(r)) in (None, incident)
         ]
         if own:
+            if now > seen + self.window_s + ASSEMBLY_S:
+                return "refused: the cheat window closed before this validator could attest"
+            for result in own:
+                self.book.set_backing(verdict_digest(result), incident)
             log.info(
                 "collateral uid=%s cheat reproduced by this validator's round %d: %s",
                 uid,
@@ -176,4 +188,4 @@ class CheatJudge:
         return "refused: not reproduced: this validator did not test the machine in the window"
 
 
-__all__ = ["DEFAULT_WINDOW_S", "CheatJudge", "Machine", "VerdictSource"]
+__all__ = ["DEFAULT_WINDOW_S", "CheatJudge", "Proven", "VerdictSource"]

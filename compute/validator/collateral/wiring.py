@@ -1,7 +1,11 @@
 """Build the validator's collateral parts from its settings (the entry point only calls this).
 
 With ``--collateral.rpc`` unset it returns nothing and the validator has no collateral factor at
-all. Otherwise: a contract client (signing with the validator's EVM key when it has one:
+all. Otherwise it first reads the contract's proposal expiry and reclaim delay and refuses to run
+(``CollateralError``) when they do not fit this validator's cheat window, dead run and longest
+covered lease term (``compute.collateral.windows``): a cheat would outlive its proposal, or a miner
+could reclaim before a failure is proposed. Then: a contract client (signing with the validator's
+EVM key when it has one:
 ``COLLATERAL_EVM_KEY``, or the keystore unlocked by ``BT_WALLET_PASSWORD``; without one the
 validator reads deposits and checks evidence but never attests), the credit factor for the
 weights, the desk loop and, with ``--collateral.port``, the evidence surface in its own thread.
@@ -18,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from compute.chain import Chain
-from compute.collateral import CollateralError, EvmKeyError
+from compute.collateral import ChainUnavailable, CollateralError, EvmKeyError, Windows
 from compute.collateral.settings import CollateralSettings
 from compute.transport import KeyWallet, MinerClient, RunningServer
 
@@ -62,6 +66,22 @@ def evm_account(settings: CollateralSettings, wallet_name: str, wallet_path: Pat
     return None
 
 
+def check_windows(client: Any, settings: CollateralSettings) -> None:
+    """Refuse to run on a contract whose windows do not fit this validator's (CollateralError)."""
+    try:
+        config = client.config()
+    except ChainUnavailable as error:
+        raise CollateralError(f"cannot read the collateral contract's windows at start: {error}") from None
+    windows = Windows(
+        cheat_window_s=settings.cheat_window, dead_s=settings.dead_seconds, max_term_s=settings.max_term
+    )
+    problems = windows.problems(config.proposal_ttl_s, config.reclaim_delay_s)
+    if problems:
+        raise CollateralError(
+            f"refusing to run on the collateral contract {settings.address}: " + "; ".join(problems)
+        )
+
+
 def build_collateral(
     settings: CollateralSettings,
     *,
@@ -82,6 +102,7 @@ def build_collateral(
         raise CollateralError(
             f"--collateral.rpc needs the collateral extra (pip install -e '.[collateral]'): {error}"
         ) from None
+    from compute.collateral.standing import standing_path
     from compute.validator.collateral.book import CollateralBook, default_root
     from compute.validator.collateral.credit import CollateralCredit
     from compute.validator.collateral.desk import CollateralDesk
@@ -94,6 +115,7 @@ def build_collateral(
     w3 = Web3(Web3.HTTPProvider(settings.rpc, request_kwargs={"timeout": 30}))
     account = evm_account(settings, wallet_name, wallet_path)
     client = CollateralClient(w3, settings.address, account)
+    check_windows(client, settings)
     book = CollateralBook(default_root(data_dir))
     peers = Peers(settings.peers)
     prober = Prober(hotkey, book, settings.probe_seconds, settings.dead_seconds)
@@ -102,18 +124,18 @@ def build_collateral(
         keypair=hotkey,
         book=book,
         peers=peers,
-        store=store,
         miners=miners,
         client=client if account is not None else None,
         dead_s=settings.dead_seconds,
         leader_grace_s=3 * settings.sync_seconds,
         clock=time.time,
         cheats=CheatJudge(hotkey, book, store, settings.cheat_window, time.time),
+        sync_s=settings.sync_seconds,
     )
     desk = CollateralDesk(chain, book, peers, prober, judge, settings.sync_seconds).start()
     desk.on_close = miners.aclose
     surface = serve_surface(book, settings.host, settings.port) if settings.port else None
-    credit = CollateralCredit(client, store, settings.floor)
+    credit = CollateralCredit(client, store, settings.floor, publish=standing_path(data_dir))
     log.info(
         "collateral on: contract %s at %s, floor %.2f, attesting as %s, surface %s, %d peers",
         settings.address,
@@ -126,4 +148,4 @@ def build_collateral(
     return CollateralParts(credit, desk, surface)
 
 
-__all__ = ["CollateralParts", "build_collateral", "evm_account"]
+__all__ = ["CollateralParts", "build_collateral", "check_windows", "evm_account"]
