@@ -238,6 +238,10 @@ class MinerSettings(BaseModel):
     disk_check_interval: float = Field(30.0, ge=0, le=3600)  # Docker leases' disk watch; 0 = off
     cpu_share: float = Field(1.0, gt=0, le=1)  # embedded backend: leases answer at this share of speed
     pace_gflops: float = Field(0.0, ge=0, le=1e6)  # embedded: GEMMs answer at cpu_share x this; 0 = off
+    # the collateral contract: with a reclaim of this miner's deposit pending, rentals ending past it
+    # are refused (compute.miner.cover); both unset: no collateral read
+    collateral_rpc: str | None = Field(None, max_length=512)
+    collateral_address: str | None = Field(None, max_length=42)
 
     @field_validator("ssh_port_range", mode="before")
     @classmethod
@@ -382,6 +386,15 @@ def add_miner_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         help="embedded backend: GEMM answers take at least their work at cpu_share x this many GFLOPS, "
         "a fixed reference instead of the shared CPU's pace (demo; default 0 = off)",
     )
+    collateral = parser.add_argument_group("collateral")
+    collateral.add_argument(
+        "--collateral.rpc",
+        help="EVM JSON-RPC URL of the collateral contract: while a reclaim of this miner's deposit is "
+        "pending, rentals ending past it are refused (env COMPUTE_COLLATERAL_RPC)",
+    )
+    collateral.add_argument(
+        "--collateral.address", help="the Collateral contract (env COMPUTE_COLLATERAL_ADDRESS)"
+    )
     return parser
 
 
@@ -446,6 +459,8 @@ _MINER_FLAGS = {
     "hosts_file": "miner.hosts_file",
     "host_check_interval": "miner.host_check_interval",
     "disk_check_interval": "miner.disk_check_interval",
+    "collateral_rpc": "collateral.rpc",
+    "collateral_address": "collateral.address",
 }
 _FLAG_NAMES = {
     **_MINER_FLAGS,

@@ -27,8 +27,10 @@ from compute.allocation.lifecycle.diskwatch import DiskWatch  # noqa: E402
 from compute.allocation.lifecycle.hostwatch import check_and_recover  # noqa: E402
 from compute.allocation.lifecycle.idle import IDLE_INTERVAL_S  # noqa: E402
 from compute.chain import ChainError, connect  # noqa: E402
+from compute.collateral import CollateralError  # noqa: E402
 from compute.logs import configure_logging  # noqa: E402
 from compute.miner import build_miner_app, gpu_specs, specs_provider  # noqa: E402
+from compute.miner.cover import build_guard  # noqa: E402
 from compute.miner.service import (  # noqa: E402
     PeriodicLoop,
     StartupError,
@@ -135,6 +137,7 @@ async def run(settings: MinerSettings) -> int:
         templates=catalog,
         monitor=monitor,
         verdicts=VerdictLog(settings.data_dir / VERDICTS_FILE),
+        guard=build_guard(settings.collateral_rpc, settings.collateral_address, wallet.hotkey.ss58_address),
     )
 
     async def publish() -> None:
@@ -197,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(common.debug, common.trace, common.logging_dir, name="miner")
     try:
         return asyncio.run(run(settings))
-    except (StartupError, WalletError, SettingsError) as exc:
+    except (StartupError, WalletError, SettingsError, CollateralError) as exc:
         logger.error("%s", exc)
         return 1
 

@@ -26,6 +26,7 @@ from fastapi import FastAPI
 from compute import __version__
 from compute.allocation import AllocationManager, HealthMonitor, TemplateCatalog, UnknownTemplate
 from compute.allocation.lease.failures import failure, is_disk_full
+from compute.miner.cover import ReclaimGuard
 from compute.miner.receipts import keep_release, lease_release, rental_receipts, signed_receipt
 from compute.miner.verdicts import VerdictLog
 from compute.protocol import (
@@ -82,12 +83,14 @@ def build_miner_app(
     templates: TemplateCatalog | None = None,
     monitor: HealthMonitor | None = None,
     verdicts: VerdictLog | None = None,
+    guard: ReclaimGuard | None = None,
 ) -> FastAPI:
     """The miner's signed FastAPI app; ``specs_provider`` may block (it runs in a thread).
 
     ``templates``: the base images offered (None: only the backend's own image, as ``default``);
     ``monitor``: the lease watch whose findings are attached to status and list answers;
-    ``verdicts``: where the validators' verdicts are kept (None: only logged)."""
+    ``verdicts``: where the validators' verdicts are kept (None: only logged); ``guard``: with a
+    reclaim of this miner's collateral pending, rentals ending past it are refused."""
     server = SignedServer(keypair, policy, limits)
     started = clock()
 
@@ -152,11 +155,14 @@ def build_miner_app(
     async def availability(req: CheckAvailabilityRequest, caller: Caller) -> AvailabilityResponse:
         check_template(req.requirements.template)
         result = await asyncio.to_thread(manager.check, req.requirements)
+        longest = result.max_duration_s
+        if guard is not None and (limit := await guard.latest_term_end()) is not None:
+            longest = max(0, min(longest, int(limit - guard.clock())))  # renters see it before asking
         return AvailabilityResponse(
             available=result.available,
             reason=result.reason[:2000],
             free_gpus=result.free_gpus,
-            max_duration_s=result.max_duration_s,
+            max_duration_s=longest,
         )
 
     @route(AllocateRequest)
@@ -164,6 +170,11 @@ def build_miner_app(
         hotkey = caller.hotkey_ss58
         try:
             check_template(req.requirements.template)
+            why = (
+                await guard.refusal(req.duration_s) if guard is not None and req.purpose == "rental" else None
+            )
+            if why is not None:
+                raise RequestFailed(ErrorCode.UNSUPPORTED, why, 409)
             lease = await manager.allocate(hotkey, req, signed_receipt())
         except RequestFailed as exc:
             logger.info("allocate refused hotkey=%s code=%s reason=%s", hotkey, exc.code, exc.reason)

@@ -25,13 +25,20 @@ from compute.operator.book import BookError, LeaseBook
 from compute.operator.commands import HANDLERS, Result
 from compute.operator.commands_collateral import COLLATERAL_HANDLERS, add_collateral_commands
 from compute.operator.commands_shell import SHELL_HANDLERS, add_shell_commands
+from compute.operator.cover import CollateralReader
 from compute.operator.errors import EXIT_USAGE, OperatorError, Refused, UsageError
 from compute.operator.feed import fetch_feed
 from compute.operator.pog_records import load_verified
-from compute.operator.proven import fetch_proven, validator_signers
+from compute.operator.proven import DEFAULT_SIGNER_SHARE, fetch_proven, validator_signers
 from compute.operator.service import Operator
 from compute.peertext import for_rich
-from compute.settings import CommonSettings, SettingsError, add_common_args, common_from_args
+from compute.settings import (
+    CommonSettings,
+    SettingsError,
+    add_common_args,
+    common_from_args,
+    environment,
+)
 from compute.transport import MinerClient, WalletError, load_wallet
 
 DEFAULT_DATA_DIR = "~/.compute/register"
@@ -44,6 +51,9 @@ _REGISTER_FLAGS = (
     "register.dashboard_hotkey",
     "register.renter_evm",
     "register.validators",
+    "register.signer_share",
+    "collateral.rpc",
+    "collateral.address",
     "validator.data_dir",
     "json",
 )
@@ -70,11 +80,26 @@ def _add_register_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--register.dashboard_hotkey",
         help="the validator hotkey (ss58) the dashboard's figures must be signed by (default: any "
-        "hotkey with a validator permit)",
+        "validator holding --register.signer_share of the stake)",
+    )
+    group.add_argument(
+        "--register.signer_share",
+        type=float,
+        help="share of the validator stake a dashboard's or feed's signer must hold, unless pinned with "
+        f"--register.dashboard_hotkey; a validator permit alone is not enough (default {DEFAULT_SIGNER_SHARE:g})",
     )
     group.add_argument(
         "--register.renter_evm",
-        help="your EVM address (0x...), signed into each rental: a failed rental's slash is owed to it",
+        help="your EVM address (0x...), signed into each rental: a failed rental's slash is owed to it; "
+        "with --collateral.rpc, a term the miner's collateral does not cover is never rented",
+    )
+    group.add_argument(
+        "--collateral.rpc",
+        help="EVM JSON-RPC URL of the collateral contract: miners' deposits and pending reclaims are read "
+        "before renting (env COMPUTE_COLLATERAL_RPC)",
+    )
+    group.add_argument(
+        "--collateral.address", help="the Collateral contract (env COMPUTE_COLLATERAL_ADDRESS)"
     )
     group.add_argument(
         "--register.validators", help="comma-separated validator evidence URLs `report` sends to"
@@ -232,7 +257,9 @@ async def _run(
     feed = getattr(args, "feed", None)
     if dashboard or feed:
         metagraph = metagraph_reader(settings.chain_target, settings.netuid)
-        signers = await validator_signers(metagraph, getattr(args, "register.dashboard_hotkey", None))
+        signers = await validator_signers(
+            metagraph, getattr(args, "register.dashboard_hotkey", None), _signer_share(args)
+        )
         if dashboard:
             verified = {**verified, **await fetch_proven(dashboard, signers, timeout)}
         if feed:
@@ -249,6 +276,7 @@ async def _run(
             verified=verified,
             deadline_s=timeout * 2,
             renter_evm=_renter_evm(args),
+            collateral=_collateral(args),
         )
         if args.command == "interactive":
             from compute.operator.interactive import run_menu
@@ -263,6 +291,26 @@ async def _run(
         result = await handler(op, args)
         emit(out, result, bool(args.json))
     return result.exit_code
+
+
+def _signer_share(args: argparse.Namespace) -> float:
+    share = getattr(args, "register.signer_share", None)
+    share = DEFAULT_SIGNER_SHARE if share is None else share
+    if not 0 < share <= 1:
+        raise UsageError(f"--register.signer_share must be in (0, 1], got {share:g}")
+    return share
+
+
+def _collateral(args: argparse.Namespace) -> CollateralReader | None:
+    """The collateral contract to read before renting, when both flags (or their env) name it."""
+    env = environment(args)
+    rpc = getattr(args, "collateral.rpc", None) or env.get("COMPUTE_COLLATERAL_RPC")
+    address = getattr(args, "collateral.address", None) or env.get("COMPUTE_COLLATERAL_ADDRESS")
+    if not rpc and not address:
+        return None
+    if not rpc or not address:
+        raise UsageError("the collateral contract needs both --collateral.rpc and --collateral.address")
+    return CollateralReader(rpc, address)
 
 
 def _renter_evm(args: argparse.Namespace) -> str | None:

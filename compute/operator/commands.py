@@ -208,7 +208,18 @@ def _lease_result(op: Operator, entry: BookEntry, title: str) -> Result:
 
 async def cmd_resources(op: Operator, args: argparse.Namespace) -> Result:
     machines = await op.resources(wanted_from(args))
-    return Result({"machines": [machine_json(m) for m in machines]}, lambda c: show_machines(c, machines))
+    covers = await op.covers([m.hotkey for m in machines if m.online])
+    payload: dict = {"machines": [machine_json(m) for m in machines]}
+    if covers:
+        payload["collateral"] = {hotkey: cover.json() for hotkey, cover in covers.items()}
+
+    def render(console: Console) -> None:
+        show_machines(console, machines)
+        for m in machines:
+            if m.hotkey in covers:
+                console.print(f"uid {m.uid}: {covers[m.hotkey].line()}", highlight=False)
+
+    return Result(payload, render)
 
 
 async def cmd_templates(op: Operator, args: argparse.Namespace) -> Result:
@@ -234,6 +245,15 @@ async def cmd_allocate(op: Operator, args: argparse.Namespace) -> Result:
     allocation = await op.allocate(wanted, duration, key, target)
     result = _lease_result(op, allocation.entry, "Lease allocated")
     result.payload.update(machine=machine_json(allocation.machine), skipped=list(allocation.skipped))
+    if allocation.cover is not None:
+        cover, shown = allocation.cover, result.render
+        result.payload["collateral"] = cover.json()
+
+        def render(console: Console) -> None:
+            shown(console)
+            console.print(f"Miner's {cover.line()}", highlight=False)
+
+        return Result(result.payload, render, result.exit_code)
     return result
 
 

@@ -34,10 +34,6 @@ def add_collateral_commands(sub) -> None:  # noqa: ANN001 - the parser factory o
     report.add_argument("lease", help="lease id (or a unique prefix of one in your book)")
     claim = sub("claim", "receive the compensation the collateral contract owes your EVM address")
     group = claim.add_argument_group("collateral")
-    group.add_argument("--collateral.rpc", help="EVM JSON-RPC URL (env COMPUTE_COLLATERAL_RPC)")
-    group.add_argument(
-        "--collateral.address", help="the Collateral contract (env COMPUTE_COLLATERAL_ADDRESS)"
-    )
     group.add_argument(
         "--collateral.evm_key",
         help="keystore name under <wallet>/evmkeys (COLLATERAL_EVM_KEY wins; default 'default')",

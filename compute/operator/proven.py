@@ -28,6 +28,7 @@ from compute.transport.signed_json import NotSigned, SignedJsonError, fetch_sign
 logger = logging.getLogger(__name__)
 
 MAX_BODY = 32 * 1024 * 1024
+DEFAULT_SIGNER_SHARE = 0.05  # of the validator stake: a permit alone (a miner may hold one) is not enough
 
 
 def machines_url(base: str) -> str:
@@ -57,16 +58,21 @@ def to_verified(body: ProvenMachines) -> dict[str, VerifiedGpus]:
 
 
 async def validator_signers(
-    metagraph: Callable[[], MetagraphSnapshot], pinned: str | None = None
+    metagraph: Callable[[], MetagraphSnapshot],
+    pinned: str | None = None,
+    min_share: float = DEFAULT_SIGNER_SHARE,
 ) -> set[str]:
-    """Who may sign dashboard figures: the validator-permitted hotkeys (or the one ``pinned`` of them)."""
+    """Who may sign dashboard figures and machine feeds: the validator-permitted hotkeys holding at
+    least ``min_share`` of the validator stake (a permit alone is not enough: a miner holding one
+    could publish its own figures), or the one ``pinned`` of the permitted hotkeys."""
     snapshot = await asyncio.to_thread(metagraph)
-    permitted = {n.hotkey for n in snapshot.neurons if n.validator_permit}
-    if pinned is None:
-        return permitted
-    if pinned not in permitted:
-        raise UsageError(f"dashboard hotkey {pinned} has no validator permit on netuid {snapshot.netuid}")
-    return {pinned}
+    permitted = {n.hotkey: n.stake for n in snapshot.neurons if n.validator_permit}
+    if pinned is not None:
+        if pinned not in permitted:
+            raise UsageError(f"dashboard hotkey {pinned} has no validator permit on netuid {snapshot.netuid}")
+        return {pinned}
+    total = sum(permitted.values())
+    return {h for h, stake in permitted.items() if total > 0 and stake >= min_share * total}
 
 
 async def fetch_proven(base: str, signers: Collection[str], timeout: float = 15.0) -> dict[str, VerifiedGpus]:

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from compute.chain import MetagraphSnapshot
 from compute.operator.book import BookEntry, LeaseBook
+from compute.operator.cover import CollateralReader, Cover
 from compute.operator.discovery import Machine, VerifiedGpus, Wanted, discover, matches, probe, rank
 from compute.operator.errors import (
     LeaseExpired,
@@ -74,6 +75,7 @@ class Allocation:
     entry: BookEntry
     machine: Machine
     skipped: tuple[str, ...]  # why better-ranked machines were passed over
+    cover: Cover | None = None  # the miner's collateral as read before renting (with a contract)
 
 
 class Operator:
@@ -94,11 +96,15 @@ class Operator:
         deadline_s: float = 30.0,
         clock: Callable[[], float] = time.time,
         renter_evm: str | None = None,
+        collateral: CollateralReader | None = None,
     ) -> None:
         self.hotkey = hotkey
         # Where collateral slashed for a failed rental is owed (signed into each allocate request);
         # with it, each rental as both sides signed it is kept under <data_dir>/rentals.
         self.renter_evm = renter_evm
+        # The collateral contract, read before renting: with renter_evm, a term it does not cover is
+        # never rented (compute.operator.cover).
+        self.collateral = collateral
         self.rentals_dir = Path(data_dir) / "rentals"
         self.client = client
         self._metagraph_source = metagraph
@@ -172,6 +178,15 @@ class Operator:
         key = key or generate_keypair(self.keys_dir)
         skipped: list[str] = []
         for machine in candidates[:MAX_ALLOCATION_ATTEMPTS]:
+            cover = await self._cover(machine.hotkey)
+            why = cover.why_not(self.clock() + duration_s) if cover is not None and self.renter_evm else None
+            if why is not None:
+                if target is not None:
+                    self._discard(key, generated)
+                    raise Refused(f"not renting from uid {machine.uid} with collateral cover: {why}")
+                logger.info("allocation skipped uid=%s hotkey=%s: %s", machine.uid, machine.hotkey, why)
+                skipped.append(f"uid {machine.uid}: {why}")
+                continue
             request = AllocateRequest(
                 requirements=wanted.requirements(),
                 duration_s=duration_s,
@@ -190,9 +205,20 @@ class Operator:
                 continue
             entry = self._record(info, machine.ref, machine, key, None)
             logger.info("allocated lease=%s uid=%s hotkey=%s", info.lease_id, machine.uid, machine.hotkey)
-            return Allocation(entry, machine, tuple(skipped))
+            return Allocation(entry, machine, tuple(skipped), cover)
         self._discard(key, generated)
         raise NoMatchingMachine("every matching machine refused: " + "; ".join(skipped))
+
+    async def _cover(self, hotkey: str) -> Cover | None:
+        return await self.collateral.cover(hotkey, self.clock()) if self.collateral is not None else None
+
+    async def covers(self, hotkeys: list[str]) -> dict[str, Cover]:
+        """Each miner's collateral as the contract shows it now (empty without a contract)."""
+        if self.collateral is None:
+            return {}
+        now = self.clock()
+        found = await asyncio.gather(*(self.collateral.cover(h, now) for h in hotkeys))
+        return {c.hotkey: c for c in found}
 
     async def _allocate_on(self, miner: MinerRef, request: AllocateRequest) -> LeaseInfo:
         """The lease ``miner`` makes for ``request``. A timed-out answer or a lease still starting is

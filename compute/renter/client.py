@@ -36,8 +36,9 @@ from compute.operator import (
     metagraph_reader,
 )
 from compute.operator.commands import resolve_lease_id
+from compute.operator.cover import CollateralReader, Cover
 from compute.operator.feed import fetch_feed
-from compute.operator.proven import fetch_proven, validator_signers
+from compute.operator.proven import DEFAULT_SIGNER_SHARE, fetch_proven, validator_signers
 from compute.operator.volumes import parse_volume
 from compute.renter.errors import LeaseNotFound, RenterError
 from compute.renter.lease import AsyncLease
@@ -45,6 +46,18 @@ from compute.renter.terms import idle_seconds, term_seconds
 from compute.transport import MinerClient, WalletError, load_wallet
 
 logger = logging.getLogger(__name__)
+
+
+def checked_renter_evm(value: str | None) -> str | None:
+    if value is None:
+        return None
+    from compute.collateral import EvmKeyError, checked_h160
+
+    try:
+        return checked_h160(value)
+    except EvmKeyError as exc:
+        raise UsageError(f"renter_evm: {exc}") from None
+
 
 DEFAULT_DATA_DIR = "~/.compute/register"  # the same book as register.py: leases show in both
 ALLOCATE_GRACE_S = 120.0  # how long a cancelled allocation is waited for, to release what it made
@@ -68,11 +81,19 @@ class AsyncRenter:
         feed: str | None = None,
         validator_hotkey: str | None = None,
         metagraph: Callable[[], MetagraphSnapshot] | None = None,
+        signer_share: float = DEFAULT_SIGNER_SHARE,
+        renter_evm: str | None = None,
+        collateral_rpc: str | None = None,
+        collateral_address: str | None = None,
     ) -> None:
         """``network``: ``finney``, ``test``, ``ws://...`` or ``sim:PATH`` (the local demo);
         ``pog_db``/``dashboard``/``feed``: a validator's store, dashboard or public machine feed, whose
-        proven figures (signed by a validator-permitted hotkey, or by ``validator_hotkey``) mark and rank
-        verified machines; ``metagraph``: a reader to use instead of connecting to ``network``."""
+        proven figures (signed by a validator holding ``signer_share`` of the stake, or by
+        ``validator_hotkey``) mark and rank verified machines; ``metagraph``: a reader to use instead of
+        connecting to ``network``; ``renter_evm``: your EVM address, signed into each rental (a failed
+        rental's slash is owed to it); ``collateral_rpc``/``collateral_address``: the collateral
+        contract, read before renting (``collateral``): with ``renter_evm``, a term the miner's
+        collateral does not cover is never rented."""
         if not 0 < timeout <= 600:
             raise UsageError(f"timeout must be between 0 and 600 seconds, got {timeout:g}")
         self._wallet_args = (wallet_name, wallet_hotkey, str(Path(wallet_path).expanduser()))
@@ -81,6 +102,17 @@ class AsyncRenter:
         self._pog_db, self._dashboard, self._feed = pog_db, dashboard, feed
         self._validator_hotkey = validator_hotkey
         self._metagraph = metagraph or metagraph_reader(network, netuid)
+        if not 0 < signer_share <= 1:
+            raise UsageError(f"signer_share must be in (0, 1], got {signer_share:g}")
+        self._signer_share = signer_share
+        self._renter_evm = checked_renter_evm(renter_evm)
+        if bool(collateral_rpc) != bool(collateral_address):
+            raise UsageError("the collateral contract needs both collateral_rpc and collateral_address")
+        self._collateral = (
+            CollateralReader(collateral_rpc, collateral_address)
+            if collateral_rpc and collateral_address
+            else None
+        )
         self._client: MinerClient | None = None
         self._operator: Operator | None = None
 
@@ -107,7 +139,7 @@ class AsyncRenter:
         book = LeaseBook(self.data_dir / "leases.db")
         verified = await asyncio.to_thread(load_verified, self._pog_db) if self._pog_db else {}
         if self._dashboard or self._feed:
-            signers = await validator_signers(self._metagraph, self._validator_hotkey)
+            signers = await validator_signers(self._metagraph, self._validator_hotkey, self._signer_share)
             if self._dashboard:
                 verified = {**verified, **await fetch_proven(self._dashboard, signers, self.timeout)}
             if self._feed:
@@ -125,6 +157,8 @@ class AsyncRenter:
             netuid=self.netuid,
             verified=verified,
             deadline_s=self.timeout * 2,
+            renter_evm=self._renter_evm,
+            collateral=self._collateral,
         )
         return self
 
@@ -146,6 +180,11 @@ class AsyncRenter:
         """Machines that match (``gpu_model``, ``gpu_count``, ``gpu_memory_gb``, ``cpu``, ``ram_gb``,
         ``disk_gb``), verified ones first; offline ones too with ``available_only=False``."""
         return await self.operator.resources(_wanted(available_only=available_only, **wanted))
+
+    async def collateral(self, *hotkeys: str) -> dict[str, Cover]:
+        """Each miner's standing collateral and pending reclaim, as the contract shows them now
+        (empty without ``collateral_rpc``): what a rental from it is covered by."""
+        return await self.operator.covers(list(hotkeys))
 
     # ---------------------------------------------------------------- renting
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from compute.operator import Machine, MinerRef, RunResult
+from compute.operator.cover import Cover
 from compute.operator.shell import Sink
 from compute.protocol import LeaseIdle
 from compute.renter.client import ALLOCATE_GRACE_S, AsyncRenter, release_quietly
@@ -118,6 +119,10 @@ class Renter:
 
     def machines(self, *, available_only: bool = True, **wanted: Any) -> list[Machine]:
         return self._run(self._async.machines(available_only=available_only, **wanted))
+
+    def collateral(self, *hotkeys: str) -> dict[str, Cover]:
+        """``AsyncRenter.collateral``: each miner's standing collateral and pending reclaim."""
+        return self._run(self._async.collateral(*hotkeys))
 
     def allocate(self, **kwargs: Any) -> Lease:
         """``AsyncRenter.allocate``: rent (and by default wait for SSH); release it yourself."""

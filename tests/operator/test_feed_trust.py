@@ -1,10 +1,11 @@
 """``register.py resources|allocate --feed URL``: ranking from a validator's signed machine feed.
 
 Against the real register.py on the operator tests' subnet and real dashboards on 127.0.0.1: the
-feed's figures and uptime are used only when a validator-permitted hotkey (or the pinned one)
-signed them for this request and the feed names that same validator; an unsigned feed, one signed
-by a miner or another validator, one that names another validator, an edited or replayed one, and
-one that drips or floods are each refused with a clear error within the deadline.
+feed's figures and uptime are used only when a validator holding a stated share of the stake (or
+the pinned one) signed them for this request and the feed names that same validator; an unsigned
+feed, one signed by a miner (with or without a permit) or another validator, one that names another
+validator, an edited or replayed one, and one that drips or floods are each refused with a clear
+error within the deadline.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from operator_helpers import run_measured
 from test_dashboard_trust import REPO, hostile  # noqa: F401 - the hostile servers fixture
 from test_resources_proven import PROVEN, validator_key
 
+from compute.chain import SimChainState
 from compute.dashboard import build_app
 from compute.dashboard.feed_routes import FEED_PATH, add_feed_routes, signed_bytes
 from compute.operator import EXIT_OK, EXIT_USAGE, Machine, VerifiedGpus, Wanted, rank
@@ -94,6 +96,28 @@ def test_a_feed_not_signed_by_a_trusted_validator_is_refused(subnet, store: Path
         server.stop()
     assert code == EXIT_USAGE, body
     assert "figures are not used" in body["error"]["message"]
+
+
+def test_a_feed_signed_by_a_permit_holder_with_little_stake_is_refused(
+    subnet, store: Path, make_wallet
+) -> None:
+    """A miner holding a validator permit (stake 10 of the subnet's 2,010) publishes its own figures:
+    a permit alone is not enough; the signer must hold the stated share of the validator stake
+    (--register.signer_share, 5 % by default) or be the pinned hotkey."""
+    wallet = make_wallet("permitted_miner")
+    SimChainState.open(subnet.chain_path).register(
+        wallet.hotkey.ss58_address, wallet.coldkeypub.ss58_address, 10.0, True
+    )
+    server = serve_in_thread(build_app(store, keypair=wallet.hotkey))
+    try:
+        code, body = cli(subnet, "resources", "--feed", server.url)
+        assert code == EXIT_USAGE and "figures are not used" in body["error"]["message"], body
+        code, body = cli(subnet, "resources", "--feed", server.url, "--register.signer_share", "0.004")
+        assert code == EXIT_OK, body  # the renter states a share this signer holds: its choice
+        pinned = ("--register.dashboard_hotkey", wallet.hotkey.ss58_address)
+        assert cli(subnet, *pinned, "resources", "--feed", server.url)[0] == EXIT_OK  # pinned: its choice
+    finally:
+        server.stop()
 
 
 def test_a_feed_naming_another_validator_than_its_signer_is_refused(subnet, store: Path, make_wallet) -> None:
