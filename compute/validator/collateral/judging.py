@@ -97,6 +97,7 @@ class Judge:
     sync_s: float = 0.0  # an assembler waits this long after its own probe qualified
     min_probe_share: float = MIN_PROBE_SHARE
     qualified_at: dict[str, float] = field(default_factory=dict)
+    followed_at: dict[str, float] = field(default_factory=dict)  # digest -> last read on chain (own clock)
     _warned: bool = False
 
     @property
@@ -208,6 +209,10 @@ class Judge:
         for digest, signed in self.book.all_evidence().items():
             outcome = self.book.outcome(digest)
             if outcome == ATTESTED:
+                now = self.clock()
+                if now - self.followed_at.get(digest, float("-inf")) < self.sync_s:
+                    continue  # read on chain at most once a sync period
+                self.followed_at[digest] = now
                 outcome = await self.follow(signed, roster)
                 if outcome is None:
                     continue
