@@ -2,7 +2,8 @@
 # Prepare Docker for CI and tests (idempotent):
 #   1. install docker.io and debootstrap (and iproute2, openssl, util-linux for the second engine of
 #      the multi-host test; e2fsprogs and mount for volume images) via apt when missing;
-#   2. start dockerd in the background when no engine answers, and wait for it (bounded);
+#   2. start dockerd when no engine answers, detached (scripts/detach.sh: its own session, none of
+#      this script's or its caller's file descriptors), and wait for it (bounded);
 #   3. build the CPU test image compute-base:cpu (skipped when it already exists).
 # Env: DOCKER_WAIT_S (default 60): how long to wait for the engine.
 #      DOCKERD_LOG (default /tmp/dockerd-ci.log): where a dockerd started here logs.
@@ -37,7 +38,7 @@ if ! docker info >/dev/null 2>&1; then
         echo "ci_docker: dockerd is running but not answering yet; waiting"
     else
         echo "ci_docker: starting dockerd (log: $DOCKERD_LOG)"
-        $SUDO sh -c "nohup dockerd >'$DOCKERD_LOG' 2>&1 &"
+        $SUDO bash scripts/detach.sh "$DOCKERD_LOG" dockerd >/dev/null
     fi
     deadline=$((SECONDS + WAIT_S))
     until docker info >/dev/null 2>&1; do
