@@ -160,4 +160,6 @@ def test_detach_gives_the_daemon_only_null_input_and_its_log(tmp_path):
     finally:
         _stop(pid)
     with pytest.raises(subprocess.CalledProcessError):  # usage: a log and a command
-        subprocess.run(["bash", str(REPO / "scripts" / "detach.sh"), str(log)], check=True, capture_output=True)
+        subprocess.run(
+            ["bash", str(REPO / "scripts" / "detach.sh"), str(log)], check=True, capture_output=True
+        )
