@@ -6,15 +6,16 @@ machines (``register.py resources`` reads it), ``/healthz`` liveness. Each reque
 dashboard bug can never change the store; a view is read and rendered at most once per
 ``FRESH_S`` (5 s), however many ask, so a page flood costs HTTP parsing and little else.
 
-Public by default: the page and ``/api/overview`` show the public view
-(:func:`compute.dashboard.views.public_overview`: no GPU UUIDs, lease endpoints, host keys or
-shared-device evidence); ``full=True`` (``--dashboard.full``) shows everything, for the operator.
-``/api/machines`` is signed with the validator's hotkey when one is given (``compute-json/1``,
+Every route but one is public and unauthenticated: the page and ``/api/overview`` show the public
+view (:mod:`compute.dashboard.views`: the fields on its list, reasons scrubbed; no GPU UUIDs, lease
+endpoints, host keys, timings, shared-device evidence or canary signers). ``/api/machines`` is
+signed with the validator's hotkey when one is given (``compute-json/1``,
 :mod:`compute.transport.signed_json`, bound to the reader's ``?nonce=``), so that ``register.py``
-can trust its figures over plain HTTP.
+can trust its figures over plain HTTP. With ``full=True`` (``--dashboard.full``) and the validator's
+hotkey, the whole snapshot is also served at ``/api/private/overview``, only to requests signed by
+that hotkey (:mod:`compute.dashboard.private`).
 
-Deliberately not here: authentication (the server binds loopback by default and shows only what
-the validator already publishes as weights), writing, or serving files from disk.
+Deliberately not here: writing, or serving files from disk.
 """
 
 from __future__ import annotations
@@ -29,13 +30,14 @@ from pathlib import Path
 from typing import Any
 
 from bittensor.sp_core import Keypair
-from fastapi import FastAPI, HTTPException
+from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import HTMLResponse, Response
 
 from compute.dashboard.feed_routes import add_feed_routes, signed_bytes
 from compute.dashboard.models import ProvenMachines, proven_machine
+from compute.dashboard.private import PRIVATE_PATH, PrivateGate
 from compute.dashboard.render import render_page
-from compute.dashboard.views import public_overview
+from compute.dashboard.views import public_json, public_overview
 from compute.store import Overview, StoreError, overview, verified_machines
 from compute.transport.signed_json import signed_json_response
 
@@ -65,13 +67,12 @@ class _Snapshots:
             return value
 
 
-async def _overview(store_path: Path, days: float, full: bool) -> Overview:
+async def _overview(store_path: Path, days: float) -> Overview:
     try:
-        snapshot = await asyncio.wait_for(asyncio.to_thread(overview, store_path, days), 30)
+        return await asyncio.wait_for(asyncio.to_thread(overview, store_path, days), 30)
     except StoreError as exc:
         log.warning("dashboard cannot read %s: %s", store_path, exc)
         raise HTTPException(503, f"validator store not readable yet: {exc}") from exc
-    return snapshot if full else public_overview(snapshot)
 
 
 def build_app(
@@ -84,18 +85,24 @@ def build_app(
 ) -> FastAPI:
     """A read-only dashboard over the validator store at ``store_path`` (it may not exist yet).
 
-    ``full``: also what the validator learnt about machines (see the module docstring);
-    ``keypair``: the validator's hotkey, to sign ``/api/machines``."""
+    ``keypair``: the validator's hotkey, to sign ``/api/machines``; ``full``: also serve the private
+    view to requests signed by that hotkey (``ValueError`` without one: nobody could read it)."""
+    if full and keypair is None:
+        raise ValueError("the private view (--dashboard.full) needs the validator's hotkey (--wallet.name)")
     path = Path(store_path).expanduser()
     app = FastAPI(title=title, docs_url=None, redoc_url=None, openapi_url=None)
     kept = _Snapshots()
 
     async def page_html() -> str:
-        snapshot = await _overview(path, days, full)
+        snapshot = public_overview(await _overview(path, days))
         return await asyncio.to_thread(render_page, snapshot, title)
 
     async def overview_body() -> bytes:
-        snapshot = await _overview(path, days, full)
+        snapshot = await _overview(path, days)
+        return await asyncio.to_thread(lambda: json.dumps(public_json(snapshot)).encode())
+
+    async def private_body() -> bytes:
+        snapshot = await _overview(path, days)
         return await asyncio.to_thread(lambda: json.dumps(dataclasses.asdict(snapshot)).encode())
 
     async def proven() -> ProvenMachines:
@@ -127,5 +134,12 @@ def build_app(
     @app.api_route("/healthz", methods=READ)
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
+
+    if full and keypair is not None:
+
+        @app.get(PRIVATE_PATH, dependencies=[Depends(PrivateGate(keypair.ss58_address))])
+        async def private_overview() -> Response:
+            body = await kept.get("private", private_body)
+            return Response(body, media_type="application/json", headers={"Cache-Control": "no-store"})
 
     return app

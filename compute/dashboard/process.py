@@ -5,7 +5,8 @@ a page flood on a dashboard served from the validator's own event loop delays th
 validator stamps (its proofs are judged on its own clock). So the validator starts the dashboard
 as a separate process (``spawn``: nothing of the validator's memory, keys or loop is shared), at the
 lowest CPU priority (``nice`` +19), serving the store read-only. The child binds its socket itself
-and tells the parent the URL (or why it could not bind) over a pipe; it leaves when the parent
+and tells the parent the URL once it answers requests (or why it could not bind or serve) over a
+pipe, so a ready dashboard is one a reader can reach at once; it leaves when the parent
 asks, and by itself when the pipe breaks (the validator died, even by ``kill -9``).
 
 The child loads the validator's hotkey from the wallet files (to sign ``/api/machines``); the
@@ -128,6 +129,10 @@ async def _serve(options: DashboardOptions, keypair: Any, conn: Connection) -> N
     )
     if dashboard.task is None:
         conn.send(("error", f"cannot bind {options.host}:{options.port} (see the dashboard's log)"))
+        return
+    if not await dashboard.listening():  # ready means answering, not a task that may yet fail
+        conn.send(("error", f"the dashboard on {dashboard.url} did not start serving (see its log)"))
+        await dashboard.close()
         return
     conn.send(("ready", dashboard.url))
 

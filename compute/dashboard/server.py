@@ -30,6 +30,18 @@ class Dashboard:
         self.task = task
         self.url = url
 
+    async def listening(self, timeout: float = 30.0) -> bool:
+        """True once the server accepts and answers connections; False if it stopped or did not
+        start within ``timeout`` (the socket listens from ``bind`` on; this waits for uvicorn)."""
+        if self.server is None or self.task is None:
+            return False
+        deadline = asyncio.get_running_loop().time() + timeout
+        while not self.server.started and not self.task.done():
+            if asyncio.get_running_loop().time() > deadline:
+                return False
+            await asyncio.sleep(0.01)
+        return not self.task.done()
+
     async def close(self, timeout: float = 10.0) -> None:
         if self.server is None or self.task is None:
             return
@@ -44,12 +56,16 @@ class Dashboard:
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on (host, port); raises ``OSError`` when it cannot be bound."""
+    """A listening TCP socket on (host, port); raises ``OSError`` when it cannot be bound.
+
+    It listens from here on: a connection made before uvicorn serves waits in the backlog and is
+    answered, never refused."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
+        sock.listen(2048)
     except OSError:
         sock.close()
         raise

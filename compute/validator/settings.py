@@ -76,7 +76,7 @@ class ValidatorSettings(BaseModel):
     wandb_project: str = Field("compute-subnet", min_length=1, max_length=128)
     dashboard_port: int = Field(0, ge=0, le=65535)  # 0 = no dashboard
     dashboard_host: str = Field("127.0.0.1", min_length=1, max_length=255)
-    dashboard_full: bool = False  # also GPU UUIDs, lease endpoints and shared-device evidence
+    dashboard_full: bool = False  # also the private view, to requests signed by the validator's hotkey
     verify_workers: int = Field(-1, ge=-1, le=256)  # processes recomputing big proofs; -1: one per core
     collateral: CollateralSettings = Field(default_factory=CollateralSettings)  # off without an RPC
     lease_proxy: str = Field("", max_length=1000)  # SSH ProxyCommand to leases, {host} {port}; "" = direct
@@ -321,7 +321,8 @@ def add_validator_args(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
         "--dashboard.full",
         action="store_true",
         default=None,
-        help="the dashboard also shows GPU UUIDs, lease endpoints and shared-device evidence (default: public view)",
+        help="the dashboard also serves its private view (GPU UUIDs, lease endpoints, shared-device evidence) at "
+        "/api/private/overview, only to requests signed by this validator's hotkey (default: public view only)",
     )
     return parser
 
