@@ -35,11 +35,13 @@ from compute.operator.errors import (
     NoMatchingMachine,
     NotOwner,
     OperatorError,
+    OutputTruncated,
     Refused,
     SshAuthFailed,
     SshError,
     SshUnreachable,
     TransferFailed,
+    TransferStalled,
     UsageError,
 )
 from compute.operator.keys import (
@@ -54,7 +56,14 @@ from compute.operator.keys import (
 from compute.operator.pog_records import load_verified
 from compute.operator.rpc import Client, MinerRef
 from compute.operator.service import Allocation, Operator
-from compute.operator.shell import LeaseAccess, LeaseShell, RunResult, ssh_argv, wait_for_ssh
+from compute.operator.shell import (
+    LeaseAccess,
+    LeaseShell,
+    RunResult,
+    TransferLimits,
+    ssh_argv,
+    wait_for_ssh,
+)
 from compute.operator.templates import MinerTemplates, offered_templates
 
 __all__ = [
@@ -84,11 +93,14 @@ __all__ = [
     "NotOwner",
     "Operator",
     "OperatorError",
+    "OutputTruncated",
     "Refused",
     "SshAuthFailed",
     "SshError",
     "SshUnreachable",
     "TransferFailed",
+    "TransferStalled",
+    "TransferLimits",
     "RenterKey",
     "RunResult",
     "UsageError",

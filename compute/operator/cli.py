@@ -22,6 +22,7 @@ from rich.console import Console
 from compute.chain import ChainError, MetagraphSnapshot, connect
 from compute.logs import configure_logging
 from compute.operator.book import BookError, LeaseBook
+from compute.operator.capture import write_json
 from compute.operator.commands import HANDLERS, Result
 from compute.operator.commands_collateral import COLLATERAL_HANDLERS, add_collateral_commands
 from compute.operator.commands_shell import SHELL_HANDLERS, add_shell_commands
@@ -327,7 +328,7 @@ def _renter_evm(args: argparse.Namespace) -> str | None:
 
 def emit(out: Console, result: Result, as_json: bool) -> None:
     if as_json:
-        out.file.write(json.dumps({"ok": True, **result.payload}, indent=2, sort_keys=True) + "\n")
+        write_json(out.file, {"ok": True, **result.payload})  # a command's output streamed, not copied
     else:
         result.render(out)
 

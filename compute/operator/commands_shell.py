@@ -4,9 +4,13 @@
   terminal) with the lease's known_hosts file, ``StrictHostKeyChecking=yes`` and no ``~/.ssh/config``;
   it exits with ssh's status. ``--json`` prints the command line instead of running it.
 - ``exec LEASE -- COMMAND...`` runs one command over asyncssh, streams its output (or captures it
-  with ``--json``) and exits with the command's status.
+  with ``--json``: up to ``--max-output`` MiB per stream, spooled to a temporary file and written out
+  a piece at a time, so memory stays flat; past the cap the answer is the error
+  ``output_truncated``, with the kept part and the exit status) and exits with the command's status.
 - ``cp SRC... DST`` copies over SFTP; exactly one side names the lease as ``LEASE:PATH`` (a lease id
-  or unique prefix), ``-r`` for directories.
+  or unique prefix), ``-r`` for directories; a copy that moves less than 64 KiB in
+  ``--idle-timeout`` seconds fails, and a download lands under its name only once complete
+  (``compute.operator.transfer``: the same copy again resumes it).
 
 Every connection verifies the host key the miner signed; a mismatch refuses before anything is
 sent. The handlers return a ``Result`` like the others; ``exit_code`` carries the remote status.
@@ -22,10 +26,14 @@ import subprocess
 import sys
 from typing import IO, Any
 
+from compute.operator.capture import Spool
 from compute.operator.commands import Result, resolve_lease_id
-from compute.operator.errors import LeaseNotFound, UsageError
+from compute.operator.errors import EXIT_REFUSED, LeaseNotFound, OutputTruncated, UsageError
 from compute.operator.service import Operator
-from compute.operator.shell import LeaseAccess, LeaseShell, RunResult, ssh_argv
+from compute.operator.shell import MAX_CAPTURE_BYTES, LeaseAccess, LeaseShell, RunResult, ssh_argv
+from compute.operator.transfer import TransferLimits
+
+MIB = 1024 * 1024
 
 _REMOTE_RE = re.compile(r"^([0-9a-fA-F]{4,32}):(.*)$", re.DOTALL)
 
@@ -41,9 +49,23 @@ def add_shell_commands(sub) -> None:  # noqa: ANN001 - the parser factory of com
     run.add_argument("lease", help="lease id (or a unique prefix of one in your book)")
     run.add_argument("remote_command", nargs="+", metavar="COMMAND", help="the command, after --")
     run.add_argument("--timeout", type=float, help="give up (and end the command) after this many seconds")
+    run.add_argument(
+        "--max-output",
+        type=float,
+        default=MAX_CAPTURE_BYTES / MIB,
+        help="with --json: MiB of stdout and of stderr kept; past it the answer is output_truncated "
+        f"(default {MAX_CAPTURE_BYTES // MIB})",
+    )
     copy = sub("cp", "copy files to or from a lease (LEASE:PATH on one side)")
     copy.add_argument("paths", nargs="+", metavar="PATH", help="SRC... DST; one side LEASE:PATH")
     copy.add_argument("-r", "--recursive", action="store_true", help="copy directories")
+    copy.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=TransferLimits.idle_s,
+        help="fail a copy that moves less than 64 KiB in this many seconds "
+        f"(default {TransferLimits.idle_s:g})",
+    )
 
 
 def _access(op: Operator, text: str) -> LeaseAccess:
@@ -88,32 +110,54 @@ class _TextSink:
         self._stream.flush()
 
 
-def run_json(result: RunResult, lease_id: str) -> dict[str, Any]:
-    return {
+def run_json(result: RunResult, lease_id: str, out: Spool, err: Spool) -> dict[str, Any]:
+    """``exec --json``'s answer; past the cap, the error ``output_truncated`` with what was kept."""
+    payload: dict[str, Any] = {
         "lease_id": lease_id,
         "command": result.command,
         "exit_status": result.exit_status,
-        "stdout": result.stdout,
-        "stderr": result.stderr,
-        "truncated": result.truncated,
+        "stdout": out,
+        "stderr": err,
+        "truncated": out.truncated or err.truncated,
         "elapsed_s": round(result.elapsed_s, 3),
     }
+    if payload["truncated"]:
+        over = [
+            f"{name} ({spool.size + spool.dropped} bytes)"
+            for name, spool in (("stdout", out), ("stderr", err))
+            if spool.truncated
+        ]
+        error = OutputTruncated(
+            f"lease {lease_id}: {' and '.join(over)} passed the --max-output cap of {out.limit} bytes; the "
+            f"first {out.limit} bytes of each are below (the command ran to its end, exit status "
+            f"{result.exit_status}); run it without --json to stream all of it, or redirect it to a file on the lease"
+        )
+        payload |= {"ok": False, "error": {"code": error.code, "message": error.message}}
+    return payload
 
 
 async def cmd_exec(op: Operator, args: argparse.Namespace) -> Result:
     access = _access(op, args.lease)
     if args.timeout is not None and args.timeout <= 0:
         raise UsageError(f"--timeout must be positive, got {args.timeout:g}")
+    if not 0 < args.max_output <= 4096:
+        raise UsageError(f"--max-output must be in (0, 4096] MiB, got {args.max_output:g}")
     command = _command_line(args.remote_command)
-    streams: dict[str, Any] = {}
     if not args.json:
-        streams = {
-            "stdout": _TextSink(args.out_stream or sys.stdout),
-            "stderr": _TextSink(args.err_stream or sys.stderr),
-        }
+        sinks: tuple[Any, Any] = (
+            _TextSink(args.out_stream or sys.stdout),
+            _TextSink(args.err_stream or sys.stderr),
+        )
+    else:
+        sinks = (Spool(int(args.max_output * MIB)), Spool(int(args.max_output * MIB)))
     async with await LeaseShell.open(access) as shell:
-        result = await shell.run(command, timeout=args.timeout, **streams)
-    return Result(run_json(result, access.lease_id), exit_code=result.exit_status)
+        result = await shell.run(command, timeout=args.timeout, stdout=sinks[0], stderr=sinks[1])
+    if not args.json:
+        return Result(
+            {"lease_id": access.lease_id, "exit_status": result.exit_status}, exit_code=result.exit_status
+        )
+    payload = run_json(result, access.lease_id, *sinks)
+    return Result(payload, exit_code=EXIT_REFUSED if payload["truncated"] else result.exit_status)
 
 
 def split_remote(path: str) -> tuple[str | None, str]:
@@ -139,12 +183,16 @@ async def cmd_cp(op: Operator, args: argparse.Namespace) -> Result:
     lease_text = target[0] if upload else next(iter(remote_sources))
     assert lease_text is not None
     access = _access(op, lease_text)
+    try:
+        limits = TransferLimits(idle_s=args.idle_timeout)
+    except ValueError as exc:
+        raise UsageError(f"--idle-timeout: {exc}") from None
     paths = [path for _, path in sources]
     async with await LeaseShell.open(access) as shell:
         if upload:
-            await shell.put(paths, target[1], recursive=args.recursive)
+            await shell.put(paths, target[1], recursive=args.recursive, limits=limits)
         else:
-            await shell.get(paths, target[1], recursive=args.recursive)
+            await shell.get(paths, target[1], recursive=args.recursive, limits=limits)
     direction = "upload" if upload else "download"
     payload = {"lease_id": access.lease_id, "direction": direction, "sources": paths, "target": target[1]}
     where = f"lease {access.lease_id[:8]}"

@@ -135,10 +135,26 @@ class CommandTimeout(SshError):
     code = "command_timeout"
 
 
+class OutputTruncated(SshError):
+    """A command printed more than the capture cap; ``result`` (when set) holds what was kept."""
+
+    code = "output_truncated"
+
+    def __init__(self, message: str, result: object = None) -> None:
+        super().__init__(message)
+        self.result = result
+
+
 class TransferFailed(SshError):
     """A copy to or from the lease failed (missing file, no space, permission)."""
 
     code = "transfer_failed"
+
+
+class TransferStalled(TransferFailed):
+    """A copy moved (almost) nothing for its idle timeout: the lease's SFTP stopped answering."""
+
+    code = "transfer_stalled"
 
 
 _BY_MINER_CODE: dict[str, type[Refused]] = {

@@ -9,11 +9,21 @@ it) is served by the default keys and agent of asyncssh, as ``ssh`` would.
 - ``LeaseAccess.of(entry)``: how to reach a lease in the book (refused unless it is active).
 - ``LeaseShell``: one asyncssh connection; ``run`` (stdout/stderr captured up to a cap or streamed
   to a sink), ``put``/``get`` over SFTP (Docker's ``internal-sftp``, the demo's embedded leases
-  rooted at their home); a lease without SFTP (a sandboxed embedded lease) gets single files
-  streamed through ``cat`` instead.
+  rooted at their home; ``compute.operator.transfer``: stall-bounded, complete files only under
+  their names, downloads resumable); a lease without SFTP (a sandboxed embedded lease) gets single
+  files streamed through ``cat`` instead, under the same stall bound.
+
 - ``wait_for_ssh``: retries until a login runs ``true``; connection failures are retried, a
   host-key mismatch or a refused key is not (both are answers, not delays).
 - ``ssh_argv``: the system OpenSSH command line for an interactive shell (``register.py ssh``).
+
+Bounds, whatever the lease does: a connection is made within ``CONNECT_TIMEOUT_S`` (+5 s), a
+command's session opens within ``OPEN_TIMEOUT_S``, its exit status follows the end of its output
+within ``EXIT_WAIT_S``, a copy fails once it moves less than 64 KiB in ``idle_s`` (30 s), and a
+connection whose peer stops answering keep-alives is dropped after ``KEEPALIVE_S`` x 3. A command
+itself runs as long as it runs, unless ``timeout`` is given: a silent command and a silent lease
+look alike. Captured output is capped (``MAX_CAPTURE_BYTES`` per stream, the rest counted and
+dropped: ``RunResult.truncated``).
 
 Deliberately not here: choosing or renting leases (``service``), printing (``cli``).
 """
@@ -24,14 +34,16 @@ import asyncio
 import logging
 import shlex
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol
 
 import asyncssh
 
 from compute.operator.book import BookEntry
+from compute.operator.capture import Capture
+from compute.operator.catcopy import get_by_cat, put_by_cat
 from compute.operator.errors import (
     CommandTimeout,
     HostKeyMismatch,
@@ -40,12 +52,17 @@ from compute.operator.errors import (
     SshUnreachable,
     TransferFailed,
 )
+from compute.operator.transfer import Download, Progress, TransferLimits, Upload, watched
 
 logger = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 20.0
+OPEN_TIMEOUT_S = 20.0  # a command's session (channel open, exec request) must start within this
+EXIT_WAIT_S = 30.0  # after a command's output ended, its exit status must come within this
+KEEPALIVE_S = 30.0  # a peer that answers no keep-alive for 3 of these is gone
 MAX_CAPTURE_BYTES = 64 * 1024 * 1024  # per stream; more goes to a sink, not to memory
 _READ_CHUNK = 65536
+DEFAULT_LIMITS = TransferLimits()
 
 
 class _NoSftp(Exception):
@@ -150,7 +167,8 @@ class LeaseShell:
                     client_keys=keys or (),  # (): the default keys, as ssh would
                     agent_path=None if keys else (),  # the lease's own key only, like IdentitiesOnly
                     connect_timeout=timeout,
-                    keepalive_interval=30,
+                    keepalive_interval=KEEPALIVE_S,
+                    keepalive_count_max=3,
                     config=[],  # never read ~/.ssh/config: it could redirect the pinned address
                 ),
                 timeout + 5,
@@ -185,27 +203,31 @@ class LeaseShell:
         stdout: Sink | None = None,
         stderr: Sink | None = None,
         max_capture: int = MAX_CAPTURE_BYTES,
+        progress: Progress | None = None,
     ) -> RunResult:
         """Run ``command`` (a shell line) on the lease; stream to ``stdout``/``stderr`` if given,
-        else capture up to ``max_capture`` bytes each. Raises ``CommandTimeout`` after ``timeout``
-        (the remote command is ended with the session)."""
+        else capture up to ``max_capture`` bytes each (the rest is counted and dropped:
+        ``truncated``). Raises ``CommandTimeout`` after ``timeout`` (the remote command is ended
+        with the session); ``progress`` counts the bytes moved each way (a copy through ``cat``)."""
         started = time.monotonic()
+        where = f"lease {self.access.lease_id}"
         try:
-            process = await self._conn.create_process(command, encoding=None)
+            process = await asyncio.wait_for(
+                self._conn.create_process(command, encoding=None), OPEN_TIMEOUT_S
+            )
+        except asyncio.TimeoutError:
+            raise SshUnreachable(
+                f"{where}: the session for {command!r} did not open within {OPEN_TIMEOUT_S:g} s"
+            ) from None
         except (OSError, asyncssh.Error) as exc:
-            raise SshUnreachable(f"lease {self.access.lease_id}: cannot start {command!r}: {exc}") from exc
-        captured = {"out": bytearray(), "err": bytearray()}
-        dropped = False
+            raise SshUnreachable(f"{where}: cannot start {command!r}: {exc}") from exc
+        out, err = Capture(max_capture), Capture(max_capture)  # used only without a sink
 
-        async def pump(reader: asyncssh.SSHReader, sink: Sink | None, name: str) -> None:
-            nonlocal dropped
+        async def pump(reader: asyncssh.SSHReader, sink: Sink) -> None:
             while chunk := await reader.read(_READ_CHUNK):
-                if sink is not None:
-                    sink.write(chunk)
-                    continue
-                room = max_capture - len(captured[name])
-                captured[name] += chunk[:room]
-                dropped = dropped or len(chunk) > room
+                sink.write(chunk)
+                if progress is not None:
+                    progress.add(len(chunk))
 
         async def feed() -> None:
             if isinstance(input, (bytes, str)):
@@ -214,60 +236,94 @@ class LeaseShell:
                 while chunk := input.read(_READ_CHUNK):
                     process.stdin.write(chunk)
                     await process.stdin.drain()
+                    if progress is not None:
+                        progress.add(len(chunk))
             process.stdin.write_eof()
 
         work = asyncio.gather(
-            feed(), pump(process.stdout, stdout, "out"), pump(process.stderr, stderr, "err")
+            feed(), pump(process.stdout, stdout or out), pump(process.stderr, stderr or err)
         )
         try:
             await asyncio.wait_for(work, timeout)
-            completed = await asyncio.wait_for(process.wait(), 30)
         except asyncio.TimeoutError:
             process.close()
             raise CommandTimeout(
-                f"lease {self.access.lease_id}: {command!r} did not finish within {timeout:g} s; its session was closed"
+                f"{where}: {command!r} did not finish within {timeout:g} s; its session was closed"
             ) from None
         except (OSError, asyncssh.Error) as exc:
+            process.close()
+            raise SshUnreachable(f"{where}: connection lost during {command!r}: {exc}") from exc
+        except BaseException:
+            process.close()
+            raise
+        try:
+            completed = await asyncio.wait_for(process.wait(), EXIT_WAIT_S)
+        except asyncio.TimeoutError:
+            process.close()
             raise SshUnreachable(
-                f"lease {self.access.lease_id}: connection lost during {command!r}: {exc}"
-            ) from exc
+                f"{where}: {command!r} closed its output but its exit status did not come within "
+                f"{EXIT_WAIT_S:g} s"
+            ) from None
+        except (OSError, asyncssh.Error) as exc:
+            raise SshUnreachable(f"{where}: connection lost during {command!r}: {exc}") from exc
         status = completed.exit_status
         if status is None:  # killed by a signal: report as shells do
             status = 128 + _signal_number(completed.exit_signal)
         return RunResult(
             command,
             status,
-            bytes(captured["out"]),
-            bytes(captured["err"]),
+            out.value(),
+            err.value(),
             time.monotonic() - started,
-            dropped,
+            out.truncated or err.truncated,
         )
 
-    async def put(self, sources: Sequence[str | Path], target: str, recursive: bool = False) -> None:
-        """Copy local ``sources`` to ``target`` on the lease (a directory when several)."""
-        for source in sources:
-            path = Path(source).expanduser()
-            if not path.exists():
+    async def put(
+        self,
+        sources: Sequence[str | Path],
+        target: str,
+        recursive: bool = False,
+        limits: TransferLimits = DEFAULT_LIMITS,
+    ) -> None:
+        """Copy local ``sources`` to ``target`` on the lease (a directory when several); each file
+        appears under its name only once complete. ``TransferStalled`` once the copy moves less
+        than ``limits.min_bytes`` in ``limits.idle_s``."""
+        paths = [Path(source).expanduser() for source in sources]
+        for path in paths:
+            if not path.exists() and not path.is_symlink():
                 raise TransferFailed(f"{path}: no such local file or directory")
             if path.is_dir() and not recursive:
                 raise TransferFailed(f"{path} is a directory; copy it with -r")
+        progress = Progress(limits)
         try:
             await self._sftp(
                 "upload",
-                lambda sftp: sftp.put(
-                    [str(Path(s).expanduser()) for s in sources], target, recurse=recursive
-                ),
+                progress,
+                lambda sftp: Upload(sftp, progress, self.access.lease_id).run(paths, target, recursive),
             )
         except _NoSftp:
-            for source in sources:
-                await self._put_by_cat(Path(source).expanduser(), target)
+            for path in paths:
+                work = put_by_cat(self.run, self.access.lease_id, path, target, progress)
+                await watched(work, progress, self._what("upload", path))
 
-    async def get(self, sources: Sequence[str], target: str | Path, recursive: bool = False) -> None:
-        """Copy ``sources`` from the lease to the local ``target`` (a directory when several)."""
+    async def get(
+        self,
+        sources: Sequence[str],
+        target: str | Path,
+        recursive: bool = False,
+        limits: TransferLimits = DEFAULT_LIMITS,
+    ) -> None:
+        """Copy ``sources`` from the lease to the local ``target`` (a directory when several); each
+        file is written as ``NAME.<tag>.partial`` and renamed to ``NAME`` only once complete (a
+        failed copy keeps the part; the same copy resumes it). ``TransferStalled`` once the copy
+        moves less than ``limits.min_bytes`` in ``limits.idle_s``."""
+        local = Path(target).expanduser()
+        progress = Progress(limits)
         try:
             await self._sftp(
                 "download",
-                lambda sftp: sftp.get(list(sources), str(Path(target).expanduser()), recurse=recursive),
+                progress,
+                lambda sftp: Download(sftp, progress, self.access.lease_id).run(sources, local, recursive),
             )
         except _NoSftp:
             if recursive:
@@ -276,41 +332,24 @@ class LeaseShell:
                     "files, or a tar made with exec"
                 ) from None
             for source in sources:
-                await self._get_by_cat(source, Path(target).expanduser(), several=len(sources) > 1)
+                work = get_by_cat(self.run, self.access.lease_id, source, local, len(sources) > 1, progress)
+                await watched(work, progress, self._what("download", source))
 
-    async def _put_by_cat(self, path: Path, target: str) -> None:
-        """One file through ``cat`` on the lease (no SFTP there): into ``target``, or into it as a
-        directory when it is one."""
-        if path.is_dir():
-            raise TransferFailed(
-                f"lease {self.access.lease_id} offers no SFTP (a sandboxed embedded lease): copy single "
-                f"files, or a tar made with exec, not the directory {path}"
-            )
-        quoted, name = shlex.quote(target), shlex.quote(path.name)
-        line = f"if [ -d {quoted} ]; then exec cat > {quoted}/{name}; else exec cat > {quoted}; fi"
-        with path.open("rb") as handle:
-            done = await self.run(line, input=handle)
-        if not done.ok:
-            raise TransferFailed(
-                f"lease {self.access.lease_id}: upload of {path} failed: {done.stderr.strip()}"
-            )
+    def _what(self, direction: str, path: object) -> str:
+        return f"lease {self.access.lease_id}: {direction} of {path}"
 
-    async def _get_by_cat(self, source: str, target: Path, several: bool) -> None:
-        into = target / Path(source).name if several or target.is_dir() else target
-        partial = into.with_name(into.name + ".partial")
-        with partial.open("wb") as handle:
-            done = await self.run(f"exec cat {shlex.quote(source)}", stdout=handle)
-        if not done.ok:
-            partial.unlink(missing_ok=True)
-            raise TransferFailed(
-                f"lease {self.access.lease_id}: download of {source} failed: {done.stderr.strip()}"
-            )
-        partial.replace(into)
+    async def _sftp(self, what: str, progress: Progress, action: Callable[[Any], Awaitable[None]]) -> None:
+        """``action(sftp)`` on a fresh SFTP session, all of it under the stall bound."""
 
-    async def _sftp(self, what: str, action) -> None:  # noqa: ANN001 - a coroutine factory
-        try:
-            async with self._conn.start_sftp_client() as sftp:
+        async def session() -> None:
+            sftp = await self._conn.start_sftp_client()
+            try:
                 await action(sftp)
+            finally:
+                sftp.exit()  # closes the channel without waiting for a peer that may have stalled
+
+        try:
+            await watched(session(), progress, f"lease {self.access.lease_id}: {what}")
         except asyncssh.ChannelOpenError as exc:
             raise _NoSftp(str(exc)) from exc
         except asyncssh.SFTPError as exc:
@@ -382,4 +421,4 @@ def ssh_argv(access: LeaseAccess, command: Sequence[str] = (), tty: bool | None 
     return argv
 
 
-__all__ = ["LeaseAccess", "LeaseShell", "RunResult", "Sink", "ssh_argv", "wait_for_ssh"]
+__all__ = ["LeaseAccess", "LeaseShell", "RunResult", "Sink", "TransferLimits", "ssh_argv", "wait_for_ssh"]

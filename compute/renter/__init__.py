@@ -18,10 +18,12 @@ from compute.renter.errors import (
     LeaseUnavailable,
     MinerUnavailable,
     NoMachineAvailable,
+    OutputTruncated,
     ReleaseFailed,
     RenterError,
     SshError,
     TransferFailed,
+    TransferStalled,
 )
 from compute.renter.lease import AsyncLease
 from compute.renter.sync import Lease, Renter
@@ -38,10 +40,12 @@ __all__ = [
     "Machine",
     "MinerUnavailable",
     "NoMachineAvailable",
+    "OutputTruncated",
     "ReleaseFailed",
     "Renter",
     "RenterError",
     "RunResult",
     "SshError",
     "TransferFailed",
+    "TransferStalled",
 ]

@@ -8,7 +8,10 @@ Every error the SDK raises is a ``RenterError`` (``compute.operator.OperatorErro
 - ``MinerUnavailable``: the miner did not answer, or not with its own signature;
 - ``LeaseUnavailable``: the lease is unknown, not yours, or ended;
 - ``SshError`` and its subclasses: reaching into the lease failed (``HostKeyMismatch`` means the
-  endpoint did not present the host key the miner signed: nothing was sent);
+  endpoint did not present the host key the miner signed: nothing was sent; ``TransferStalled`` means
+  a copy moved almost nothing for its idle timeout);
+- ``OutputTruncated``: ``run`` captured a command that printed more than ``max_output`` (``.result``
+  holds the kept part);
 - ``CommandFailed``: ``run(..., check=True)`` and the command exited non-zero (``.result``);
 - ``ReleaseFailed``: a release could not be confirmed; the lease still ends at its term.
 """
@@ -27,12 +30,14 @@ from compute.operator import (
     NoMatchingMachine,
     NotOwner,
     OperatorError,
+    OutputTruncated,
     Refused,
     RunResult,
     SshAuthFailed,
     SshError,
     SshUnreachable,
     TransferFailed,
+    TransferStalled,
     UsageError,
 )
 
@@ -77,10 +82,12 @@ __all__ = [
     "MinerUnavailable",
     "NoMachineAvailable",
     "NotOwner",
+    "OutputTruncated",
     "ReleaseFailed",
     "RenterError",
     "SshAuthFailed",
     "SshError",
     "SshUnreachable",
     "TransferFailed",
+    "TransferStalled",
 ]

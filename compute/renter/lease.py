@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import shlex
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Protocol
@@ -27,14 +27,24 @@ from compute.operator import (
     SshUnreachable,
     wait_for_ssh,
 )
-from compute.operator.shell import Sink
+from compute.operator.errors import OutputTruncated, TransferStalled
+from compute.operator.shell import MAX_CAPTURE_BYTES, Sink
+from compute.operator.transfer import TransferLimits
 from compute.protocol import LeaseIdle
-from compute.renter.errors import CommandFailed, ReleaseFailed
+from compute.renter.errors import CommandFailed, ConfigError, ReleaseFailed
 from compute.renter.terms import term_seconds
 
 logger = logging.getLogger(__name__)
 
 RELEASE_TRIES = (0.0, 1.0, 3.0)  # seconds before each attempt
+IDLE_TIMEOUT_S = TransferLimits.idle_s  # a copy moving less than 64 KiB in this long fails
+
+
+def _limits(idle_timeout: float) -> TransferLimits:
+    try:
+        return TransferLimits(idle_s=idle_timeout)
+    except ValueError as exc:
+        raise ConfigError(f"idle_timeout: {exc}") from None
 
 
 class OperatorHolder(Protocol):
@@ -118,38 +128,74 @@ class AsyncLease:
         input: bytes | str | None = None,
         stdout: Sink | None = None,
         stderr: Sink | None = None,
+        max_output: int = MAX_CAPTURE_BYTES,
     ) -> RunResult:
         """Run ``command`` (a shell line, or a list of words quoted one by one) on the lease.
 
-        Output is captured (``result.stdout``/``stderr``, 64 MiB each at most) unless a sink with a
-        ``write(bytes)`` method is given. ``check=True`` raises ``CommandFailed`` on a non-zero exit;
-        ``timeout`` raises ``CommandTimeout`` and ends the command with its session."""
+        Output is captured (``result.stdout``/``stderr``, ``max_output`` bytes each, 64 MiB by
+        default) unless a sink with a ``write(bytes)`` method is given; a command that prints more
+        runs to its end and raises ``OutputTruncated`` (its ``result`` holds the kept part).
+        ``check=True`` raises ``CommandFailed`` on a non-zero exit; ``timeout`` raises
+        ``CommandTimeout`` and ends the command with its session."""
         line = command if isinstance(command, str) else " ".join(shlex.quote(word) for word in command)
         shell = await self._connected()
         try:
-            result = await shell.run(line, input=input, timeout=timeout, stdout=stdout, stderr=stderr)
+            result = await shell.run(
+                line, input=input, timeout=timeout, stdout=stdout, stderr=stderr, max_capture=max_output
+            )
         except SshUnreachable:
             await self._drop_shell()
             raise
+        if result.truncated:
+            raise OutputTruncated(
+                f"lease {self.id}: {line!r} printed more than {max_output} bytes on a stream; the first "
+                f"{max_output} are in .result (exit status {result.exit_status}); pass stdout=/stderr= "
+                "sinks to stream all of it",
+                result,
+            )
         if check and not result.ok:
             raise CommandFailed(result, self.id)
         return result
 
     async def put(
-        self, local: str | Path | Sequence[str | Path], remote: str = ".", recursive: bool | None = None
+        self,
+        local: str | Path | Sequence[str | Path],
+        remote: str = ".",
+        recursive: bool | None = None,
+        *,
+        idle_timeout: float = IDLE_TIMEOUT_S,
     ) -> None:
-        """Copy local files (or directories: ``recursive`` defaults to True for one) to the lease."""
+        """Copy local files (or directories: ``recursive`` defaults to True for one) to the lease.
+        ``TransferFailed`` when the copy moves less than 64 KiB in ``idle_timeout`` seconds."""
         sources = [local] if isinstance(local, (str, Path)) else list(local)
         if recursive is None:
             recursive = any(Path(s).expanduser().is_dir() for s in sources)
-        await (await self._connected()).put(sources, remote, recursive=recursive)
+        limits = _limits(idle_timeout)
+        await self._copy(lambda shell: shell.put(sources, remote, recursive=recursive, limits=limits))
 
     async def get(
-        self, remote: str | Sequence[str], local: str | Path = ".", recursive: bool = False
+        self,
+        remote: str | Sequence[str],
+        local: str | Path = ".",
+        recursive: bool = False,
+        *,
+        idle_timeout: float = IDLE_TIMEOUT_S,
     ) -> None:
-        """Copy files (``recursive=True`` for directories) from the lease to ``local``."""
+        """Copy files (``recursive=True`` for directories) from the lease to ``local``. A file shows
+        under its name only once complete; a failed copy keeps ``NAME.<tag>.partial`` and the same
+        ``get`` resumes it. ``TransferFailed`` when the copy moves less than 64 KiB in
+        ``idle_timeout`` seconds."""
         sources = [remote] if isinstance(remote, str) else list(remote)
-        await (await self._connected()).get(sources, local, recursive=recursive)
+        limits = _limits(idle_timeout)
+        await self._copy(lambda shell: shell.get(sources, local, recursive=recursive, limits=limits))
+
+    async def _copy(self, action: Callable[[LeaseShell], Awaitable[None]]) -> None:
+        shell = await self._connected()
+        try:
+            await action(shell)
+        except (SshUnreachable, TransferStalled):
+            await self._drop_shell()  # a stalled session is not used again: the next call reconnects
+            raise
 
     # ---------------------------------------------------------------- the lease itself
 

@@ -22,11 +22,11 @@ from typing import Any, TypeVar
 
 from compute.operator import Machine, MinerRef, RunResult
 from compute.operator.cover import Cover
-from compute.operator.shell import Sink
+from compute.operator.shell import MAX_CAPTURE_BYTES, Sink
 from compute.protocol import LeaseIdle
 from compute.renter.client import ALLOCATE_GRACE_S, AsyncRenter, release_quietly
 from compute.renter.errors import ReleaseFailed
-from compute.renter.lease import AsyncLease
+from compute.renter.lease import IDLE_TIMEOUT_S, AsyncLease
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
@@ -208,20 +208,37 @@ class Lease:
         input: bytes | str | None = None,
         stdout: Sink | None = None,
         stderr: Sink | None = None,
+        max_output: int = MAX_CAPTURE_BYTES,
     ) -> RunResult:
         return self._renter._run(
             self.async_lease.run(
-                command, check=check, timeout=timeout, input=input, stdout=stdout, stderr=stderr
+                command,
+                check=check,
+                timeout=timeout,
+                input=input,
+                stdout=stdout,
+                stderr=stderr,
+                max_output=max_output,
             )
         )
 
     def put(
-        self, local: str | Path | Sequence[str | Path], remote: str = ".", recursive: bool | None = None
+        self,
+        local: str | Path | Sequence[str | Path],
+        remote: str = ".",
+        recursive: bool | None = None,
+        idle_timeout: float = IDLE_TIMEOUT_S,
     ) -> None:
-        self._renter._run(self.async_lease.put(local, remote, recursive))
+        self._renter._run(self.async_lease.put(local, remote, recursive, idle_timeout=idle_timeout))
 
-    def get(self, remote: str | Sequence[str], local: str | Path = ".", recursive: bool = False) -> None:
-        self._renter._run(self.async_lease.get(remote, local, recursive))
+    def get(
+        self,
+        remote: str | Sequence[str],
+        local: str | Path = ".",
+        recursive: bool = False,
+        idle_timeout: float = IDLE_TIMEOUT_S,
+    ) -> None:
+        self._renter._run(self.async_lease.get(remote, local, recursive, idle_timeout=idle_timeout))
 
     def refresh(self) -> Lease:
         self._renter._run(self.async_lease.refresh())
