@@ -260,7 +260,7 @@ class VolumeInfo(Value):
 class LeaseInfo(Value):
     lease_id: LeaseId
     owner_hotkey: Hotkey
-    purpose: Literal["rental", "validation"]
+    purpose: Literal["rental", "validation", "beside"]
     state: Literal["active", "expired", "released"]
     requirements: Requirements
     gpus: list[GpuSpec] = Field(default_factory=list, max_length=64)
@@ -320,7 +320,10 @@ class AllocateRequest(Message):
     requirements: Requirements
     duration_s: Seconds
     ssh_public_key: SshPublicKey
-    purpose: Literal["rental", "validation"] = "rental"
+    # "validation": a validator's proof lease (shares GPUs with other validation leases, never with
+    # a rental); "beside": a validator's small presence proof beside the tenants of rented GPUs
+    # (shares every GPU, the rented ones first; docs/presence.md)
+    purpose: Literal["rental", "validation", "beside"] = "rental"
     # A retry that carries the same key (per caller hotkey) gets the lease the first attempt made.
     # Left off the wire when unset, so miners that predate the field still parse the request.
     idempotency_key: IdempotencyKey | None = Field(None, exclude_if=lambda v: v is None)

@@ -30,7 +30,9 @@ class ScoringConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     max_gpus_counted: int = Field(default=8, ge=1, le=4096)
-    rented_bonus: float = Field(default=0.1, ge=0.0, le=10.0)  # +10 % while a renter holds a lease
+    # on a verified rented GPU proven present; 0: no receipt shows the rental cost its renter
+    # something the miner cannot recycle to itself, so a bonus would pay self-rentals
+    rented_bonus: float = Field(default=0.0, ge=0.0, le=10.0)
     ema_alpha: float = Field(default=0.3, gt=0.0, le=1.0)  # weight of the newest round
     missed_decay: float = Field(default=0.9, ge=0.0, le=1.0)  # factor per round the miner was not tested
     min_score: float = Field(default=1e-6, ge=0.0)  # averages below this snap to 0

@@ -37,6 +37,14 @@ class DepthParams:
     cpu_disk_mb: int = 128  # the demo: disk written (the read-back bound grows with it)
     cpu_steps_per_checkpoint: int = 32  # CPU proof: 128 x this SHA-256 steps of 16 KiB per chain
     host: HostPolicy = field(default_factory=HostPolicy)
+    # a claimed GPU's memory proof: the fastest regeneration any table GPU could manage (element-rounds
+    # per s) and the host link a device could stream A over instead (GB/s; 0: no such floor)
+    gpu_regen_rate: float = 1e13
+    gpu_host_stream_gbs: float = 64.0
+    # the presence proof beside a rented GPU's tenant: this share of the proven model's memory, its
+    # rounds sized for this margin at the table's bandwidth (the tenant shares the GPU's bandwidth)
+    beside_share: float = 0.01  # with the worker's CUDA context (~0.5 GB), under 2 % of an 80 GB GPU
+    beside_margin: float = 32.0
 
 
 @dataclass(frozen=True)

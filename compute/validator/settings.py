@@ -43,7 +43,7 @@ class ValidatorSettings(BaseModel):
     missed_decay: float = Field(0.9, ge=0, le=1)
     weights_blocks: int = Field(100, ge=1, le=100_000)
     allow_same_ip: bool = False
-    rented_bonus: float = Field(0.1, ge=0, le=10)
+    rented_bonus: float = Field(0.0, ge=0, le=10)
     rented_max_age: int = Field(24, ge=0, le=10_000)  # rounds a verification stays fresh while rented
     rented_decay: float = Field(0.95, ge=0, le=1)  # per round past rented_max_age
     lease_seconds: int = Field(600, ge=60, le=86_400)
@@ -152,7 +152,8 @@ _FLAGS: dict[str, tuple[str, type, str]] = {
     "validator.rented_bonus": (
         "rented_bonus",
         float,
-        "score bonus of verified rented machines (default 0.1)",
+        "score bonus of rented GPUs proven present beside their tenants; 0 (default): no receipt shows"
+        " a rental cost its renter anything the miner cannot recycle, so a bonus pays self-rentals",
     ),
     "validator.rented_max_age": (
         "rented_max_age",

@@ -145,3 +145,20 @@ async def test_validation_leases_share_gpus_but_never_with_a_rental(tmp_path):
     assert [g.index for g in shared.gpus] != [g.index for g in rental.gpus]
     await manager.deallocate(OWNER, rental.lease_id)
     await manager.deallocate(OTHER, shared.lease_id)
+
+
+async def test_a_lease_beside_the_tenants_shares_the_rented_gpus_first(tmp_path):
+    """A validator's presence proof of rented GPUs: its lease shares the GPUs renters hold (the
+    rented ones first), so a rented GPU is proven without its tenant leaving; a renter still never
+    gets a GPU any live lease holds."""
+    manager = make(tmp_path, Clock())
+    rental = await manager.allocate(OWNER, request(gpus=1))
+    beside = await manager.allocate(OTHER, request(gpus=1).model_copy(update={"purpose": "beside"}))
+    assert [g.index for g in beside.gpus] == [g.index for g in rental.gpus] and beside.purpose == "beside"
+    both = await manager.allocate(OTHER, request(gpus=2).model_copy(update={"purpose": "beside"}))
+    assert [g.index for g in both.gpus][0] == rental.gpus[0].index  # the rented GPU first
+    with pytest.raises(RequestFailed) as refused:
+        await manager.allocate(OWNER, request(gpus=1))  # every GPU held: no rental shares one
+    assert refused.value.code == ErrorCode.NO_CAPACITY
+    for lease, owner in ((rental, OWNER), (beside, OTHER), (both, OTHER)):
+        await manager.deallocate(owner, lease.lease_id)

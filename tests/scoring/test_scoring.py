@@ -22,7 +22,7 @@ CFG = ScoringConfig()
 
 
 def test_config_defaults_match_the_documented_policy() -> None:
-    assert (CFG.max_gpus_counted, CFG.rented_bonus, CFG.ema_alpha, CFG.missed_decay) == (8, 0.1, 0.3, 0.9)
+    assert (CFG.max_gpus_counted, CFG.rented_bonus, CFG.ema_alpha, CFG.missed_decay) == (8, 0.0, 0.3, 0.9)
     assert 0 < CFG.min_score < 1e-3
 
 

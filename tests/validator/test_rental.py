@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from validator_helpers import FAKE_GPU, small_params
+from validator_helpers import FAKE_GPU, emulated_params, small_params
 
 from compute.protocol import (
     AllocateRequest,
@@ -28,7 +28,7 @@ from compute.validator.rentals.truth import MinerNotes
 TABLE = load_gpu_table()
 SCORING = ScoringConfig()
 RENTER_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
-FULL = TABLE.weight_of("H100 SXM") * (1 + SCORING.rented_bonus)
+FULL = TABLE.weight_of("H100 SXM") * (1 + SCORING.rented_bonus)  # no bonus by default: 3.3
 
 
 def target(miner, uid: int = 1) -> MinerTarget:
@@ -57,7 +57,7 @@ async def test_honest_rented_miner_keeps_its_credit(start_miner, validator_clien
     miner = start_miner("rented", gpus=(FAKE_GPU,))
     renter = make_wallet("renter")
     await rent(renter, miner)
-    params = small_params(round_id=5, trusted_renters=frozenset({renter.hotkey.ss58_address}))
+    params = emulated_params(round_id=5, trusted_renters=frozenset({renter.hotkey.ss58_address}))
     notes = MinerNotes()
     result = await check_miner(
         MinerCheck(
@@ -69,6 +69,35 @@ async def test_honest_rented_miner_keeps_its_credit(start_miner, validator_clien
     assert result.sample == pytest.approx(FULL)
     assert notes.rentals is not None and len(notes.rentals.alive) == 1
     assert len(await miner.backend.running()) == 1  # only the renter's lease is left
+
+
+@pytest.mark.slow
+async def test_a_rented_gpu_not_shown_beside_its_tenant_earns_nothing(
+    start_miner, validator_client, make_wallet
+) -> None:
+    """A real, signed, live rental whose GPU the miner will not (or cannot: it is elsewhere) show
+    beside its tenant: a receipt proves a contract, not a GPU, so the rented GPU earns nothing."""
+    miner = start_miner("elsewhere", gpus=(FAKE_GPU,))
+    renter = make_wallet("renter")
+    await rent(renter, miner)
+    allocate = miner.manager.allocate
+
+    async def no_beside(owner, request, receipt=None):
+        if request.purpose == "beside":
+            raise RequestFailed(ErrorCode.NO_CAPACITY, "the GPU is elsewhere", 409)
+        return await allocate(owner, request, receipt)
+
+    miner.manager.allocate = no_beside
+    params = emulated_params(round_id=5, trusted_renters=frozenset({renter.hotkey.ss58_address}))
+    notes = MinerNotes()
+    result = await check_miner(
+        MinerCheck(
+            validator_client, target(miner), params, TABLE, SCORING, verified_before(miner), notes=notes
+        )
+    )
+    assert not result.ok and result.sample == 0.0, result.reasons
+    assert "no lease beside the tenants" in result.reasons[0]
+    assert notes.rentals is not None and len(notes.rentals.alive) == 1  # the receipt itself verified
 
 
 async def test_miner_refusing_every_lease_gets_nothing(start_miner, validator_client, make_wallet) -> None:
@@ -102,7 +131,7 @@ async def test_lease_whose_endpoint_died_earns_nothing(start_miner, validator_cl
     renter = make_wallet("renter")
     lease = await rent(renter, miner)
     await miner.backend.stop(lease.lease_id)  # the GPU stays "held", nobody can reach the lease
-    params = small_params(round_id=5, trusted_renters=frozenset({renter.hotkey.ss58_address}))
+    params = emulated_params(round_id=5, trusted_renters=frozenset({renter.hotkey.ss58_address}))
     notes = MinerNotes()
     result = await check_miner(
         MinerCheck(

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from validator_helpers import small_params, validator_context
+from validator_helpers import emulated_params, small_params, validator_context
 
 from compute.protocol import AllocateRequest, GpuSpec, Requirements
 from compute.scoring import ScoringConfig, load_gpu_table
@@ -149,18 +149,22 @@ async def test_partly_rented_machine_proves_its_free_gpu_and_is_credited_the_ren
     whole = PogResult(
         3, 1, miner.hotkey, ok=True, sample=whole_sample, gpu_count=2, gpu_uuids=("GPU-a", "GPU-b")
     )
-    params = small_params(round_id=5, trusted_renters=frozenset({renter.hotkey.ss58_address}))
+    params = emulated_params(round_id=5, trusted_renters=frozenset({renter.hotkey.ss58_address}))
     result = await check_miner(
         MinerCheck(validator_client, target(miner), params, small_gpu_table, SCORING, whole)
     )
     assert result.ok and not result.rented, result.reasons
     assert result.gpu_count == 1 and result.rented_fraction == pytest.approx(0.5)
-    assert result.tflops_fp16 > 0 and "1 free GPU(s) proven, 1 in verified leases" in result.reasons[0]
+    assert result.tflops_fp16 > 0
+    assert (
+        "1 free GPU(s) proven, 1 of 1 in verified leases proven beside their tenants" in result.reasons[0]
+    ), "\n".join(result.reasons)
     each = float(re.search(r"credited (\S+) each", result.reasons[0]).group(1))
     proven = result.sample - each  # what the free GPU proved now
     assert proven > 0
-    # the rented GPU: min(a free GPU now, the whole machine's per GPU) x (1 + rented bonus)
-    assert each == pytest.approx(min(proven, per_gpu_value(whole)) * 1.1, rel=1e-3)
+    # the rented GPU, proven beside its tenant: min(a free GPU now, the whole machine's per GPU)
+    # x (1 + rented bonus, 0 by default)
+    assert each == pytest.approx(min(proven, per_gpu_value(whole)) * (1 + SCORING.rented_bonus), rel=1e-3)
     assert not result.history_reset and set(result.gpu_uuids) == {"GPU-a", "GPU-b"}
     # before: liveness only (whole x 1/2 x 1.1); the free GPU was neither proven nor paid
     assert len(await miner.backend.running()) == 1  # only the renter's lease is left
@@ -175,7 +179,7 @@ async def test_partly_rented_machine_never_verified_whole_gets_only_its_proven_g
     miner = start_miner("fresh", gpus=GPUS)
     renter = make_wallet("renter")
     await rent_one(renter, miner)
-    params = small_params(round_id=5, trusted_renters=frozenset({renter.hotkey.ss58_address}))
+    params = emulated_params(round_id=5, trusted_renters=frozenset({renter.hotkey.ss58_address}))
     result = await check_miner(MinerCheck(validator_client, target(miner), params, small_gpu_table, SCORING))
     assert result.ok and result.gpu_count == 1 and result.sample > 0, result.reasons
     assert "earn nothing until the whole machine" in result.reasons[0]

@@ -22,7 +22,8 @@ from compute.chain import SimChainState, connect
 from compute.protocol import GpuSpec
 from compute.scoring import ScoringConfig, load_gpu_table
 from compute.transport import KeyWallet, MinerClient
-from compute.validator import RoundParams, ValidatorContext
+from compute.validator import DepthParams, RoundParams, ValidatorContext
+from compute.validator.params import LockstepParams
 
 CHEAT_WORKER = Path(__file__).with_name("cheaters") / "cheat_worker.py"
 _PORTS = itertools.count()
@@ -68,6 +69,18 @@ def small_params(**overrides) -> RoundParams:
     )
     values.update(overrides)
     return RoundParams(**values)
+
+
+# A claimed GPU emulated at this CPU's scale, for the proof beside a rented GPU's tenant: a few MB
+# of it, a regeneration rate this CPU beats by far, no host-link floor (here the CPU's memory is the
+# device), and the CPU's lead slack (every worker shares two cores with the validator).
+EMULATED_GPU = DepthParams(beside_share=2.5e-5, gpu_regen_rate=1e5, gpu_host_stream_gbs=0.0)
+
+
+def emulated_params(**overrides) -> RoundParams:
+    """``small_params`` with claimed GPUs emulated on this CPU (``EMULATED_GPU``)."""
+    values = {"depth": EMULATED_GPU, "lockstep": LockstepParams(lead_slack_s=1.8), **overrides}
+    return small_params(**values)
 
 
 def validator_context(chain, store, client, **fields) -> ValidatorContext:

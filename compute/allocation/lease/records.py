@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-Purpose = Literal["rental", "validation"]
+Purpose = Literal["rental", "validation", "beside"]
 
 
 @dataclass(frozen=True)

@@ -124,7 +124,9 @@ class LeaseStore(LockedDb):
         """
         record = lease.record
         with self._tx() as conn:
-            held = _held_gpus(conn, only_rentals=record.purpose == "validation")
+            # a rental clashes with every live lease, a validation lease with rentals, a lease
+            # beside the tenants (a validator's presence proof) with none
+            held = set() if record.purpose == "beside" else _held_gpus(conn, record.purpose == "validation")
             clash = sorted(held.intersection(record.gpus))
             if clash:
                 raise GpuConflict(f"GPUs {clash} are held by another active lease")

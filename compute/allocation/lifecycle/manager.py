@@ -8,7 +8,10 @@ Rules (documented in docs/miner.md):
   gets GPUs no rental holds. Validation leases share GPUs with each other: two validators proving
   a miner at once (a presence check during another validator's round) both get their lease, so an
   honest miner is never "busy" for a validator (the proofs themselves decide: one GPU holds one
-  resident memory matrix at a time). A rental never gets a GPU any live lease holds.
+  resident memory matrix at a time). A rental never gets a GPU any live lease holds. A lease
+  *beside* the tenants (``purpose="beside"``: a validator's small presence proof of rented GPUs)
+  shares every GPU, the rented ones first: a rented GPU is proven there without its tenant
+  leaving (docs/presence.md).
 - Reservation is atomic: an ``asyncio.Lock`` serialises choosing GPUs and the store's
   ``BEGIN IMMEDIATE`` transaction refuses overlaps, so of two requests for the last free GPU
   exactly one wins and the other gets ``no_capacity``. A backend failure rolls the
@@ -116,9 +119,14 @@ class AllocationManager(Reconciler):
 
     def free_gpus(self, purpose: str = "rental") -> list[GpuSpec]:
         """GPUs a lease of ``purpose`` could get now: a rental only unheld ones; a validation lease
-        any GPU no rental holds (validators' proofs share GPUs; see the module docstring)."""
-        held = self.store.held_gpus(only_rentals=purpose == "validation")
-        free = [gpu for gpu in self.gpus if gpu.index not in held]
+        any GPU no rental holds (validators' proofs share GPUs; see the module docstring); a lease
+        beside the tenants every GPU, the rented ones first."""
+        if purpose == "beside":
+            rented = self.store.held_gpus(only_rentals=True)
+            free = sorted(self.gpus, key=lambda gpu: gpu.index not in rented)
+        else:
+            held = self.store.held_gpus(only_rentals=purpose == "validation")
+            free = [gpu for gpu in self.gpus if gpu.index not in held]
         return free if self.placement is None else self.placement.usable(free)
 
     def _unsupported(self, req: Requirements) -> str | None:

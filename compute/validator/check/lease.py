@@ -1,7 +1,7 @@
 """The validation lease around one miner test: specs, allocate, SSH session, release.
 
 ``leased`` is the one door to a lease for every path of a test (the machine, each host of a
-multi-host miner, the rented liveness check): it makes the per-lease SSH key, allocates, notes the
+multi-host miner, the rented GPUs beside their tenants): it makes the per-lease SSH key, allocates, notes the
 endpoint and always releases, also on error and cancellation. Every step turns transport trouble
 into ``MinerUnreachable`` (before a lease exists: worth a retry) or ``MinerFailed`` (final);
 leases a killed run left behind are released before the next test.
@@ -72,14 +72,15 @@ async def fetch_specs(check: MinerCheck) -> MachineSpecs:
 
 @asynccontextmanager
 async def leased(
-    check: MinerCheck, gpu_count: int, host: str | None = None, note: bool = True
+    check: MinerCheck, gpu_count: int, host: str | None = None, note: bool = True, beside: bool = False
 ) -> AsyncIterator[Lease]:
     """A validation lease with ``gpu_count`` GPUs (``MinerRented`` for no capacity), released on exit.
 
     ``host``: on that host of a multi-host miner (``compute.validator.check.hosts``); ``note``: add
-    its SSH endpoint and host key to the test's notes (the device fingerprint)."""
+    its SSH endpoint and host key to the test's notes (the device fingerprint); ``beside``: a lease
+    beside the tenants of rented GPUs (``check.beside``), sharing them."""
     key = asyncssh.generate_private_key("ssh-ed25519")
-    info = await allocate(check, key, gpu_count, host)
+    info = await allocate(check, key, gpu_count, host, beside)
     if note and info.ssh is not None:
         check.notes.saw_lease(info.ssh.host, info.ssh.port, info.ssh.host_key)
     try:
@@ -89,7 +90,7 @@ async def leased(
 
 
 async def allocate(
-    check: MinerCheck, key: asyncssh.SSHKey, gpu_count: int, host: str | None = None
+    check: MinerCheck, key: asyncssh.SSHKey, gpu_count: int, host: str | None = None, beside: bool = False
 ) -> LeaseInfo:
     """A validation lease with ``gpu_count`` GPUs and SSH access, or ``MinerRented`` for no capacity."""
     request = AllocateRequest(
@@ -99,7 +100,7 @@ async def allocate(
         # the test's own time plus the longest the lockstep window may keep it waiting at the gates
         duration_s=check.params.lease_seconds + int(check.params.lockstep.prepare_s),
         ssh_public_key=" ".join(key.export_public_key("openssh").decode().split()[:2]),
-        purpose="validation",
+        purpose="beside" if beside else "validation",
         idempotency_key=secrets.token_urlsafe(18),  # one per test: retries get the same lease
     )
     bound = check.bound(check.params.lockstep.allocate_s)
@@ -162,7 +163,7 @@ async def release_stale(check: MinerCheck) -> None:
         log.debug("uid=%d listing own leases failed: %s", check.uid, exc)
         return
     for lease in listed.leases:
-        if lease.purpose == "validation" and lease.state == "active":
+        if lease.purpose in ("validation", "beside") and lease.state == "active":
             log.info("uid=%d releasing stale validation lease=%s", check.uid, lease.lease_id)
             await deallocate(check, lease.lease_id)
 
@@ -194,13 +195,3 @@ async def open_session(lease: Lease, params: RoundParams, uid: int | None = None
         except PogSessionError as exc:
             raise MinerFailed(str(exc)) from None
     raise MinerFailed(f"session not opened in {SESSION_TRIES} tries: " + "; ".join(dict.fromkeys(errors)))
-
-
-async def check_liveness(lease: Lease, params: RoundParams) -> None:
-    """The lease's worker answers (proves the miner serves leases, not its GPUs)."""
-    session = await open_session(lease, params)
-    async with session:
-        try:
-            await session.info(params.miner_timeout)
-        except PogSessionError as exc:
-            raise MinerFailed(f"rented liveness check: {exc}") from None

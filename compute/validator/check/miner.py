@@ -13,8 +13,9 @@ Each attempt is one ``MinerCheck`` (``context``) that every step takes: the leas
 proof inside it (``prove``: the memory proof at the lockstep window's moment, then GEMM and the other
 in-depth proofs), the rented path (``rented``) and, for a
 multi-host miner, one lease and proof per host (``hosts``). Rented machines (the miner refuses a GPU
-validation lease for lack of capacity) must show receipts; a verified one gets a liveness lease and
-a decayed score of its last verification; a machine never verified scores 0. Canary rentals are
+validation lease for lack of capacity) must show receipts; the GPUs of verified ones are proven
+present beside their tenants (``beside``), and those present earn their part of the machine's last
+whole verification (decaying once it is old); a machine never verified scores 0. Canary rentals are
 not part of a test: the round runs them at their own moments (``compute.validator.fleet.canaries``).
 What the test saw beyond PoG goes into the caller's ``MinerNotes``. Nothing here touches the store
 or the chain.
@@ -136,8 +137,10 @@ async def _attempt(check: MinerCheck) -> PogResult:
             return await prove_hosts(check, specs)
         async with leased(check, len(claimed)) as lease:
             measured = await prove_in_lease(check, lease, claimed, specs)
-    except (MinerRented, AllHostsRented):
+    except MinerRented:
         return await check_rented(check, claimed, specs)
+    except AllHostsRented as exc:
+        return await check_rented(check, claimed, specs, exc.hosts)
     measured.timings["total_s"] = check.elapsed()
     return check.scored(measured)
 

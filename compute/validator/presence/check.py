@@ -7,9 +7,11 @@ worker, ``info`` twice. Then, at the lockstep window's gates (``compute.validato
 seat builds the memory proof's matrix, sized from the model the validator PROVED (the miner's last
 verified result), and every chain starts at the window's one moment. A GPU is present when both
 memory judges pass and its residency interval contains the moment. GPUs the miner could not lease
-because renters hold them count only under verified rental receipts. Anything else (refused,
-unreachable, not ready in time, late, wrong, a "busy" nobody can verify) is absence. The verdict
-is the share of the miner's proven GPUs found present, in [0, 1].
+because renters hold them are present only when verified rental receipts hold them AND the small
+proof beside their tenants (``check.beside``, at the same seat and moment) finds them there.
+Anything else (refused, unreachable, not ready in time, late, wrong, a "busy" nobody can verify, a
+receipt whose GPU is elsewhere) is absence. The verdict is the share of the miner's proven GPUs
+found present, in [0, 1].
 
 No throughput is measured and nothing is scored here; the verdicts go to the presence log.
 """
@@ -18,13 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from compute.protocol import GpuSpec, MachineSpecs
 from compute.scoring import GpuTable
 from compute.store import PogResult, PresenceEntry
+from compute.validator.check.beside import RentedGpus, prove_beside
 from compute.validator.check.context import MinerCheck
 from compute.validator.check.lease import fetch_specs, leased, open_session
 from compute.validator.check.prove import MAX_GPUS_TESTED, bounded, measure_info
@@ -35,7 +37,6 @@ from compute.validator.lockstep.residency import Residency, exclusivity
 from compute.validator.lockstep.window import Seat, Window
 from compute.validator.params import MinerTarget, RoundParams
 from compute.validator.proofs.depth import DepthRejected, prove_memory
-from compute.validator.rentals.receipts import Renters, check_rentals
 from compute.validator.session.pog_session import PogSessionError
 
 log = logging.getLogger(__name__)
@@ -52,8 +53,7 @@ class Unit:
 
 @dataclass(frozen=True)
 class UnitOutcome:
-    present: int  # GPUs proven present (a machine without GPUs: 1 device)
-    rented: bool = False  # refused for lack of capacity: its GPUs count only under receipts
+    present: int  # GPUs proven present (a machine without GPUs: 1 device; rented: beside the tenants)
     reason: str = ""
 
 
@@ -137,27 +137,16 @@ async def _present(check: MinerCheck, seat: Seat, previous: PogResult) -> Presen
     units = units_of(specs, previous, check.table)
     seats = [seat.fork(f"uid {check.uid} {u.name or 'machine'}") for u in units]
     seat.leave()  # the units' seats stand in for the miner's
-    outcomes = await asyncio.gather(*(_unit(check, u, s) for u, s in zip(units, seats, strict=True)))
+    rented = RentedGpus(check)  # receipts fetched once, when a unit is refused as rented
+    outcomes = await asyncio.gather(*(_unit(check, u, s, rented) for u, s in zip(units, seats, strict=True)))
     present = sum(o.present for o in outcomes)
-    rented = sum(len(u.gpus) for u, o in zip(units, outcomes, strict=True) if o.rented)
     reasons = [o.reason for o in outcomes if o.reason]
-    if rented:
-        rentals = await check_rentals(
-            check.client,
-            check.target.endpoint,
-            check.target.hotkey,
-            Renters(check.params.trusted_renters, check.params.renter_coldkeys, check.params.own_canaries),
-            time.time(),
-            check.params.rental_probe_timeout,
-        )
-        present += min(rented, rentals.rented_gpus)
-        reasons.append(f"{min(rented, rentals.rented_gpus)} of {rented} held GPUs in verified rentals")
     expected = expected_devices(previous)
     fraction = min(1.0, present / expected)
     return _entry(check, fraction, "; ".join(reasons) or f"present: {present} of {expected} proven devices")
 
 
-async def _unit(check: MinerCheck, unit: Unit, seat: Seat) -> UnitOutcome:
+async def _unit(check: MinerCheck, unit: Unit, seat: Seat, rented: RentedGpus) -> UnitOutcome:
     """One lease of the check: its devices present at the window's moment, or why not."""
     where = f"host {unit.name}: " if unit.name else ""
     try:
@@ -167,8 +156,16 @@ async def _unit(check: MinerCheck, unit: Unit, seat: Seat) -> UnitOutcome:
             except BaseException:
                 seat.leave()  # before the lease's release: the window stops waiting for this seat now
                 raise
-    except MinerRented:
-        return UnitOutcome(0, rented=True)
+    except MinerRented:  # its GPUs in verified rentals, proven beside their tenants at this seat
+        count = await rented.take(len(unit.gpus))
+        if count <= 0:
+            return UnitOutcome(0, f"absent: {where}held GPUs in no verified rental")
+        beside = await prove_beside(check, unit.sizing[len(unit.sizing) - count :], seat, host=unit.name)
+        if beside.reason:
+            return UnitOutcome(beside.present, f"absent: {where}{beside.reason}")
+        return UnitOutcome(
+            beside.present, f"{where}{beside.present} rented GPU(s) present beside their tenants"
+        )
     except (MinerFailed, PogSessionError, DepthRejected) as exc:
         return UnitOutcome(0, reason=f"absent: {where}{exc}")
     finally:

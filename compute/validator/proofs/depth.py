@@ -127,7 +127,8 @@ def memory_shape(
     if len(models) != len(found):
         return None
     smallest = min(models, key=lambda m: m.memory_gb)
-    return smallest.memory_gb, min(m.bandwidth_gbs for m in models), MemoryPolicy()
+    policy = MemoryPolicy(max_regen_rate=depth.gpu_regen_rate, host_stream_gbs=depth.gpu_host_stream_gbs)
+    return smallest.memory_gb, min(m.bandwidth_gbs for m in models), policy
 
 
 async def prove_memory(
@@ -137,12 +138,15 @@ async def prove_memory(
     gpu_count: int,
     rtt_s: float = 0.0,
     gate: LockstepGate | None = None,
+    beside: bool = False,
 ) -> MemoryOutcome | None:
     """The memory proof under ``check``'s round parameters and GPU table; with ``gate``, its build
     and start wait for the lockstep window's gates. The chain lasts at least the lockstep's
     ``min_chain_s`` at the table's bandwidth (the exclusivity proof), and ``rtt_s``, the session's
     round trip, is at most the round's ``distance_share`` of it (more passes; ``proofs.distance``:
-    never subtracted). No ``claimed_names``: a machine without GPUs (the CPU build bound)."""
+    never subtracted). No ``claimed_names``: a machine without GPUs (the CPU build bound).
+    ``beside``: the small proof beside a rented GPU's tenant (``depth.beside_share`` of its memory,
+    rounds for ``depth.beside_margin``: the tenant shares the bandwidth), judged the same way."""
     params, lockstep = check.params, check.params.lockstep
     depth, timeout, share = params.depth, params.miner_timeout, params.distance_share
     min_chain_s = lockstep.min_chain_s
@@ -152,7 +156,10 @@ async def prove_memory(
         log.info("memory proof skipped: claimed GPU model not in the table")
         return None
     memory_gb, bandwidth, policy = shape
-    challenge = plan_memory(memory_gb, bandwidth, gpu_count, passes=depth.memory_passes, policy=policy)
+    fraction, margin = (depth.beside_share, depth.beside_margin) if beside else (0.8, 8.0)
+    challenge = plan_memory(
+        memory_gb, bandwidth, gpu_count, fraction, depth.memory_passes, target_margin=margin, policy=policy
+    )
     pass_s = challenge.matrix_bytes / (bandwidth * 1e9)  # one pass at the table's bandwidth
     passes = passes_for(challenge.passes, pass_s, rtt_s, share, MAX_PASSES)
     if min_chain_s > 0:
