@@ -12,7 +12,7 @@ switches, set by the test at any time:
 - ``names``: a listing (``scandir``) of these names instead of the directory's;
 - ``no_sftp`` (at construction): the SFTP subsystem is refused (the ``cat`` fallback), and
   ``exec cat`` sends ``cat_bytes`` then stalls;
-- exec ``print N``: N bytes of ``y`` on stdout; ``eof-no-exit``: closes its output, never exits.
+- exec ``print N``: N bytes of ``y`` on stdout (``random N``: random bytes); ``eof-no-exit``: closes its output, never exits.
 
 ``served`` records the offset of every SFTP read answered (a resumed copy asks only the rest).
 """
@@ -144,10 +144,10 @@ class HostileLease:
 
     async def _process(self, process: asyncssh.SSHServerProcess) -> None:
         command = process.command or ""
-        if command.startswith("print "):
+        if command.startswith(("print ", "random ")):
             left = int(command.split()[1])
-            chunk = b"y" * 65536
             while left > 0:
+                chunk = b"y" * 65536 if command.startswith("print") else os.urandom(65536)
                 process.stdout.write(chunk[:left])
                 left -= len(chunk)
                 await process.stdout.drain()
