@@ -199,6 +199,10 @@ class MachineSpecs(Value):
     miner_version: Annotated[str, PeerText(32)]
     # A multi-host miner's hosts (--miner.hosts_file); empty (and off the wire) for a single host.
     hosts: list[HostSpec] = Field(default_factory=list, max_length=64, exclude_if=lambda v: not v)
+    # How a lease's disk size is held: "kernel" (the storage driver's quota, or a filesystem of the
+    # lease's size), "watched" (advisory: a lease over it is stopped at the next measurement),
+    # "refused" (it cannot be held: leases are refused). None (off the wire): an older miner.
+    disk_cap: Literal["kernel", "watched", "refused"] | None = Field(None, exclude_if=lambda v: v is None)
 
 
 class SshAccess(Value):

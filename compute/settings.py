@@ -229,6 +229,7 @@ class MinerSettings(BaseModel):
     lease_sandbox: Literal["auto", "on", "off"] = "auto"
     gpus: tuple[int, ...] | None = None
     no_tenant_isolation: bool = False
+    disk_cap_advisory: bool = False  # accept leases whose disk size cannot be held (only watched)
     volume_max_gb: float = Field(1000.0, ge=0, le=1_000_000)  # all persistent volumes; 0 = no volumes
     volume_max_gb_per_renter: float = Field(200.0, ge=0, le=1_000_000)
     volume_retention_days: float = Field(7.0, ge=0, le=365)  # kept after the last lease using it
@@ -365,10 +366,18 @@ def add_miner_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         help="YAML file of Docker hosts (local or remote engines) to rent out (default: this machine only)",
     )
     group.add_argument(
+        "--miner.disk_cap_advisory",
+        action="store_true",
+        default=None,
+        help="accept Docker leases whose disk size this host cannot hold (no storage quota, no "
+        "loop-mounted lease disks: not root, a remote engine); the disk watch stops one over its size "
+        "(default: such leases are refused)",
+    )
+    group.add_argument(
         "--miner.disk_check_interval",
         type=float,
-        help="seconds between measurements of Docker leases' own disk where the storage driver does "
-        "not enforce their size; a lease over it is stopped (30; 0 = off)",
+        help="seconds between measurements of Docker leases' own disk where its size is advisory "
+        "(--miner.disk_cap_advisory); a lease over it is stopped (30; 0 = off)",
     )
     group.add_argument(
         "--miner.host_check_interval",
@@ -412,6 +421,7 @@ def miner_from_args(ns: argparse.Namespace, env: Mapping[str, str] | None = None
         "allow_non_validators": look.flag("miner.allow_non_validators"),
         "force_embedded": look.flag("miner.force_embedded"),
         "no_tenant_isolation": look.flag("miner.no_tenant_isolation"),
+        "disk_cap_advisory": look.flag("miner.disk_cap_advisory"),
     }
     for field, flag in _MINER_FLAGS.items():
         value = look.get(flag)

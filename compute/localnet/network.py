@@ -284,6 +284,10 @@ class LocalNet:
                     args += ["--miner.pace_gflops", f"{self.options.pace_gflops:g}"]
             if index == 0 and self.second_engine is not None:
                 args += ["--miner.hosts_file", str(self._hosts_file(low)), "--miner.host_check_interval", "5"]
+            if self.options.backend == "docker" and (os.geteuid() != 0 or self.second_engine is not None):
+                args.append(
+                    "--miner.disk_cap_advisory"
+                )  # no lease disks without root, nor on a remote engine
             children.append(self.processes.start(miner.name, args))
             log.info(
                 "%s uid=%d hotkey=%s starting on 127.0.0.1:%d",

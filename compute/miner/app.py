@@ -24,7 +24,13 @@ from bittensor.http_auth import Caller
 from fastapi import FastAPI
 
 from compute import __version__
-from compute.allocation import AllocationManager, HealthMonitor, TemplateCatalog, UnknownTemplate
+from compute.allocation import (
+    AllocationManager,
+    BackendError,
+    HealthMonitor,
+    TemplateCatalog,
+    UnknownTemplate,
+)
 from compute.allocation.lease.failures import failure, is_disk_full
 from compute.miner.cover import ReclaimGuard
 from compute.miner.receipts import keep_release, lease_release, rental_receipts, signed_receipt
@@ -145,6 +151,8 @@ def build_miner_app(
             machine = await asyncio.wait_for(asyncio.to_thread(specs_provider), SPECS_TIMEOUT_S)
         except asyncio.TimeoutError:
             raise RequestFailed(ErrorCode.BUSY, "specs collection is taking too long; retry", 503) from None
+        if (cap := await _disk_cap(manager.backend)) is not None:
+            machine = machine.model_copy(update={"disk_cap": cap})
         return SpecsResponse(specs=machine)
 
     @route(TemplatesRequest)
@@ -265,6 +273,20 @@ def build_miner_app(
         return VerdictResponse()
 
     return server.app
+
+
+async def _disk_cap(backend: object) -> str | None:
+    """How the backend holds a lease's disk size (``kernel``/``watched``/``refused``; the first call
+    probes the engine); None for a backend that does not say (embedded) or an engine that did not
+    answer in time."""
+    ask = getattr(backend, "disk_cap", None)
+    if ask is None:
+        return None
+    try:
+        return await asyncio.wait_for(ask(), SPECS_TIMEOUT_S)
+    except (asyncio.TimeoutError, BackendError) as exc:
+        logger.warning("disk cap not known: %s", exc or "timed out")
+        return None
 
 
 async def _logged(action: str, caller: Caller, lease_id: str, call):  # noqa: ANN001, ANN202

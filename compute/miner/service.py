@@ -131,6 +131,8 @@ def build_backend(
         isolate=not settings.no_tenant_isolation,
         volume_dir=settings.data_dir / "volumes" if settings.volume_max_gb > 0 else None,
         volume_mode=settings.volume_quota,
+        disk_dir=settings.data_dir / "disks",
+        require_disk_cap=not settings.disk_cap_advisory,
     )
 
 
@@ -155,8 +157,9 @@ def build_multihost(
 
     Nothing is contacted here: ``check_hosts`` (at start and periodically) finds which are up.
     """
+    from compute.allocation.docker.backend import DockerBackend
     from compute.allocation.hosts.backend import MultiHostBackend, host_backend
-    from compute.allocation.hosts.config import HostsFileError, load_hosts
+    from compute.allocation.hosts.config import HostConfig, HostsFileError, load_hosts
 
     if settings.backend != "docker":
         raise StartupError("--miner.hosts_file needs --miner.backend docker")
@@ -171,12 +174,18 @@ def build_multihost(
         lease = store.get(lease_id)
         return None if lease is None else lease.record.host
 
-    return MultiHostBackend(
-        hosts,
-        host_of,
-        lambda config: host_backend(config, miner_id, image, catalog, settings.axon_ip),
-        image,
-    )
+    def backend_of(config: HostConfig) -> DockerBackend:
+        return host_backend(
+            config,
+            miner_id,
+            image,
+            catalog,
+            settings.axon_ip,
+            disk_dir=settings.data_dir / "disks" / config.name,
+            require_disk_cap=not settings.disk_cap_advisory,
+        )
+
+    return MultiHostBackend(hosts, host_of, backend_of, image)
 
 
 def embedded_sandbox(settings: MinerSettings) -> SandboxPaths | None:

@@ -112,6 +112,7 @@ class Machine:
     version: str | None
     refused_us: bool = False  # it answered, signed, but declined (e.g. our hotkey has no permit)
     proof: VerifiedGpus | None = None  # what a validator proved (figures shown before committing)
+    disk_cap: str | None = None  # how a lease's disk size is held: kernel, watched, refused (None: unsaid)
 
     @property
     def ref(self) -> MinerRef:
@@ -224,6 +225,7 @@ def build_machine(
         backend=s.backend if s else (health.backend if health else None),
         version=health.version if health is not None else (s.miner_version if s else None),
         proof=verified,
+        disk_cap=s.disk_cap if s else None,
     )
 
 

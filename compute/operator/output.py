@@ -45,6 +45,7 @@ def machine_json(machine: Machine) -> dict[str, Any]:
         "cpu": machine.cpu,
         "ram_gb": machine.ram_gb,
         "disk_free_gb": machine.disk_gb,
+        "disk_cap": machine.disk_cap,
         "available": machine.available,
         "free_gpus": machine.free_gpus,
         "active_leases": machine.active_leases,
@@ -160,12 +161,15 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.0f}%"
 
 
+_DISK_CAP = {"kernel": "held", "watched": "[yellow]watched[/]", "refused": "[red]refused[/]"}
+
+
 def show_machines(console: Console, machines: list[Machine]) -> None:
     if not machines:
         console.print("No machine matches.")
         return
     table = Table(title=f"Rentable machines ({len(machines)})")
-    columns = ("UID", "Hotkey", "GPUs", "GPU mem", "CPU", "RAM", "Disk free", "State")
+    columns = ("UID", "Hotkey", "GPUs", "GPU mem", "CPU", "RAM", "Disk free", "Disk cap", "State")
     for column in columns + _PROOF_COLUMNS:
         table.add_column(column)
     now = time.time()
@@ -179,6 +183,7 @@ def show_machines(console: Console, machines: list[Machine]) -> None:
             str(m.cpu) if m.online else "?",
             f"{m.ram_gb:g} GiB" if m.online else "?",
             f"{m.disk_gb:g} GB" if m.online else "?",
+            _DISK_CAP.get(m.disk_cap or "", "?") if m.online else "?",
             f"[{style}]{m.state}[/]" if style else m.state,
             *_proof_cells(m.proof, now),
         )

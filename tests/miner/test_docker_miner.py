@@ -10,6 +10,7 @@ Needs Docker and ``compute-base:cpu``; skips otherwise (fails with ``COMPUTE_REQ
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import time
 import uuid
@@ -39,6 +40,7 @@ from compute.protocol import (
     ListLeasesRequest,
     RequestFailed,
     Requirements,
+    SpecsRequest,
 )
 from compute.transport import MinerClient, Rejected
 
@@ -90,6 +92,7 @@ class MinerProcess:
             "1",
             "--env_file",
             str(tmp_path / "none.env"),
+            *([] if os.geteuid() == 0 else ["--miner.disk_cap_advisory"]),  # lease disks need root
         ]
         self.endpoint, self.hotkey, self.client = f"127.0.0.1:{port}", hotkey, client
         self.log, self.db = tmp_path / "miner.log", tmp_path / "data" / "leases.db"
@@ -194,6 +197,11 @@ async def test_docker_lease_through_miner_limits_ownership_expiry_and_release(
     assert (lease.state, lease.owner_hotkey, lease.ssh.username) == ("active", owner.hotkey, "root")
     cpus, memory = parse_limits((await ssh_run(lease.ssh, key, LIMITS_PROBE)).stdout)
     assert (cpus, memory) == (1.0, 512 * 1024 * 1024)
+    specs = (await owner.call(miner.endpoint, miner.hotkey, SpecsRequest())).specs
+    assert specs.disk_cap == ("kernel" if os.geteuid() == 0 else "watched")
+    if os.geteuid() == 0:  # its own filesystem of the lease's size (5 GB asked): df / shows it
+        size_kib = int((await ssh_run(lease.ssh, key, "df -k / | tail -1")).stdout.split()[1])
+        assert 4.5 * 1024**2 < size_kib <= 5 * 1024**2
     assert (await ssh_run(lease.ssh, key, "echo hello from $(hostname)")).stdout.startswith(
         "hello from lease-"
     )

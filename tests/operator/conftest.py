@@ -106,6 +106,7 @@ def _make_backend(kind: str, root: Path, templates=None, volumes: bool = False):
         name_prefix=f"test-operator-{base}",
         templates=templates,
         volume_dir=root / "miner" / "volumes" if volumes else None,
+        disk_dir=root / "miner" / "disks",  # lease disks where this host can (root): the size held
     )
 
 

@@ -7,6 +7,8 @@ pinned host key, extend, key exchange, second operator refused, deallocate) is t
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from flow import full_rental_flow
 
@@ -15,3 +17,12 @@ pytestmark = pytest.mark.docker
 
 def test_docker_rental_lifecycle_allocate_ssh_extend_exchange_deallocate(docker_subnet, tmp_path):
     full_rental_flow(docker_subnet, tmp_path, gpu=False)
+
+
+def test_resources_says_how_the_disk_size_is_held(docker_subnet):
+    """Root here: each lease's writable layer is a filesystem of its size (``held``); without root
+    the size is only watched (the backend accepts advisory sizes unless told to refuse them)."""
+    code, body = docker_subnet.cli("operator_a", "resources")
+    assert code == 0, body
+    (machine,) = [m for m in body["machines"] if m["hotkey"] == docker_subnet.miner_hotkey]
+    assert machine["disk_cap"] == ("kernel" if os.geteuid() == 0 else "watched")

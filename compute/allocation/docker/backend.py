@@ -7,9 +7,11 @@ engine; the container spec and labels live in :mod:`compute.allocation.docker.sp
 container starts, a fresh miner-generated ed25519 host key, a fixed sshd_config and the
 renter's validated public key are copied in with ``put_archive``; the container command is a
 fixed string that starts sshd. CPU, memory (swap = memory), shared memory, pids and the lease's
-GPUs are enforced by Docker; the disk size is enforced only where the storage driver supports
-it (else it is advisory and logged once). ``start`` returns only when sshd answers with its
-banner on the published port.
+GPUs are enforced by Docker; the disk size by the kernel (:mod:`compute.allocation.docker.diskcap`:
+the storage driver's quota, or a loop-mounted filesystem of the lease's size as the container's
+layer), or, where neither works, refused unless advisory sizes were accepted (then the disk watch
+stops a lease over its size). ``start`` returns only when sshd answers with its banner on the
+published port.
 
 It deliberately does not decide who may rent what (the manager does), keep lease state (the
 store does) or talk to the chain. All Docker SDK calls are blocking and run in this engine's own
@@ -41,6 +43,7 @@ from compute.allocation.docker.container_files import (
     lease_archive,
     sshd_config,
 )
+from compute.allocation.docker.diskcap import DiskCap, LeaseDisks, disk_cap_of, layer_dir, without_quota
 from compute.allocation.docker.netpolicy import LeaseNetwork
 from compute.allocation.docker.spec import EXTRA_PORT_BASE
 from compute.allocation.docker.templates import TemplateCatalog
@@ -51,6 +54,7 @@ from compute.allocation.lease.ports import pick_free_ports, ssh_banner
 from compute.allocation.lease.records import Endpoint, LeaseRecord
 from compute.allocation.lease.sshkeys import generate_host_key, validate_public_key
 from compute.allocation.volumes.driver import DockerVolumes, VolumeMode
+from compute.allocation.volumes.images import ImageError
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +81,10 @@ class StartFailed(BackendError):
 
 class NoFreePort(StartFailed):
     """The configured host port range has no free port left."""
+
+
+class DiskCapUnavailable(StartFailed):
+    """The lease's disk size cannot be held here, and advisory sizes were not accepted."""
 
 
 class DockerBackend:
@@ -107,6 +115,8 @@ class DockerBackend:
         host_cpus: tuple[int, ...] | None = None,
         local_engine: bool = True,
         calls: EngineCalls | None = None,
+        disk_dir: Path | None = None,
+        require_disk_cap: bool = False,
     ) -> None:
         """``miner_id`` (the miner's hotkey; default ``name_prefix``) labels and scopes the containers.
 
@@ -119,7 +129,10 @@ class DockerBackend:
         :mod:`compute.allocation.hosts.backend`), ``probe_host`` is where sshd readiness is probed,
         ``host_cpus`` the cores to pin leases to (None: this process's affinity) and no LXCFS
         path of this machine is mounted. ``calls``: this engine's threads and per-call deadline
-        (:mod:`compute.allocation.lease.engine`; default: its own, 60 s a call).
+        (:mod:`compute.allocation.lease.engine`; default: its own, 60 s a call). ``disk_dir``: where a
+        local engine's lease disks live (:mod:`compute.allocation.docker.diskcap`; None: only the
+        storage driver's quota); ``require_disk_cap``: refuse a lease whose disk size neither holds
+        (the miner's default; off with ``--miner.disk_cap_advisory``).
         """
         low, high = ssh_port_range
         if not (1 <= low <= high <= 65535):
@@ -140,7 +153,9 @@ class DockerBackend:
         self.calls = calls or EngineCalls(f"{name_prefix}-local", deadline_s=CALL_DEADLINE_S)
         self._client_lock = threading.Lock()
         self._start_lock = asyncio.Lock()
-        self._disk_quota: bool | None = None  # None: not probed yet
+        self._disk_cap: DiskCap | None = None  # None: not probed yet
+        self.disks = LeaseDisks(disk_dir) if disk_dir is not None and local_engine else None
+        self.require_disk_cap = require_disk_cap
         self.lease_network = LeaseNetwork(self._client, self.miner_id) if isolate and not network else None
         self._legacy_warned = False
         self.volumes = (
@@ -198,6 +213,8 @@ class DockerBackend:
                 return True
             return False  # a live container: the create below refuses it ("already exists")
         try:
+            if self.disks is not None:
+                await self._call(self.disks.reattach, lease_id, container)  # after a reboot
             await self._call(container.start)
             await self._wait_ready(container.id, await self._call(self._ssh_port_of, container))
         except (APIError, BackendError) as exc:
@@ -212,7 +229,7 @@ class DockerBackend:
             await self._call(self._get, lease_id)  # refuses another miner's container
         except LeaseContainerNotFound:
             return
-        await self._call(self._remove, self._container_name(lease_id))
+        await self._call(self._remove_lease, lease_id)
         await self.release_network()
 
     async def release_network(self) -> None:
@@ -268,8 +285,17 @@ class DockerBackend:
 
     @property
     def disk_limit_enforced(self) -> bool | None:
-        """True/False once known whether ``disk_gb`` is enforced; None before the first probe."""
-        return self._disk_quota
+        """True/False once known whether ``disk_gb`` is held by the kernel; None before the probe."""
+        return None if self._disk_cap is None else self._disk_cap != "none"
+
+    async def disk_cap(self) -> str:
+        """How a lease's disk size is held here, as renters see it: ``kernel`` (the storage driver's
+        quota or a filesystem of its own), ``watched`` (advisory: the disk watch stops a lease over
+        it) or ``refused`` (cannot be held: leases are refused). Probes the engine once."""
+        cap = self._disk_cap or await self._call(self._resolve_disk_cap, deadline_s=START_DEADLINE_S)
+        if cap != "none":
+            return "kernel"
+        return "refused" if self.require_disk_cap else "watched"
 
     # -- container parameters (pure) -----------------------------------------------------
 
@@ -295,7 +321,7 @@ class DockerBackend:
             host_ports=host_ports,
             host_key_line=host_key_line,
             device_ids=[self._gpu_id(index) for index in lease.gpus],
-            disk_limit=self._disk_quota is not False,
+            disk_limit=self._disk_cap in (None, "quota"),  # None: not probed yet (a pure call)
             volume=self._volume_name(lease),
         )
 
@@ -347,16 +373,28 @@ class DockerBackend:
     def _create_and_start(
         self, lease: LeaseRecord, archive: bytes, host_key_line: str
     ) -> tuple[str, dict[int, int]]:
-        """Create the container, copy the files in, start it; retry on a lost port race."""
+        """Create the container, give it its disk, copy the files in, start it; retry on a lost port
+        race. A lease whose disk size cannot be held is refused here, before anything is made."""
+        cap = self._disk_cap or self._resolve_disk_cap()
+        if cap == "none" and self.require_disk_cap and lease.disk_gb > 0:
+            raise DiskCapUnavailable(
+                f"lease {lease.lease_id}: this miner cannot hold a lease's disk size on this engine (no "
+                "storage quota, no loop-mounted lease disks); it accepts no lease until it can, or until "
+                "its operator accepts advisory sizes (--miner.disk_cap_advisory)"
+            )
         for attempt in range(3):
             host_ports = self._pick_ports(1 + lease.extra_ports)
             container = self._create(self.container_kwargs(lease, host_ports, host_key_line))
             try:
+                if self._disk_cap == "loop" and self.disks is not None and lease.disk_gb > 0:
+                    self.disks.attach(lease.lease_id, container, lease.disk_gb)
                 if not container.put_archive("/", archive):
                     raise StartFailed(f"lease {lease.lease_id}: could not copy SSH files into the container")
                 container.start()
-            except (APIError, StartFailed) as exc:
-                self._remove(container.name)
+            except (APIError, StartFailed, ImageError) as exc:
+                self._remove_lease(lease.lease_id, container)
+                if isinstance(exc, ImageError):
+                    raise StartFailed(f"lease {lease.lease_id}: its disk could not be made: {exc}") from exc
                 if isinstance(exc, APIError) and spec.port_conflict(exc) and attempt < 2:
                     log.info("lease=%s port race lost, retrying with other ports", lease.lease_id)
                     continue
@@ -372,21 +410,19 @@ class DockerBackend:
 
     def _create(self, kwargs: dict[str, Any]) -> Any:
         client = self._client()
-        if "storage_opt" in kwargs and self._disk_quota is None:
-            self._disk_quota = self._probe_disk_quota(client)
-            if not self._disk_quota:
-                kwargs = {k: v for k, v in kwargs.items() if k != "storage_opt"}
-        disk = "enforced" if "storage_opt" in kwargs else "advisory"
+        disk = {"quota": "storage-opt", "loop": "loop"}.get(self._disk_cap or "", "advisory")
         kwargs = {**kwargs, "labels": {**kwargs["labels"], "compute.disk_limit": disk}}
         try:
             return client.containers.create(**kwargs)
         except APIError as exc:
             message = str(exc.explanation or exc)
             if "storage_opt" in kwargs and ("storage-opt" in message or "quota" in message):
-                self._disk_quota = False
-                log.warning(
-                    "disk limits are advisory: the storage driver refused --storage-opt size (%s)", message
-                )
+                log.warning("the storage driver refused --storage-opt size (%s)", message)
+                self._disk_cap = without_quota(client, self.disks, self.image, self.require_disk_cap)
+                if self._disk_cap == "none" and self.require_disk_cap:
+                    raise DiskCapUnavailable(
+                        f"the storage driver refused the lease's disk size: {message}"
+                    ) from exc
                 return self._create({k: v for k, v in kwargs.items() if k != "storage_opt"})
             if exc.status_code == 409:
                 raise StartFailed(f"container {kwargs['name']} already exists") from exc
@@ -394,11 +430,14 @@ class DockerBackend:
         except DockerException as exc:
             raise DockerUnavailable(f"Docker engine error: {exc}") from exc
 
-    def _probe_disk_quota(self, client: docker.DockerClient) -> bool:
-        supported, where = spec.disk_quota_supported(client.info())
-        if not supported:
-            log.warning("disk limits are advisory: storage driver %s cannot enforce a container size", where)
-        return supported
+    def _resolve_disk_cap(self) -> DiskCap:
+        """How this engine holds a lease's disk size (probed once: see ``diskcap.disk_cap_of``)."""
+        if self._disk_cap is None:
+            try:
+                self._disk_cap = disk_cap_of(self._client(), self.disks, self.image, self.require_disk_cap)
+            except DockerException as exc:
+                raise DockerUnavailable(f"Docker engine error: {exc}") from exc
+        return self._disk_cap
 
     def _pick_ports(self, count: int) -> list[int]:
         ports = pick_free_ports(self.host, self.port_range, self._published_host_ports(), count)
@@ -423,6 +462,20 @@ class DockerBackend:
         if spec.owner_of(container.labels) not in (None, self.miner_id):
             raise LeaseContainerNotFound(f"lease {lease_id}: container {container.name} is another miner's")
         return container
+
+    def _remove_lease(self, lease_id: str, container: Any | None = None) -> None:
+        """Remove the lease's container, then its disk (the engine unmounts the layer with it)."""
+        layer = None
+        if self.disks is not None:
+            try:
+                layer = layer_dir(container or self._client().containers.get(self._container_name(lease_id)))
+            except (ImageError, NotFound):
+                pass
+            except DockerException as exc:
+                raise DockerUnavailable(f"Docker engine error: {exc}") from exc
+        self._remove(self._container_name(lease_id))
+        if self.disks is not None:
+            self.disks.detach(lease_id, layer)
 
     def _remove(self, name: str) -> None:
         try:
@@ -518,7 +571,14 @@ class DockerBackend:
         raise StartFailed(f"sshd did not answer on {target}:{port} within {self.ready_timeout_s:.0f}s")
 
 
-__all__ = ["DockerBackend", "DockerUnavailable", "LeaseContainerNotFound", "NoFreePort", "StartFailed"]
+__all__ = [
+    "DiskCapUnavailable",
+    "DockerBackend",
+    "DockerUnavailable",
+    "LeaseContainerNotFound",
+    "NoFreePort",
+    "StartFailed",
+]
 
 
 def _host_cpus() -> tuple[int, ...]:

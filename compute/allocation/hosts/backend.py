@@ -26,6 +26,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from compute.allocation.docker.backend import DockerBackend, DockerUnavailable
 from compute.allocation.docker.templates import TemplateCatalog
@@ -295,6 +296,13 @@ class MultiHostBackend:
         known = [s.backend.disk_limit_enforced for s in self.hosts.values()]
         return False if False in known else None if None in known else True
 
+    async def disk_cap(self) -> str:
+        """The weakest way an up host holds a lease's disk size (``refused`` < ``watched`` < ``kernel``)."""
+        up = [s.backend for s in self.hosts.values() if s.up]
+        caps = await asyncio.gather(*(b.disk_cap() for b in up), return_exceptions=True)
+        shown = [c for c in caps if isinstance(c, str)]
+        return min(shown, key=("refused", "watched", "kernel").index) if shown else "refused"
+
     async def close(self) -> None:
         for state in self.hosts.values():
             client = getattr(state.backend, "_client_obj", None)
@@ -312,11 +320,16 @@ def host_backend(
     image: str,
     templates: TemplateCatalog | None = None,
     bind_host: str = "0.0.0.0",
+    *,
+    disk_dir: Path | None = None,
+    require_disk_cap: bool = False,
 ) -> DockerBackend:
     """A host's own DockerBackend over its own client (lazy: nothing is contacted here).
 
     Leases get the host's device indices (``gpu_uuids=None``); a remote host publishes on all its
     addresses and is probed at its public SSH address; ``bind_host`` applies to a local one.
+    ``disk_dir``/``require_disk_cap``: its lease disks and whether a size it cannot hold refuses the
+    lease (a remote engine has no lease disks of this machine: only its storage driver's quota).
     """
     return DockerBackend(
         image=image,
@@ -331,6 +344,8 @@ def host_backend(
         probe_host=config.ssh_host if config.remote else None,
         local_engine=not config.remote,
         calls=EngineCalls(config.name, deadline_s=config.deadline_s),
+        disk_dir=disk_dir,
+        require_disk_cap=require_disk_cap,
     )
 
 

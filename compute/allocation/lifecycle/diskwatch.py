@@ -1,11 +1,13 @@
-"""The disk watch: a Docker lease that wrote more than its ``disk_gb`` is stopped.
+"""The disk watch: a Docker lease that wrote more than its ``disk_gb`` is stopped, where sizes are advisory.
 
-Docker enforces a container's disk size (``--storage-opt size``) only on some storage drivers
-(overlay2 on xfs with project quotas, btrfs, zfs); on the common overlay2-on-ext4 the size is
-advisory, and a lease asked for 1 GB wrote 2 GB. Where the engine does not enforce it, this watch
-measures every lease container's own layer (``SizeRw``) each ``interval`` and ends a lease over its
-size (plus ``slack``) as ``expired``: the renter's container is stopped before it can take the
-disk other tenants and the miner need, as a watched volume is refused over its size.
+The Docker backend holds a lease's disk size in the kernel (``docker.diskcap``: the storage
+driver's quota, or a lease disk as the container's writable layer) and then this watch has nothing
+to do. Where neither works and the operator accepted advisory sizes (``--miner.disk_cap_advisory``),
+it measures every lease container's own layer (``SizeRw``) each ``interval`` and ends a lease over
+its size (plus ``slack``) as ``expired``: the renter's container is stopped before it can take the
+disk other tenants and the miner need, as a watched volume is refused over its size. It cannot see
+a file the tenant deleted but keeps open (the layer does not count it): that is why advisory sizes
+are the operator's explicit choice.
 
 What it deliberately does not do: look inside volumes (their own quota), or stop a lease whose
 size it could not measure (an engine that does not answer is the host watch's business).

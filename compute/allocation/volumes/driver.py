@@ -16,9 +16,10 @@ hotkey and name, so names never collide between renters or miners) labelled ``co
   reported (the keeper refuses new attaches over the size). Used where no hard limit is possible
   (no root, a remote engine).
 
-Either way a new volume must leave a margin of free disk (``MARGIN_MIN_BYTES`` or
-``MARGIN_SHARE`` of the disk); short of it the creation fails with "no space left on device",
-which the caller answers as a 507.
+Either way a new volume must leave a margin of free disk (``images.MARGIN_MIN_BYTES`` or
+``images.MARGIN_SHARE`` of the disk); short of it the creation fails with "no space left on
+device", which the caller answers as a 507. Images are made and mounted by ``volumes.images``
+(shared with the lease disks of ``docker.diskcap``).
 
 Only volumes labelled with this miner's id are ever listed, mounted or removed. Blocking work
 runs in threads. What it deliberately does not do: decide who owns what, caps or retention
@@ -31,8 +32,6 @@ import asyncio
 import hashlib
 import logging
 import os
-import shutil
-import subprocess
 import threading
 import time
 import uuid
@@ -43,21 +42,19 @@ from typing import Any, Literal
 
 from docker.errors import APIError, DockerException, NotFound
 
-from compute.allocation.lease.backend import BackendError
+from compute.allocation.volumes import images
+from compute.allocation.volumes.images import GIB, ImageError
 
 log = logging.getLogger(__name__)
 
 VolumeMode = Literal["auto", "hard", "watch"]
-GIB = 1024**3
 LABEL_VOLUME = "compute.volume"
 LABEL_SIZE = "compute.size_gb"
-_CMD_TIMEOUT_S = 120.0
+_CMD_TIMEOUT_S = images.CMD_TIMEOUT_S
 WATCH_CACHE_S = 60.0  # a watch-mode measurement (a container running du) is reused this long
-MARGIN_MIN_BYTES = 256 * 1024**2  # free disk a new volume must leave: at least this ...
-MARGIN_SHARE = 0.02  # ... or this share of the disk, whichever is more
 
 
-class VolumeError(BackendError):
+class VolumeError(ImageError):
     """A volume could not be created, mounted, measured or removed."""
 
 
@@ -74,15 +71,6 @@ class FoundVolume:
 def docker_volume_name(miner_id: str, owner: str, name: str) -> str:
     digest = hashlib.sha256(f"{miner_id}\0{owner}\0{name}".encode()).hexdigest()[:24]
     return f"compute-vol-{digest}"
-
-
-def _run(argv: list[str]) -> None:
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=_CMD_TIMEOUT_S, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise VolumeError(f"{argv[0]} failed: {exc}") from exc
-    if done.returncode != 0:
-        raise VolumeError(f"{' '.join(argv[:2])} failed: {(done.stderr or done.stdout).strip()[-300:]}")
 
 
 class DockerVolumes:
@@ -116,7 +104,7 @@ class DockerVolumes:
 
     def _hard_possible(self) -> bool:
         """Whether a loop-mounted ext4 image bound into a container works on this host and engine."""
-        if os.geteuid() != 0 or not (shutil.which("mkfs.ext4") and shutil.which("mount")):
+        if not images.tools_present():
             log.warning("volume sizes are watched, not enforced: hard limits need root and mkfs.ext4")
             return False
         name = f"compute-vol-probe-{uuid.uuid4().hex[:12]}"
@@ -135,7 +123,7 @@ class DockerVolumes:
                 log.warning(
                     "volume sizes are watched, not enforced: a container did not see the host's mount"
                 )
-        except (VolumeError, DockerException, OSError) as exc:
+        except (ImageError, DockerException, OSError) as exc:
             log.warning(
                 "volume sizes are watched, not enforced: loop-mounted images do not work here (%s)", exc
             )
@@ -273,7 +261,7 @@ class DockerVolumes:
             used = round(int(out.split()[0]) * 1024 / GIB, 3)
             self._measured[dname] = (time.monotonic(), used)
             return used
-        except (VolumeError, DockerException, OSError, ValueError, IndexError) as exc:
+        except (ImageError, DockerException, OSError, ValueError, IndexError) as exc:
             log.warning("volume=%s usage not measured: %s", name, exc)
             return None
 
@@ -330,56 +318,29 @@ class DockerVolumes:
         return {"type": "none", "o": "bind", "device": str(self._data(dname))}
 
     def _check_room(self, size_gb: float) -> None:
-        """Refuse (``no space left on device``: a 507) unless the disk under ``root`` holds
-        ``size_gb`` more and still keeps its margin for everything else (leases, stores, logs)."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        disk = shutil.disk_usage(self.root)
-        margin = max(MARGIN_MIN_BYTES, int(disk.total * MARGIN_SHARE))
-        wanted = int(size_gb * GIB)
-        if disk.free - wanted < margin:
-            raise VolumeError(
-                f"no space left on device for a {size_gb:g} GiB volume: {disk.free / GIB:.2f} GiB free, "
-                f"{margin / GIB:.2f} GiB kept for the rest of the machine"
-            )
+        """Refuse (``no space left on device``: a 507) unless the disk holds the volume and its margin."""
+        images.check_room(self.root, size_gb, "a volume")
 
     def _make_image(self, dname: str, size_gb: float) -> None:
         """The volume's ext4 image, its blocks *reserved* on the host disk (not sparse: a volume can
-        never take another tenant's space), written as ``.partial`` and renamed when complete."""
-        image = self._image(dname)
-        image.parent.mkdir(parents=True, exist_ok=True)
-        partial = image.with_suffix(".partial")
-        try:
-            self._check_room(size_gb)
-            self._reserve(partial, int(size_gb * GIB))
-            self._mkfs(partial, dname)
-        except BaseException:
-            partial.unlink(missing_ok=True)  # nothing half-made stays behind (a crash: reconcile)
-            raise
-        partial.rename(image)
+        never take another tenant's space), then mounted; its steps are methods, which the crash
+        harness kills between (``compute.lab.harness.volcrash``)."""
+        images.make_image(self._image(dname), size_gb, dname, "a volume", (self._reserve, self._mkfs))
         self._mount(dname)
 
     def _reserve(self, path: Path, size: int) -> None:
-        with open(path, "wb") as file:
-            try:
-                os.posix_fallocate(file.fileno(), 0, size)  # the blocks are the volume's from now on
-            except OSError as exc:
-                raise VolumeError(f"cannot reserve {size / GIB:g} GiB for the volume: {exc}") from exc
+        images.reserve(path, size)
 
-    def _mkfs(self, path: Path, dname: str) -> None:
-        # nodiscard: mke2fs would otherwise punch the reserved blocks back out of a regular file
-        _run(["mkfs.ext4", "-q", "-F", "-m", "0", "-E", "nodiscard", "-L", dname[-16:], str(path)])
+    def _mkfs(self, path: Path, label: str) -> None:
+        images.mkfs(path, label)
 
     def _mount(self, dname: str) -> None:
-        mnt = self._mnt(dname)
-        mnt.mkdir(parents=True, exist_ok=True)
-        if not os.path.ismount(mnt):
-            _run(["mount", "-o", "loop,nodev,nosuid", str(self._image(dname)), str(mnt)])
-        self._data(mnt.name).mkdir(exist_ok=True)  # inside the mounted image (a crash may have come first)
+        images.mount(self._image(dname), self._mnt(dname))
+        self._data(dname).mkdir(exist_ok=True)  # inside the mounted image (a crash may have come first)
 
     def _destroy_files(self, dname: str) -> None:
         mnt = self._mnt(dname)
-        if os.path.ismount(mnt):
-            _run(["umount", str(mnt)])
+        images.unmount(mnt)
         if mnt.exists():
             mnt.rmdir()  # empty once unmounted; never removes data that is still mounted
         for path in (self._image(dname), self._image(dname).with_suffix(".partial")):
