@@ -410,6 +410,12 @@ def ssh_argv(access: LeaseAccess, command: Sequence[str] = (), tty: bool | None 
         "StrictHostKeyChecking=yes",
         "-o",
         "GlobalKnownHostsFile=/dev/null",
+        "-o",
+        f"ConnectTimeout={CONNECT_TIMEOUT_S:.0f}",
+        "-o",
+        f"ServerAliveInterval={KEEPALIVE_S:.0f}",  # a peer gone silent is dropped, as by exec and cp
+        "-o",
+        "ServerAliveCountMax=3",
     ]
     if tty is True:
         argv.append("-t")

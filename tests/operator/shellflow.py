@@ -88,6 +88,7 @@ def exec_cp_ssh_journey(subnet, tmp_path: Path) -> None:
     assert (
         code == EXIT_OK
         and "StrictHostKeyChecking=yes" in body["argv"]
+        and "ServerAliveInterval=30" in body["argv"]
         and "UserKnownHostsFile=" in body["command"]
     )
 
