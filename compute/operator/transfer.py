@@ -200,17 +200,18 @@ class Download:
         for stale in local.parent.glob(f"{glob_escape(local.name)}.????????????.partial"):
             if stale != partial:
                 stale.unlink(missing_ok=True)  # a partial of an older version of the file
+        kept = partial.lstat().st_size if partial.exists() else 0
+        free = shutil.disk_usage(local.parent).free
+        if size - min(kept, size) > free:  # refused before a byte is written
+            raise TransferFailed(
+                f"lease {self.lease}: {remote} is {size} bytes; {local.parent} has only {free} free"
+            )
         fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         try:
             start = os.fstat(fd).st_size
             if start > size:
                 os.ftruncate(fd, 0)
                 start = 0
-            free = shutil.disk_usage(local.parent).free
-            if size - start > free:
-                raise TransferFailed(
-                    f"lease {self.lease}: {remote} is {size} bytes; {local.parent} has only {free} free"
-                )
             try:
                 file = await self.sftp.open(remote, "rb", block_size=0)  # one request per read call
             except asyncssh.SFTPError as exc:
