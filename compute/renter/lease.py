@@ -166,7 +166,7 @@ class AsyncLease:
         idle_timeout: float = IDLE_TIMEOUT_S,
     ) -> None:
         """Copy local files (or directories: ``recursive`` defaults to True for one) to the lease.
-        ``TransferFailed`` when the copy moves less than 64 KiB in ``idle_timeout`` seconds."""
+        ``TransferStalled`` when the copy moves less than 64 KiB in ``idle_timeout`` seconds."""
         sources = [local] if isinstance(local, (str, Path)) else list(local)
         if recursive is None:
             recursive = any(Path(s).expanduser().is_dir() for s in sources)
@@ -183,7 +183,7 @@ class AsyncLease:
     ) -> None:
         """Copy files (``recursive=True`` for directories) from the lease to ``local``. A file shows
         under its name only once complete; a failed copy keeps ``NAME.<tag>.partial`` and the same
-        ``get`` resumes it. ``TransferFailed`` when the copy moves less than 64 KiB in
+        ``get`` resumes it. ``TransferStalled`` when the copy moves less than 64 KiB in
         ``idle_timeout`` seconds."""
         sources = [remote] if isinstance(remote, str) else list(remote)
         limits = _limits(idle_timeout)
