@@ -104,6 +104,10 @@ async def prove_beside(
     """The ``len(names)`` rented GPUs proven beside their tenants at ``seat``'s window moment (on
     ``host`` of a multi-host miner); never raises for the miner's failures (they are absence)."""
     where = f"host {host}: " if host else ""
+    if not names:
+        if seat is not None:
+            seat.leave()
+        return Beside(0, f"{where}no rented GPU to prove")
     try:
         async with leased(check, len(names), host=host, note=False, beside=True) as lease:
             try:

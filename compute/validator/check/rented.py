@@ -69,9 +69,10 @@ async def check_rented(
     claimed = claimed or []
     free = claimed[: notes.claimed_gpus - rented]
     names = proven_models(check.whole, claimed[: notes.claimed_gpus], rented, check.table)
-    beside_task = asyncio.ensure_future(
-        prove_beside(check, names, _fork(check.seat, f"uid {check.uid} beside"))
-    )
+    seat = _fork(check.seat, f"uid {check.uid} beside its tenants")
+    if check.seat is not None and seat is None:  # the window's first gate fell: too late to be there
+        names = ()
+    beside_task = asyncio.ensure_future(prove_beside(check, names, seat))
     try:
         proven = await _prove_free(check, free, specs)
         beside = await beside_task
@@ -93,8 +94,8 @@ def _rented(check: MinerCheck, beside: Beside) -> PogResult:
 
 
 def _fork(seat: Seat | None, name: str) -> Seat | None:
-    """A seat of the test's window for the proof beside the tenants (None once the window's first
-    gate fell: then that proof is absent)."""
+    """A seat of the test's window for the proof beside the tenants (None without a window, or once
+    its first gate fell: then that proof is absent)."""
     if seat is None:
         return None
     try:
