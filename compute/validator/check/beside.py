@@ -14,6 +14,9 @@ seconds, a chain of at most 256 passes over it (about 0.1 s of an H100) per chec
 present only where its part of the proof passes; a refused, unreachable, late or wrong proof is
 absence, and an absent rented GPU earns nothing.
 
+The lease's SSH endpoint and host key and the GPU UUIDs its worker reports go into the test's notes,
+as every lease's do: one machine shown under two hotkeys is credited once (``fleet.dedup``).
+
 What it deliberately does not do: decide which GPUs are rented (receipts do), or score.
 """
 
@@ -109,7 +112,7 @@ async def prove_beside(
             seat.leave()
         return Beside(0, f"{where}no rented GPU to prove")
     try:
-        async with leased(check, len(names), host=host, note=False, beside=True) as lease:
+        async with leased(check, len(names), host=host, beside=True) as lease:  # its fingerprint noted
             try:
                 return await _resident(check, lease, names, seat)
             except BaseException:
@@ -134,6 +137,7 @@ async def _resident(check: MinerCheck, lease: Lease, names: Sequence[str], seat:
         devices, rtt = await measure_info(session, check)
         if len(devices) < len(names):
             raise MinerFailed(f"worker sees {len(devices)} devices beside the tenants, {len(names)} rented")
+        check.notes.gpu_uuids.update(d.uuid for d in devices[: len(names)] if d.uuid)  # may only lower
         gate = SeatGate(seat) if seat is not None else None
         memory = await prove_memory(check, session, list(names), len(names), rtt, gate, beside=True)
     if memory is None or memory.started_at is None:
