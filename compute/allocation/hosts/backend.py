@@ -296,10 +296,13 @@ class MultiHostBackend:
         known = [s.backend.disk_limit_enforced for s in self.hosts.values()]
         return False if False in known else None if None in known else True
 
-    async def disk_cap(self) -> str:
-        """The weakest way an up host holds a lease's disk size (``refused`` < ``watched`` < ``kernel``)."""
-        up = [s.backend for s in self.hosts.values() if s.up]
-        caps = await asyncio.gather(*(b.disk_cap() for b in up), return_exceptions=True)
+    async def disk_cap(self) -> str | None:
+        """The weakest way an up host holds a lease's disk size (``refused`` < ``watched`` < ``kernel``);
+        None when no up host's backend says (embedded hosts)."""
+        asks = [ask for s in self.hosts.values() if s.up and (ask := getattr(s.backend, "disk_cap", None))]
+        if not asks:
+            return None
+        caps = await asyncio.gather(*(ask() for ask in asks), return_exceptions=True)
         shown = [c for c in caps if isinstance(c, str)]
         return min(shown, key=("refused", "watched", "kernel").index) if shown else "refused"
 
