@@ -4,6 +4,12 @@ Each row says which miner holds the lease (uid, hotkey, endpoint), how to reach 
 port, user, the pinned host key and the known_hosts file written from it), which key opens it
 (the *path* of the private key file, never its contents), and until when it runs.
 
+Before an allocate request leaves, its *intent* is written here (the request as it will be
+signed, its idempotency key, the miner asked and the key file): a process interrupted or killed
+at any moment after that leaves the intent behind, and the operator settles it (the same request
+again gets the lease the first one made, which is then released), so no lease runs that the book
+does not know. Each lease also keeps the price per hour the miner signed when it rented it.
+
 Deliberately not stored: secrets of any kind. Private keys live as 0600 files in the data
 directory; the database only points at them. The miner stays the authority on a lease's state;
 the book caches what the miner last said.
@@ -19,7 +25,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: intents (allocations not yet settled) and each lease's price per hour
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -46,9 +52,25 @@ CREATE TABLE IF NOT EXISTS leases (
     key_generated INTEGER NOT NULL,
     created_at REAL NOT NULL,
     expires_at REAL NOT NULL,
-    updated_at REAL NOT NULL
+    updated_at REAL NOT NULL,
+    price_per_hour REAL
 );
 CREATE INDEX IF NOT EXISTS leases_owner ON leases (owner_hotkey, state);
+CREATE TABLE IF NOT EXISTS intents (
+    idempotency_key TEXT PRIMARY KEY,
+    owner_hotkey TEXT NOT NULL,
+    miner_uid INTEGER,
+    miner_hotkey TEXT NOT NULL,
+    endpoint TEXT NOT NULL,
+    request TEXT NOT NULL,
+    private_key_path TEXT,
+    key_generated INTEGER NOT NULL,
+    created_at REAL NOT NULL
+);
+"""
+_FROM_1 = """
+ALTER TABLE leases ADD COLUMN price_per_hour REAL;
+UPDATE meta SET value = '2' WHERE key = 'schema_version';
 """
 
 
@@ -81,6 +103,14 @@ class BookEntry:
     created_at: float
     expires_at: float
     updated_at: float
+    price_per_hour: float | None = None  # as the miner signed it at allocate (None: no price given)
+
+    def spent(self, now: float) -> float | None:
+        """What the lease has cost so far at its price: from its start to now, or to its end."""
+        if self.price_per_hour is None:
+            return None
+        end = min(now, self.expires_at) if self.state == "active" else min(self.updated_at, self.expires_at)
+        return round(self.price_per_hour * max(0.0, end - self.created_at) / 3600, 6)
 
     def time_left(self, now: float) -> float:
         return max(0.0, self.expires_at - now) if self.state == "active" else 0.0
@@ -89,7 +119,26 @@ class BookEntry:
         return replace(self, **changes)
 
 
+@dataclass(frozen=True)
+class Intent:
+    """An allocate request about to be sent (or sent, its answer not yet recorded).
+
+    ``request`` is the ``AllocateRequest`` as JSON; sent again, it carries the same idempotency
+    key, so the miner answers with the lease the first one made instead of making another."""
+
+    idempotency_key: str
+    owner_hotkey: str
+    miner_uid: int | None
+    miner_hotkey: str
+    endpoint: str
+    request: str
+    private_key_path: str | None
+    key_generated: bool
+    created_at: float
+
+
 _COLUMNS = [f.name for f in fields(BookEntry)]
+_INTENT_COLUMNS = [f.name for f in fields(Intent)]
 
 
 def _to_row(entry: BookEntry) -> dict[str, Any]:
@@ -124,6 +173,9 @@ class LeaseBook:
                     (str(SCHEMA_VERSION),),
                 )
                 (version,) = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+                if version == "1":  # a book of an earlier register.py: add the new column, keep every row
+                    conn.executescript(_FROM_1)
+                    version = "2"
         except sqlite3.DatabaseError as exc:
             raise BookError(f"cannot open lease book {self.path}: {exc}") from exc
         if int(version) != SCHEMA_VERSION:
@@ -162,3 +214,50 @@ class LeaseBook:
         with self._connect() as conn:
             rows = conn.execute(query + " ORDER BY created_at DESC", (owner_hotkey,)).fetchall()
         return [_from_row(row) for row in rows]
+
+    def miners(self, owner_hotkey: str) -> list[tuple[str, str, int | None]]:
+        """(hotkey, endpoint, uid) of every miner this owner rented from or asked to, its latest
+        endpoint first seen: where leases of this owner may run."""
+        query = (
+            "SELECT miner_hotkey, endpoint, miner_uid, created_at FROM leases WHERE owner_hotkey = ? "
+            "UNION ALL SELECT miner_hotkey, endpoint, miner_uid, created_at FROM intents WHERE owner_hotkey = ? "
+            "ORDER BY created_at DESC"
+        )
+        with self._connect() as conn:
+            rows = conn.execute(query, (owner_hotkey, owner_hotkey)).fetchall()
+        found: dict[str, tuple[str, str, int | None]] = {}
+        for row in rows:
+            found.setdefault(row["miner_hotkey"], (row["miner_hotkey"], row["endpoint"], row["miner_uid"]))
+        return list(found.values())
+
+    # ------------------------------------------------------------ intents
+
+    def add_intent(self, intent: Intent) -> None:
+        """Written before the request leaves (synchronously: on disk when this returns)."""
+        row = asdict(intent)
+        row["key_generated"] = int(intent.key_generated)
+        names = ", ".join(_INTENT_COLUMNS)
+        marks = ", ".join(f":{name}" for name in _INTENT_COLUMNS)
+        with self._connect() as conn:
+            conn.execute(f"INSERT OR REPLACE INTO intents ({names}) VALUES ({marks})", row)
+
+    def drop_intent(self, idempotency_key: str) -> None:
+        with self._connect() as conn:
+            conn.execute("DELETE FROM intents WHERE idempotency_key = ?", (idempotency_key,))
+
+    def record_settled(self, entry: BookEntry, idempotency_key: str) -> None:
+        """The lease an intent made, saved and the intent dropped in one transaction."""
+        row = _to_row(entry)
+        names = ", ".join(_COLUMNS)
+        marks = ", ".join(f":{name}" for name in _COLUMNS)
+        with self._connect() as conn:
+            conn.execute(f"INSERT OR REPLACE INTO leases ({names}) VALUES ({marks})", row)
+            conn.execute("DELETE FROM intents WHERE idempotency_key = ?", (idempotency_key,))
+
+    def intents(self, owner_hotkey: str) -> list[Intent]:
+        """The owner's allocations not yet settled, the oldest first."""
+        with self._connect() as conn:
+            rows = conn.execute(
+                "SELECT * FROM intents WHERE owner_hotkey = ? ORDER BY created_at", (owner_hotkey,)
+            ).fetchall()
+        return [Intent(**{**dict(row), "key_generated": bool(row["key_generated"])}) for row in rows]

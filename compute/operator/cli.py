@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import json
 import logging
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -189,6 +190,11 @@ def build_parser() -> argparse.ArgumentParser:
     listing = sub("list", "my leases with the time left")
     listing.add_argument("--refresh", action="store_true", help="ask the miners for the current state")
     listing.add_argument("--all", action="store_true", help="include released and expired leases")
+    listing.add_argument(
+        "--all-miners",
+        action="store_true",
+        help="with --refresh: adopt leases of this hotkey from every serving miner, not only those of your book",
+    )
     for name, text in (
         ("status", "a lease's state, from its miner"),
         ("restart", "restart a lease's machine"),
@@ -265,6 +271,7 @@ async def _run(
             verified = {**verified, **await fetch_proven(dashboard, signers, timeout)}
         if feed:
             verified = {**verified, **await fetch_feed(feed, signers, timeout)}
+    _cancel_on_signals(args)
     async with MinerClient(wallet, timeout=timeout, max_concurrency=32) as client:
         op = Operator(
             hotkey=hotkey,
@@ -292,6 +299,24 @@ async def _run(
         result = await handler(op, args)
         emit(out, result, bool(args.json))
     return result.exit_code
+
+
+def _cancel_on_signals(args: argparse.Namespace) -> None:
+    """SIGTERM and SIGHUP cancel the command as Ctrl-C does (asyncio.run's own SIGINT handler), so
+    an allocate being made is finished and released rather than left running on the miner."""
+    loop, task = asyncio.get_running_loop(), asyncio.current_task()
+    if task is None:
+        return
+
+    def stop(signum: int) -> None:
+        args.signal = signum
+        task.cancel()
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            loop.add_signal_handler(signum, stop, signum)
+        except (RuntimeError, ValueError, NotImplementedError):  # not the main thread: Ctrl-C only
+            return
 
 
 def _signer_share(args: argparse.Namespace) -> float:
@@ -363,5 +388,7 @@ def main(argv: list[str] | None = None, stdout: IO[str] | None = None, stderr: I
     except OperatorError as exc:
         emit_error(out, err, exc, as_json)
         return exc.exit_code
-    except KeyboardInterrupt:
-        return 130
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        if not getattr(args, "interrupt_reported", False):
+            err.print("interrupted", highlight=False)
+        return 128 + getattr(args, "signal", signal.SIGINT)

@@ -8,8 +8,10 @@ Parsing helpers for durations and lease ids live here because every handler shar
 from __future__ import annotations
 
 import argparse
+import asyncio
 import math
 import re
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -242,7 +244,11 @@ async def cmd_allocate(op: Operator, args: argparse.Namespace) -> Result:
     elif wanted.volume is not None:  # a volume lives on one miner: go back to the one holding it
         held = miner_with_volume(op.book, op.hotkey, wanted.volume.name)
         target = await op.find_miner(hotkey=held.hotkey) if held is not None else None
-    allocation = await op.allocate(wanted, duration, key, target)
+    try:
+        allocation = await op.allocate_or_undo(wanted, duration, key, target)
+    except asyncio.CancelledError:  # Ctrl-C or SIGTERM: what the request made is released first
+        report_undone(op, args)
+        raise
     result = _lease_result(op, allocation.entry, "Lease allocated")
     result.payload.update(machine=machine_json(allocation.machine), skipped=list(allocation.skipped))
     if allocation.cover is not None:
@@ -257,9 +263,33 @@ async def cmd_allocate(op: Operator, args: argparse.Namespace) -> Result:
     return result
 
 
+def report_undone(op: Operator, args: argparse.Namespace) -> None:
+    """One line per lease an interrupted allocate made and released (or could not), on stderr."""
+    stream = getattr(args, "err_stream", None) or sys.stderr
+    lines = []
+    for done in op.undone:
+        lease = done.lease_id or "no lease"
+        if done.state in ("released", "expired"):
+            lines.append(
+                f"interrupted: lease {lease} (miner {done.miner_hotkey[:10]}…) was made and is {done.state}"
+            )
+        elif done.problem:
+            lines.append(
+                f"interrupted: {lease} on miner {done.miner_hotkey[:10]}… could not be settled ({done.problem}); "
+                "`register.py list --refresh` settles it"
+            )
+    print("\n".join(lines) or "interrupted: no lease was made", file=stream, flush=True)
+    args.interrupt_reported = True
+
+
 async def cmd_list(op: Operator, args: argparse.Namespace) -> Result:
-    entries, problems = await op.leases(refresh=args.refresh, include_ended=args.all)
+    everywhere = bool(getattr(args, "all_miners", False))
+    entries, problems = await op.leases(
+        refresh=args.refresh or everywhere, include_ended=args.all, everywhere=everywhere
+    )
     now = time.time()
+    adopted = [e.lease_id for e in op.adopted]
+    unsettled = len(op.book.intents(op.hotkey))
     payload = {
         "leases": [
             {
@@ -269,8 +299,25 @@ async def cmd_list(op: Operator, args: argparse.Namespace) -> Result:
             for e in entries
         ],
         "problems": problems,
+        "adopted": adopted,
+        "unsettled": unsettled,
     }
-    return Result(payload, lambda console: show_leases(console, entries, now, problems, op.lease_health))
+
+    def render(console: Console) -> None:
+        show_leases(console, entries, now, problems, op.lease_health)
+        if adopted:
+            console.print(
+                f"Adopted {len(adopted)} lease(s) the miners hold for this hotkey that the book did not know "
+                "(opened with your default SSH keys): " + ", ".join(adopted),
+                highlight=False,
+            )
+        if unsettled:
+            console.print(
+                f"{unsettled} interrupted allocation(s) not yet settled: `list --refresh` releases what they made",
+                highlight=False,
+            )
+
+    return Result(payload, render)
 
 
 async def cmd_status(op: Operator, args: argparse.Namespace) -> Result:

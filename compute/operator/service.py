@@ -4,6 +4,14 @@
 book and the data directory of keys and known_hosts files. Every method is async, returns typed
 values and raises ``compute.operator.errors`` subclasses; nothing here prints.
 
+No lease is ever left running that the book does not know: the intent of each allocate request
+is written to the book before it is sent (``LeaseBook.add_intent``) and settled when its answer
+is recorded; an allocation cancelled half-way (Ctrl-C, SIGTERM: ``allocate_or_undo``) is finished
+and released, and an intent a killed process left behind is settled by ``settle_intents`` (the
+same request again, same idempotency key: the miner answers with the lease the first one made,
+which is then released). ``leases(refresh=True)`` settles intents and adopts every active rental
+a miner of the book holds for this hotkey.
+
 Key handling decisions: a key pair this tool generated is deleted once it can no longer open its
 lease (after a successful key exchange, and after deallocation); a renter's own ``--ssh-key`` is
 never touched. Leases not in the book can still be addressed with an explicit miner (``miner=``),
@@ -23,12 +31,13 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from compute.chain import MetagraphSnapshot
-from compute.operator.book import BookEntry, LeaseBook
+from compute.operator.book import BookEntry, Intent, LeaseBook
 from compute.operator.cover import CollateralReader, Cover
 from compute.operator.discovery import Machine, VerifiedGpus, Wanted, discover, matches, probe, rank
 from compute.operator.errors import (
     LeaseExpired,
     LeaseNotFound,
+    MinerIdentityError,
     MinerOffline,
     MinerRefused,
     NoMatchingMachine,
@@ -43,7 +52,7 @@ from compute.operator.keys import (
     write_known_hosts,
 )
 from compute.operator.rentals import save_rental
-from compute.operator.rpc import Client, MinerRef, call
+from compute.operator.rpc import Client, MinerRef, ask_all, call
 from compute.protocol import (
     AllocateRequest,
     DeallocateRequest,
@@ -54,6 +63,8 @@ from compute.protocol import (
     LeaseIdle,
     LeaseInfo,
     LeaseStatusRequest,
+    ListLeasesRequest,
+    ListLeasesResponse,
     Message,
     RestartLeaseRequest,
     SshAccess,
@@ -68,6 +79,25 @@ MAX_ALLOCATION_ATTEMPTS = 3
 ALLOCATE_TRIES = 4
 ALLOCATE_RETRY_S = (1.0, 2.0, 4.0)
 _UNSPECIFIED_HOSTS = {"", "0.0.0.0", "::", "[::]"}
+# How long an interrupted allocation is waited for (its retries included) before it is left to
+# ``settle_intents``; and how long past its term an unsettled intent is kept (its lease, if any,
+# has ended by then).
+UNDO_GRACE_S = 120.0
+INTENT_MARGIN_S = 600.0
+# Answers after which a lease may exist on the miner (the intent is kept and settled later); every
+# other refusal is a miner's definite "no", which made nothing.
+_MAYBE_MADE = {ErrorCode.BUSY, ErrorCode.INTERNAL}
+
+
+@dataclass(frozen=True)
+class Settled:
+    """What became of one intent: the lease it made (released, or already ended), or why it waits."""
+
+    idempotency_key: str
+    miner_hotkey: str
+    lease_id: str | None = None
+    state: str | None = None  # released | expired | none (nothing was made) | pending (not settled)
+    problem: str | None = None
 
 
 @dataclass(frozen=True)
@@ -120,6 +150,8 @@ class Operator:
         self.lease_health: dict[str, LeaseHealth] = {}  # as the miners last reported it
         self.lease_idle: dict[str, LeaseIdle] = {}  # the miners' idle watch, for leases with an idle stop
         self.clock = clock
+        self.undone: list[Settled] = []  # what an interrupted ``allocate_or_undo`` released or left
+        self.adopted: list[BookEntry] = []  # leases the last ``leases(refresh=True)`` adopted
 
     # ------------------------------------------------------------ miners
 
@@ -194,20 +226,122 @@ class Operator:
                 idempotency_key=secrets.token_urlsafe(18),  # one per machine asked
                 renter_evm=self.renter_evm,
             )
+            self.book.add_intent(self._intent(machine.ref, request, key))  # on disk before it is sent
             try:
                 info = await self._allocate_on(machine.ref, request)
             except Refused as exc:
+                if not _maybe_made(exc):
+                    self.book.drop_intent(str(request.idempotency_key))
                 if target is not None:
-                    self._discard(key, generated)
+                    self._discard(key, generated)  # settling an intent needs no private key
                     raise
                 logger.info("allocation refused uid=%s hotkey=%s: %s", machine.uid, machine.hotkey, exc)
                 skipped.append(f"uid {machine.uid}: {exc.message}")
                 continue
-            entry = self._record(info, machine.ref, machine, key, None)
+            entry = self._record(info, machine.ref, machine, key, None, settles=request.idempotency_key)
             logger.info("allocated lease=%s uid=%s hotkey=%s", info.lease_id, machine.uid, machine.hotkey)
             return Allocation(entry, machine, tuple(skipped), cover)
         self._discard(key, generated)
         raise NoMatchingMachine("every matching machine refused: " + "; ".join(skipped))
+
+    def _intent(self, miner: MinerRef, request: AllocateRequest, key: RenterKey) -> Intent:
+        return Intent(
+            idempotency_key=str(request.idempotency_key),
+            owner_hotkey=self.hotkey,
+            miner_uid=miner.uid,
+            miner_hotkey=miner.hotkey,
+            endpoint=miner.endpoint or "",
+            request=request.model_dump_json(),
+            private_key_path=str(key.private_path) if key.private_path else None,
+            key_generated=key.generated,
+            created_at=self.clock(),
+        )
+
+    async def allocate_or_undo(
+        self, wanted: Wanted, duration_s: int, key: RenterKey | None = None, target: MinerRef | None = None
+    ) -> Allocation:
+        """``allocate``, safe to cancel at any moment: a cancelled allocation (Ctrl-C, SIGTERM) is
+        finished in the background, what it made is released, and every intent left is settled
+        before ``CancelledError`` goes on; ``undone`` then says what happened."""
+        task = asyncio.ensure_future(self.allocate(wanted, duration_s, key, target))
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            self.undone = await self._undo(task)
+            raise
+
+    async def _undo(self, task: asyncio.Future[Allocation]) -> list[Settled]:
+        done: list[Settled] = []
+        try:
+            allocation = await asyncio.wait_for(asyncio.shield(task), UNDO_GRACE_S)
+        except BaseException as exc:  # noqa: BLE001 - it failed or never finished: settle its intents
+            logger.info("cancelled allocation ended without an answer: %r", exc)
+        else:
+            entry = allocation.entry
+            try:
+                ended = await self.deallocate(entry.lease_id)
+                done.append(
+                    Settled("", entry.miner_hotkey, entry.lease_id, ended.state if ended else "released")
+                )
+            except Refused as exc:
+                done.append(Settled("", entry.miner_hotkey, entry.lease_id, entry.state, exc.message))
+        return done + await self.settle_intents()
+
+    async def settle_intents(self) -> list[Settled]:
+        """Settle every intent of this hotkey left by an allocation that never recorded its answer:
+        the same request again (same idempotency key) gets the lease it made, or makes it now, and
+        that lease is released; intents past their term are dropped (the lease ended by itself)."""
+        settled = []
+        for intent in self.book.intents(self.hotkey):
+            settled.append(await self._settle(intent))
+            done = settled[-1].state != "pending"
+            if done and intent.key_generated and intent.private_key_path:
+                if self._key_unused(intent.private_key_path):  # (allocate's other tries share it)
+                    remove_generated_key(Path(intent.private_key_path))
+        return settled
+
+    def _key_unused(self, private_key_path: str) -> bool:
+        active = self.book.entries(self.hotkey)
+        return all(e.private_key_path != private_key_path for e in active) and all(
+            i.private_key_path != private_key_path for i in self.book.intents(self.hotkey)
+        )
+
+    async def _settle(self, intent: Intent) -> Settled:
+        miner = MinerRef(intent.miner_hotkey, intent.endpoint or None, intent.miner_uid)
+        try:
+            request = AllocateRequest.model_validate_json(intent.request)
+        except ValidationError:
+            self.book.drop_intent(intent.idempotency_key)
+            return Settled(intent.idempotency_key, miner.hotkey, state="none", problem="unreadable intent")
+        if self.clock() > intent.created_at + request.duration_s + INTENT_MARGIN_S:
+            self.book.drop_intent(intent.idempotency_key)  # any lease it made has ended by its term
+            return Settled(intent.idempotency_key, miner.hotkey, state="expired")
+        try:
+            info = await self._allocate_on(miner, request)
+        except Refused as exc:
+            if _maybe_made(exc):
+                return Settled(intent.idempotency_key, miner.hotkey, state="pending", problem=exc.message)
+            self.book.drop_intent(intent.idempotency_key)
+            return Settled(intent.idempotency_key, miner.hotkey, state="none")
+        key = RenterKey(
+            request.ssh_public_key,
+            Path(intent.private_key_path) if intent.private_key_path else None,
+            intent.key_generated,
+        )
+        entry = self._record(info, miner, None, key, None, settles=intent.idempotency_key)
+        if entry.state != "active":
+            return Settled(intent.idempotency_key, miner.hotkey, entry.lease_id, entry.state)
+        try:
+            await call(self.client, miner, DeallocateRequest(lease_id=entry.lease_id))
+        except (LeaseExpired, LeaseNotFound):
+            pass
+        except Refused as exc:  # recorded as active in the book: never unknown, the term ends it
+            return Settled(intent.idempotency_key, miner.hotkey, entry.lease_id, "active", exc.message)
+        self._ended(entry, "released", keep_key=True)
+        logger.info(
+            "settled interrupted allocation: released lease=%s hotkey=%s", entry.lease_id, miner.hotkey
+        )
+        return Settled(intent.idempotency_key, miner.hotkey, entry.lease_id, "released")
 
     async def _cover(self, hotkey: str) -> Cover | None:
         return await self.collateral.cover(hotkey, self.clock()) if self.collateral is not None else None
@@ -239,7 +373,7 @@ class Operator:
                     if _timed_out(exc):
                         raise MinerOffline(
                             f"{exc}; asked {attempt + 1} times with one idempotency key, so at most one "
-                            "lease was made there (not in your book; it ends at its term)"
+                            "lease was made there (kept in your book as unsettled: `list --refresh` releases it)"
                         ) from exc
                     raise
                 logger.info("allocate on hotkey=%s: %s; asking again with the same key", miner.hotkey, exc)
@@ -257,8 +391,10 @@ class Operator:
         machine: Machine | None,
         key: RenterKey | None,
         previous: BookEntry | None,
+        settles: str | None = None,
     ) -> BookEntry:
-        """Save what the miner said about a lease into the book (and its pinned host key)."""
+        """Save what the miner said about a lease into the book (and its pinned host key);
+        ``settles``: the intent this answer settles, dropped in the same transaction."""
         if info.idle is not None:
             self.lease_idle[info.lease_id] = info.idle
         access = _public_access(info.ssh, miner.endpoint)
@@ -306,8 +442,11 @@ class Operator:
             created_at=info.created_at,
             expires_at=info.expires_at,
             updated_at=self.clock(),
+            price_per_hour=_price(info, previous),
         )
-        if info.owner_hotkey == self.hotkey:
+        if info.owner_hotkey == self.hotkey and settles is not None:
+            self.book.record_settled(entry, settles)
+        elif info.owner_hotkey == self.hotkey:
             self.book.save(entry)
         return entry
 
@@ -337,8 +476,8 @@ class Operator:
             self.lease_health[lease_id] = response.lease.health
         return self._record(response.lease, ref, None, key, entry)
 
-    def _ended(self, entry: BookEntry, state: str) -> BookEntry:
-        if entry.key_generated and entry.private_key_path:
+    def _ended(self, entry: BookEntry, state: str, keep_key: bool = False) -> BookEntry:
+        if entry.key_generated and entry.private_key_path and not keep_key:
             remove_generated_key(Path(entry.private_key_path))
         if entry.known_hosts_path:
             Path(entry.known_hosts_path).unlink(missing_ok=True)
@@ -384,11 +523,18 @@ class Operator:
         return self._ended(entry, "released")
 
     async def leases(
-        self, refresh: bool = False, include_ended: bool = False
+        self, refresh: bool = False, include_ended: bool = False, everywhere: bool = False
     ) -> tuple[list[BookEntry], dict]:
-        """This operator's leases; with ``refresh`` ask each miner first (errors per lease)."""
+        """This operator's leases; with ``refresh`` settle interrupted allocations, adopt every
+        active rental the book's miners hold for this hotkey, and ask each miner for the state of
+        each lease first (errors per lease); ``everywhere``: adopt from every serving miner, not only
+        those of the book."""
         problems: dict[str, str] = {}
         if refresh:
+            for settled in await self.settle_intents():
+                if settled.problem:
+                    problems[settled.lease_id or f"intent {settled.idempotency_key[:8]}"] = settled.problem
+            self.adopted = await self.adopt(everywhere)
             active = self.book.entries(self.hotkey)
             results = await asyncio.gather(*(self.status(e.lease_id) for e in active), return_exceptions=True)
             for entry, result in zip(active, results, strict=True):
@@ -399,6 +545,31 @@ class Operator:
                 elif result.state != "active":
                     self._ended(result, result.state)
         return self.book.entries(self.hotkey, include_ended), problems
+
+    async def adopt(self, everywhere: bool = False) -> list[BookEntry]:
+        """Record every active rental a miner of the book (``everywhere``: any serving miner) holds
+        for this hotkey that the book does not know (e.g. made by a process killed before it wrote
+        its answer, or by another host of a marketplace backend); their key is then your default
+        SSH keys."""
+        miners = [MinerRef(h, e or None, u) for h, e, u in self.book.miners(self.hotkey)]
+        if everywhere:
+            known = {m.hotkey for m in miners}
+            miners += [m for m in await self.miners() if m.hotkey not in known]
+        answers = await ask_all(self.client, miners, ListLeasesRequest(), self.concurrency, self.deadline_s)
+        adopted = []
+        for answer in answers:
+            if not isinstance(answer.reply, ListLeasesResponse):
+                continue
+            for info in answer.reply.leases:
+                if (
+                    info.purpose == "rental"
+                    and info.state == "active"
+                    and info.owner_hotkey == self.hotkey
+                    and self.book.get(info.lease_id) is None
+                ):
+                    adopted.append(self._record(info, answer.miner, None, None, None))
+                    logger.info("adopted lease=%s hotkey=%s", info.lease_id, answer.miner.hotkey)
+        return adopted
 
     def ssh_command(self, entry: BookEntry) -> str | None:
         if entry.state != "active" or not entry.ssh_host or not entry.known_hosts_path or not entry.host_key:
@@ -431,6 +602,20 @@ def _gpu_text(count: int, model: str | None) -> str:
 def _describe(wanted: Wanted) -> str:
     parts = [f"{k}={v}" for k, v in vars(wanted).items() if v and k != "available_only"]
     return ", ".join(parts) or "any machine"
+
+
+def _maybe_made(exc: Refused) -> bool:
+    """Whether a lease may exist after this failure (no answer, an unreadable one, busy)."""
+    if isinstance(exc, (MinerOffline, MinerIdentityError)):
+        return True
+    return isinstance(exc, MinerRefused) and exc.miner_code in _MAYBE_MADE
+
+
+def _price(info: LeaseInfo, previous: BookEntry | None) -> float | None:
+    """The price per hour the miner signed when it rented the lease (kept from the first answer)."""
+    if previous is not None and previous.price_per_hour is not None:
+        return previous.price_per_hour
+    return getattr(info, "price_per_hour", None)
 
 
 def _timed_out(exc: BaseException) -> bool:

@@ -151,3 +151,39 @@ def test_book_with_a_future_schema_is_refused(tmp_path):
         conn.execute("UPDATE meta SET value='99' WHERE key='schema_version'")
     with pytest.raises(BookError, match="schema 99"):
         LeaseBook(tmp_path / "leases.db")
+
+
+_SCHEMA_1 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO meta VALUES ('schema_version', '1');
+CREATE TABLE leases (
+    lease_id TEXT PRIMARY KEY, owner_hotkey TEXT NOT NULL, network TEXT NOT NULL, netuid INTEGER NOT NULL,
+    miner_uid INTEGER, miner_hotkey TEXT NOT NULL, endpoint TEXT NOT NULL, state TEXT NOT NULL,
+    verified INTEGER NOT NULL, gpu_summary TEXT NOT NULL, requirements TEXT NOT NULL, ssh_host TEXT,
+    ssh_port INTEGER, ssh_username TEXT, host_key TEXT, ports TEXT NOT NULL, known_hosts_path TEXT,
+    private_key_path TEXT, public_key TEXT NOT NULL, key_generated INTEGER NOT NULL,
+    created_at REAL NOT NULL, expires_at REAL NOT NULL, updated_at REAL NOT NULL
+);
+INSERT INTO leases VALUES ('aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', '5Owner', 'sim:x', 27, 3, '5Miner', '127.0.0.1:8091',
+    'active', 1, '1 x H100', '{}', NULL, NULL, NULL, NULL, '{}', NULL, NULL, '', 0, 1.0, 3601.0, 1.0);
+"""
+
+
+def test_a_book_of_the_earlier_schema_keeps_its_leases_and_gains_intents_and_prices(tmp_path):
+    with sqlite3.connect(tmp_path / "leases.db") as conn:
+        conn.executescript(_SCHEMA_1)
+    book = LeaseBook(tmp_path / "leases.db")
+    (kept,) = book.entries("5Owner")
+    assert kept.lease_id == "a" * 32 and kept.price_per_hour is None and kept.spent(10.0) is None
+    book.save(kept.with_changes(price_per_hour=3.6))
+    assert book.get("a" * 32).spent(1801.0) == 1.8  # half an hour at 3.60 an hour
+    assert book.intents("5Owner") == []
+    with sqlite3.connect(tmp_path / "leases.db") as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("2",)
+
+
+def test_spend_counts_from_the_start_to_now_or_to_the_end_of_the_lease():
+    entry = _entry("a" * 32).with_changes(price_per_hour=2.0, created_at=0.0, expires_at=7200.0)
+    assert entry.spent(1800.0) == 1.0
+    assert entry.spent(99999.0) == 4.0  # never past its term
+    assert entry.with_changes(state="released", updated_at=3600.0).spent(99999.0) == 2.0
