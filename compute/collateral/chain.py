@@ -16,15 +16,24 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from eth_abi.exceptions import DecodingError
 from eth_account.signers.local import LocalAccount
 from eth_tester.exceptions import TransactionFailed
 from eth_utils import keccak
 from web3 import Web3
-from web3.exceptions import ContractCustomError, ContractLogicError, TimeExhausted, Web3RPCError
+from web3.exceptions import (
+    ContractCustomError,
+    ContractLogicError,
+    TimeExhausted,
+    Web3Exception,
+    Web3RPCError,
+)
 
 from compute.collateral.artifact import compiled
 from compute.collateral.errors import ChainUnavailable, CollateralError, ContractReverted
 from compute.collateral.identity import checked_h160, hotkey_bytes32
+from compute.peertext import printable
+from compute.safejson import PARSE_ERRORS
 
 logger = logging.getLogger(__name__)
 KIND_FAILED_RENTAL = 0
@@ -133,6 +142,8 @@ class ProposalState:
 
 
 _STATES = ("none", "open", "executed", "expired")
+# what web3 raises on a well-formed JSON-RPC answer that answers nothing asked (an endpoint's word)
+_UNREADABLE = (Web3Exception, DecodingError, *PARSE_ERRORS)
 
 
 def _error_table(abi: list[dict[str, Any]]) -> dict[bytes, tuple[str, list[str]]]:
@@ -163,14 +174,25 @@ class CollateralClient:
 
     # ---------------------------------------------------------------- reads
 
+    @property
+    def where(self) -> str:
+        """The endpoint as errors name it (``compute.collateral.rpc``: scheme://host:port)."""
+        return f"EVM RPC {getattr(self.w3.provider, 'endpoint', '')}".strip()
+
     def _call(self, name: str, *args: Any) -> Any:
+        sender = self.account.address if self.account else Web3.to_checksum_address(ZERO_ADDRESS)
+        function = getattr(self.contract.functions, name)(*args)
         try:
-            sender = self.account.address if self.account else Web3.to_checksum_address(ZERO_ADDRESS)
-            return getattr(self.contract.functions, name)(*args).call({"from": sender})
+            return function.call({"from": sender})
         except (ContractCustomError, ContractLogicError, TransactionFailed) as error:
             raise self._reverted(error) from None
         except (OSError, Web3RPCError) as error:
-            raise ChainUnavailable(f"EVM RPC did not answer {name}: {error}") from error
+            raise ChainUnavailable(f"{self.where} did not answer {name}: {printable(error, 300)}") from None
+        except _UNREADABLE as error:
+            raise self._unreadable(name, error) from None
+
+    def _unreadable(self, name: str, error: BaseException) -> ChainUnavailable:
+        return ChainUnavailable(f"{self.where}: no readable answer to {name} ({printable(error, 200)})")
 
     def config(self) -> CollateralConfig:
         return CollateralConfig(
@@ -183,6 +205,10 @@ class CollateralClient:
             remainder_to=self._call("remainderTo").lower(),
             open_bond=self._call("openBond"),
         )
+
+    def reclaim_delay(self) -> int:
+        """Seconds a reclaim waits (one read; ``config`` reads all eight values)."""
+        return int(self._call("reclaimDelay"))
 
     def required(self, gpus: int) -> int:
         return int(self._call("required", gpus))
@@ -236,7 +262,11 @@ class CollateralClient:
         try:
             return int(self.w3.eth.get_block("latest")["timestamp"])
         except (OSError, Web3RPCError) as error:
-            raise ChainUnavailable(f"EVM RPC did not answer the latest block: {error}") from error
+            raise ChainUnavailable(
+                f"{self.where} did not answer the latest block: {printable(error, 300)}"
+            ) from None
+        except _UNREADABLE as error:
+            raise self._unreadable("the latest block", error) from None
 
     def tally(self, proposal: SlashProposal) -> tuple[int, int]:
         attested, total = self._call("tally", proposal.proposal_id())
@@ -305,11 +335,18 @@ class CollateralClient:
         except TimeExhausted as error:
             raise ChainUnavailable(f"{name}: no receipt within {self.timeout_s:.0f} s") from error
         except (OSError, Web3RPCError) as error:
-            raise ChainUnavailable(f"EVM RPC refused {name}: {error}") from error
-        if receipt["status"] != 1:
-            raise ContractReverted("reverted", detail=f"{name} tx {tx_hash.hex()} failed on chain")
-        fee = int(receipt["gasUsed"]) * int(receipt.get("effectiveGasPrice") or tx.get("gasPrice") or 0)
-        result = TxResult("0x" + bytes(tx_hash).hex(), int(receipt["gasUsed"]), self._events(receipt), fee)
+            raise ChainUnavailable(f"{self.where} refused {name}: {printable(error, 300)}") from None
+        except _UNREADABLE as error:
+            raise self._unreadable(name, error) from None
+        try:
+            if receipt["status"] != 1:
+                raise ContractReverted("reverted", detail=f"{name} tx {tx_hash.hex()} failed on chain")
+            fee = int(receipt["gasUsed"]) * int(receipt.get("effectiveGasPrice") or tx.get("gasPrice") or 0)
+            result = TxResult(
+                "0x" + bytes(tx_hash).hex(), int(receipt["gasUsed"]), self._events(receipt), fee
+            )
+        except _UNREADABLE as error:
+            raise self._unreadable(f"the receipt of {name}", error) from None
         logger.info(
             "collateral %s tx=%s gas=%d events=%s",
             name,
@@ -343,7 +380,7 @@ class CollateralClient:
             name, types = known
             values = tuple(decode(types, payload[4:])) if types else ()
             return ContractReverted(name, values)
-        return ContractReverted("reverted", detail=str(error))
+        return ContractReverted("reverted", detail=printable(error, 300))
 
 
 def revert_bytes(error: BaseException) -> bytes | None:

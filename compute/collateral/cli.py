@@ -30,6 +30,7 @@ from compute.settings import SettingsError, add_common_args, common_from_args, e
 logger = logging.getLogger(__name__)
 WEI_PER_TAO = 10**18
 WEI_PER_RAO = 10**9
+RPC_TIMEOUT_S = 10.0  # compute.collateral.rpc.DEADLINE_S (not imported here: web3 is the extra's)
 
 
 def tao_to_wei(text: str) -> int:
@@ -57,6 +58,13 @@ def _chain_args(parser: argparse.ArgumentParser) -> None:
         dest="evm_key",
         default=None,
         help="keystore name under <wallet>/evmkeys (default 'default'); COLLATERAL_EVM_KEY wins",
+    )
+    group.add_argument(
+        "--collateral.rpc_timeout",
+        dest="rpc_timeout",
+        type=float,
+        default=RPC_TIMEOUT_S,
+        help=f"seconds one JSON-RPC call may take in all, retries included (default {RPC_TIMEOUT_S:g})",
     )
     group.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -156,10 +164,9 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _chain_command(args: argparse.Namespace) -> int:
-    from web3 import Web3
-
     from compute.collateral.chain import CollateralClient
     from compute.collateral.keys import load_account
+    from compute.collateral.rpc import RpcLimits, bounded_web3
 
     env = environment(args)
     common = common_from_args(args, env)
@@ -167,6 +174,9 @@ def _chain_command(args: argparse.Namespace) -> int:
     address = args.address or env.get("COMPUTE_COLLATERAL_ADDRESS")
     if not rpc or not address:
         raise SettingsError("--collateral.rpc and --collateral.address are required")
+    if not 0 < args.rpc_timeout <= 600:
+        raise SettingsError(f"--collateral.rpc_timeout: {args.rpc_timeout:g} s is not in (0, 600]")
+    w3 = bounded_web3(rpc, RpcLimits(deadline_s=args.rpc_timeout))
     hotkey = _hotkey_ss58(common.wallet_name, common.wallet_hotkey, common.wallet_path)
     needs_key = args.command != "status"
     account = (
@@ -174,7 +184,7 @@ def _chain_command(args: argparse.Namespace) -> int:
         if needs_key
         else None
     )
-    client = CollateralClient(Web3(Web3.HTTPProvider(rpc, request_kwargs={"timeout": 30})), address, account)
+    client = CollateralClient(w3, address, account)
     out: dict[str, Any] = {"command": args.command, "hotkey": hotkey}
     if args.command == "claim":
         out["tx"] = client.claim().__dict__ | {"events": None}

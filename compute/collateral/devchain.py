@@ -4,7 +4,8 @@ Tests and the benchmark use :func:`local_chain` (web3 over ``EthereumTesterProvi
 EVM of py-evm, real signed transactions and receipts, no node). The local demo, whose miners and
 validators are separate processes, needs one chain they all reach: :func:`serve` puts the same
 chain behind a JSON-RPC endpoint (``python -m compute collateral devchain``), so every process
-talks to it through web3's HTTP provider exactly as it would to subtensor's EVM RPC.
+talks to it through the bounded JSON-RPC provider (``compute.collateral.rpc``) exactly as it would
+to subtensor's EVM RPC.
 
 :func:`serve_local` does both for a whole local subnet: the served chain, the contracts deployed
 over the precompile doubles, and a :class:`LocalEvm` whose ``mirror`` copies a simulated chain into
@@ -251,6 +252,7 @@ def serve_local(
     are the production defaults unless given (``compute.collateral.windows``)."""
     from compute.collateral.chain import CollateralConfig
     from compute.collateral.deploy import deploy_stack
+    from compute.collateral.rpc import RpcLimits, bounded_web3
     from compute.collateral.windows import DEFAULT_PROPOSAL_TTL_S, DEFAULT_RECLAIM_DELAY_S
     from compute.transport import serve_in_thread
 
@@ -265,7 +267,7 @@ def serve_local(
     server = serve_in_thread(rpc_app(chain), "127.0.0.1", port)
     # From now on every caller, this process included, goes through the served endpoint: eth-tester
     # is not thread-safe and the endpoint answers one request at a time.
-    served = Web3(Web3.HTTPProvider(server.url, request_kwargs={"timeout": 60}))
+    served = bounded_web3(server.url, RpcLimits(deadline_s=60))
     chain.w3 = served
     assert stack.mirror is not None
     stack.mirror.w3 = served

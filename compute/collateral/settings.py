@@ -43,6 +43,7 @@ class CollateralSettings(BaseModel):
     sync_seconds: float = Field(30.0, gt=0, le=3600)  # between fetches from peers
     cheat_window: float = Field(86_400.0, gt=0, le=30 * 86_400)  # own proven cheat this near: attest
     max_term: float = Field(30 * 86_400.0, gt=0, le=90 * 86_400)  # the longest lease collateral covers
+    rpc_timeout: float = Field(10.0, gt=0, le=120)  # one JSON-RPC call in all (compute.collateral.rpc)
     evm_key_hex: SecretStr | None = None  # COLLATERAL_EVM_KEY from the environment or .env (never a flag)
     wallet_password: SecretStr | None = None  # BT_WALLET_PASSWORD: unlocks the keystore unattended
 
@@ -106,6 +107,12 @@ FLAGS: dict[str, tuple[str, type, str]] = {
         float,
         "the longest lease term in s collateral must cover: the validator refuses to run when the "
         "contract's reclaim delay is shorter than it + dead_seconds + an hour (default 2592000, 30 days)",
+    ),
+    "collateral.rpc_timeout": (
+        "rpc_timeout",
+        float,
+        "seconds one JSON-RPC call to the EVM may take in all, retries included (default 10); the "
+        "weights read every deposit within three times that, else fall back (docs/collateral.md)",
     ),
 }
 

@@ -104,12 +104,11 @@ class CollateralDemo:
         return str(self.keys["renter"].address).lower()
 
     def contract(self, account: Any = None) -> Any:
-        from web3 import Web3
-
         from compute.collateral.chain import CollateralClient
+        from compute.collateral.rpc import RpcLimits, bounded_web3
 
         return CollateralClient(
-            Web3(Web3.HTTPProvider(self.evm.url, request_kwargs={"timeout": 60})), self.evm.address, account
+            bounded_web3(self.evm.url, RpcLimits(deadline_s=60)), self.evm.address, account
         )
 
     def validator_args(self, validator: Participant) -> list[str]:

@@ -9,6 +9,8 @@ they ask. Renters' tools check the same on their side (``compute.operator.cover`
 honest miner's half, never what a renter's protection rests on.
 
 A contract it cannot read keeps the last value read (none: no cap): the guard only ever refuses.
+A failed read is tried again only after ``refresh_s``, like a good one: an endpoint that stalls
+(each call bounded by ``compute.collateral.rpc``) delays one request a refresh period, not every one.
 What it deliberately does not do: touch the deposit (``python -m compute collateral``).
 """
 
@@ -42,14 +44,15 @@ class ReclaimGuard:
         """The latest term end this miner accepts now (None: no reclaim pending, no cap)."""
         now = self.clock()
         if now - self._read_at >= self.refresh_s:
+            self._read_at = now  # read or not, not again before refresh_s
             try:
                 deposit = await asyncio.wait_for(
                     asyncio.to_thread(self.reader.deposit_of, self.hotkey), READ_TIMEOUT_S
                 )
             except (CollateralError, OSError, asyncio.TimeoutError) as error:
-                logger.warning("collateral: own deposit unread (%s); keeping the last cap", error)
+                why = str(error) or f"no answer within {READ_TIMEOUT_S:g} s"
+                logger.warning("collateral: own deposit unread (%s); keeping the last cap", why)
             else:
-                self._read_at = now
                 pending = deposit.pending_reclaim > 0
                 self._limit = deposit.reclaim_at - RENTER_MARGIN_S if pending else None
         return self._limit
@@ -72,17 +75,13 @@ def build_guard(rpc: str | None, address: str | None, hotkey: str) -> ReclaimGua
     if not rpc or not address:
         raise CollateralError("the collateral contract needs both --collateral.rpc and --collateral.address")
     try:
-        from web3 import Web3
-
         from compute.collateral.chain import CollateralClient
+        from compute.collateral.rpc import bounded_web3
     except ImportError as error:
         raise CollateralError(
             f"--collateral.rpc needs the collateral extra (pip install -e '.[collateral]'): {error}"
         ) from None
-    client = CollateralClient(
-        Web3(Web3.HTTPProvider(rpc, request_kwargs={"timeout": READ_TIMEOUT_S})), address
-    )
-    return ReclaimGuard(client, hotkey)
+    return ReclaimGuard(CollateralClient(bounded_web3(rpc), address), hotkey)
 
 
 __all__ = ["ReclaimGuard", "build_guard"]

@@ -78,9 +78,8 @@ async def cmd_report(op: Operator, args: argparse.Namespace) -> Result:
 
 def _claim(args: argparse.Namespace) -> dict[str, Any]:
     try:
-        from web3 import Web3
-
         from compute.collateral.chain import CollateralClient
+        from compute.collateral.rpc import bounded_web3
     except ImportError as error:
         raise UsageError(
             f"claim needs the collateral extra: pip install -e '.[collateral]' ({error})"
@@ -99,9 +98,7 @@ def _claim(args: argparse.Namespace) -> dict[str, Any]:
     key_name = getattr(args, "collateral.evm_key", None) or "default"
     try:
         account = load_account(env, common.wallet_name, common.wallet_path, key_name)
-        client = CollateralClient(
-            Web3(Web3.HTTPProvider(rpc, request_kwargs={"timeout": 30})), address, account
-        )
+        client = CollateralClient(bounded_web3(rpc), address, account)
         owed = client.owed(account.address)
         if owed == 0:
             raise Refused(f"the contract owes nothing to {account.address}")

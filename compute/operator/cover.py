@@ -10,7 +10,10 @@ the renter asked to be made whole (``--register.renter_evm``), never rent a term
 not cover: such a miner is skipped (or, when named, refused) with the reason.
 
 Only the contract's numbers count: a miner's word about its deposit is never read. A contract that
-cannot be read covers nothing (the renter asked for cover and cannot be shown any).
+cannot be read covers nothing (the renter asked for cover and cannot be shown any); each JSON-RPC
+call is bounded (``compute.collateral.rpc``), a read at most ``READ_TIMEOUT_S``, and once the
+endpoint failed the next ``DOWN_S`` seconds of reads fail at once, so a misbehaving endpoint never
+holds an allocation over its candidates one by one.
 
 Deliberately not here: renting (``service.Operator.allocate`` asks this first) or claiming
 (``commands_collateral``).
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +33,7 @@ from compute.operator.errors import UsageError
 logger = logging.getLogger(__name__)
 WEI_PER_TAO = 10**18
 READ_TIMEOUT_S = 20.0
+DOWN_S = 60.0  # after the endpoint failed, covers read as its failure at once for this long
 
 
 @dataclass(frozen=True)
@@ -89,37 +94,41 @@ class CollateralReader:
 
     def __init__(self, rpc: str, address: str, timeout_s: float = READ_TIMEOUT_S) -> None:
         try:
-            from web3 import Web3
-
             from compute.collateral.chain import CollateralClient
+            from compute.collateral.rpc import DEADLINE_S, RpcLimits, bounded_web3
         except ImportError as error:
             raise UsageError(
                 f"--collateral.rpc needs the collateral extra: pip install -e '.[collateral]' ({error})"
             ) from None
         try:
-            self.client = CollateralClient(
-                Web3(Web3.HTTPProvider(rpc, request_kwargs={"timeout": timeout_s})), address
-            )
+            limits = RpcLimits(deadline_s=min(DEADLINE_S, timeout_s))  # each call; the read: timeout_s
+            self.client = CollateralClient(bounded_web3(rpc, limits), address)
         except Exception as error:  # noqa: BLE001 - a malformed address or URL: the renter's input
             raise UsageError(f"--collateral.address/--collateral.rpc: {error}") from None
         self.timeout_s = timeout_s
         self._delay: int | None = None
+        self._down: tuple[float, str] | None = None  # (monotonic until, why): the endpoint failed
 
     def _read(self, hotkey: str, now: float) -> Cover:
         if self._delay is None:
-            self._delay = int(self.client.config().reclaim_delay_s)
+            self._delay = self.client.reclaim_delay()
         deposit = self.client.deposit_of(hotkey)
         until = covered_until(now, self._delay, deposit.pending_reclaim, deposit.reclaim_at)
         return Cover(hotkey, deposit.amount, deposit.pending_reclaim, deposit.reclaim_at, until)
 
     async def cover(self, hotkey: str, now: float) -> Cover:
-        from compute.collateral import CollateralError
+        from compute.collateral import ChainUnavailable, CollateralError
 
+        if self._down is not None and time.monotonic() < self._down[0]:
+            return Cover(hotkey, 0, 0, 0, now, error=self._down[1])
         try:
             return await asyncio.wait_for(asyncio.to_thread(self._read, hotkey, now), self.timeout_s)
         except (CollateralError, OSError, asyncio.TimeoutError) as error:
-            logger.warning("collateral of hotkey=%s unread: %s", hotkey[:10], error)
-            return Cover(hotkey, 0, 0, 0, now, error=str(error) or type(error).__name__)
+            why = str(error) or f"{self.client.where}: no answer within {self.timeout_s:g} s"
+            if not isinstance(error, CollateralError) or isinstance(error, ChainUnavailable):
+                self._down = (time.monotonic() + DOWN_S, why)
+            logger.warning("collateral of hotkey=%s unread: %s", hotkey[:10], why)
+            return Cover(hotkey, 0, 0, 0, now, error=why)
 
 
 __all__ = ["Cover", "CollateralReader"]

@@ -180,3 +180,152 @@ def test_an_unreadable_contract_counts_no_deposit(tmp_path) -> None:
     finally:
         store.close()
     assert factors == {1: FLOOR}
+
+
+# ------------------------------------------------------------------ when the endpoint misbehaves
+
+DEADLINE = 1.5  # the transport's whole-call deadline in these tests (the validator's default: 10 s)
+SLACK = 0.8  # scheduling on two shared cores
+
+
+def scored_store(path, hotkeys: list[str]) -> ValidatorStore:
+    """A store where each hotkey (uid = its index) was verified with one GPU and scored 1.0."""
+    store = ValidatorStore(path)
+    round_ = store.begin_round(1)
+    for uid, hotkey in enumerate(hotkeys):
+        store.record_result(
+            PogResult(round_.round_id, uid, hotkey, ok=True, sample=1.0, gpu_count=1, credited_gpus=1)
+        )
+    store.finish_round(round_.round_id, [ScoreUpdate(uid, h, 1.0) for uid, h in enumerate(hotkeys)])
+    return store
+
+
+def graph(hotkeys: list[str]):
+    class Graph:
+        neurons = tuple(type("N", (), {"uid": uid, "hotkey": h})() for uid, h in enumerate(hotkeys))
+
+    return Graph()
+
+
+def hostile_client(url: str, address: str = "0x" + "11" * 20, deadline: float = DEADLINE) -> CollateralClient:
+    from compute.collateral.rpc import RpcLimits, bounded_web3
+
+    return CollateralClient(bounded_web3(url, RpcLimits(deadline_s=deadline)), address)
+
+
+def test_an_endpoint_that_never_answers_costs_one_deadline_not_one_per_miner(tmp_path) -> None:
+    """64 miners, 8 read at a time: the first failure makes the other 56 fall back at once."""
+    from bittensor.sp_core import Keypair
+    from hostile_rpc import HostileRpc
+
+    hotkeys = [Keypair.create_from_uri(f"//credit-{i}").ss58_address for i in range(64)]
+    store = scored_store(tmp_path / "validator.db", hotkeys)
+    try:
+        with HostileRpc("silent") as rpc:
+            credit = CollateralCredit(hostile_client(rpc.url), store, FLOOR, timeout_s=DEADLINE + 5)
+            start = time.monotonic()
+            factors = asyncio.run(credit(graph(hotkeys)))  # type: ignore[arg-type]
+            took = time.monotonic() - start
+    finally:
+        store.close()
+        credit.close()
+    assert factors == dict.fromkeys(range(64), FLOOR)
+    assert took <= DEADLINE + SLACK, f"{took:.2f} s"
+    reading = credit.last_reading
+    assert reading is not None and (reading.read, reading.fell_back) == (0, 64)
+    assert reading.why is not None and reading.why.startswith(f"EVM RPC {rpc.url}")
+    assert rpc.connections <= 8  # the first wave only: nobody queued behind it
+
+
+@pytest.mark.slow
+def test_a_slow_endpoint_is_cut_off_at_the_readings_budget(tmp_path) -> None:
+    """Every answer honest but 0.4 s late (under the deadline): the reading ends at its budget, what was
+    read counts, the rest falls back."""
+    from bittensor.sp_core import Keypair
+    from conftest import make_world
+    from hostile_rpc import HostileRpc
+
+    from compute.collateral.devchain import rpc_app
+    from compute.transport import serve_in_thread
+
+    world = make_world()
+    server = serve_in_thread(rpc_app(world.chain))
+    hotkeys = [Keypair.create_from_uri(f"//slow-{i}").ss58_address for i in range(64)]
+    store = scored_store(tmp_path / "validator.db", hotkeys)
+    budget = 2.0
+    try:
+        with HostileRpc("slow", upstream=server.url, delay_s=0.4) as rpc:
+            client = hostile_client(rpc.url, world.stack.collateral, deadline=10)  # each answer in time
+            credit = CollateralCredit(client, store, FLOOR, timeout_s=15, budget_s=budget)
+            start = time.monotonic()
+            factors = asyncio.run(credit(graph(hotkeys)))  # type: ignore[arg-type]
+            took = time.monotonic() - start
+    finally:
+        store.close()
+        credit.close()
+        server.stop()
+    reading = credit.last_reading
+    print(f"slow endpoint: {reading}")
+    assert reading is not None and 0 < reading.read < 64 and reading.read + reading.fell_back == 64
+    assert reading.why == f"not every deposit read within {budget:g} s"
+    assert budget - 0.05 <= took <= budget + SLACK, f"{took:.2f} s"
+    assert factors == dict.fromkeys(range(64), FLOOR)  # none of them posted: read or not, the floor
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["silent", "drip", "huge", "garbage", "nonsense"])
+def test_a_misbehaving_endpoint_never_holds_the_weights_and_credit_falls_back(tmp_path, mode) -> None:
+    """The real WeightsLoop: read once from the contract, then from a hostile endpoint. The weights are
+    set within the deadline; a deposit read within the hour keeps its credit, an unread one earns the
+    floor; past the hour every deposit is unread: the floor."""
+    from bittensor.sp_core import Keypair
+    from conftest import RATE, make_world
+    from hostile_rpc import HostileRpc
+
+    world = make_world()
+    world.miner.client.deposit(RATE)  # one GPU-day: full credit
+    state = SimChainState.create(tmp_path / "chain.db", netuid=NETUID, block_time=1.0, weights_rate_limit=0)
+    chain = connect(f"sim:{tmp_path / 'chain.db'}", NETUID)
+    validator = _wallet(tmp_path, "validator")
+    state.register(validator.hotkey.ss58_address, validator.coldkeypub.ss58_address, 10_000.0, True)
+    others = [Keypair.create_from_uri(f"//weights-{i}").ss58_address for i in range(20)]
+    hotkeys = [world.miner.hotkey, *others]
+    uids = [state.register(h, h, 10.0) for h in hotkeys]
+    assert uids == list(range(1, 22))
+    store = scored_store(tmp_path / "validator.db", [validator.hotkey.ss58_address, *hotkeys])
+    store.record_presence("round", [PresenceEntry(uid, h, 1.0) for uid, h in zip(uids, hotkeys, strict=True)])
+    credit = CollateralCredit(world.miner.client, store, FLOOR, timeout_s=DEADLINE + 5, budget_s=3 * DEADLINE)
+    setter = WeightSetter(chain, validator, store, VERSION_KEY, backoff_s=0.1)
+    ctx = ValidatorContext(
+        chain,
+        store,
+        None,
+        validator.hotkey.ss58_address,
+        RoundParams(round_id=0, block=0),
+        load_gpu_table(),
+        ScoringConfig(),
+        credit_factors=credit,
+    )
+    loop = WeightsLoop(ctx, setter, interval_blocks=1)
+    expected = {1: 1.0 / (1 + 20 * FLOOR), **{uid: FLOOR / (1 + 20 * FLOOR) for uid in uids[1:]}}
+    try:
+        asyncio.run(loop.run_step(chain.block()))  # the honest reading
+        assert chain.weights(0) == pytest.approx(expected, abs=2e-4)
+        with HostileRpc(mode) as rpc:
+            credit.reader = hostile_client(rpc.url, world.stack.collateral)
+            start = time.monotonic()
+            asyncio.run(loop.run_step(chain.block()))
+            took = time.monotonic() - start
+            fresh_then = chain.weights(0)
+            credit.clock = lambda: time.time() + 3601  # an hour on: the last read is stale
+            asyncio.run(loop.run_step(chain.block()))
+            stale_then = chain.weights(0)
+    finally:
+        store.close()
+        chain.close()
+        credit.close()
+    print(f"{mode}: weights set {took:.2f} s after the step began")
+    assert took <= DEADLINE + SLACK, f"{mode}: {took:.2f} s"
+    assert fresh_then == pytest.approx(expected, abs=2e-4)  # the deposit read within the hour counts
+    assert stale_then == pytest.approx({uid: 1 / 21 for uid in uids}, abs=2e-4)  # all unread: floor
+    assert credit.last_reading is not None and credit.last_reading.read == 0

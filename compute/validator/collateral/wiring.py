@@ -42,6 +42,7 @@ class CollateralParts:
 
     def close(self) -> None:
         self.desk.close()
+        self.credit.close()
         if self.surface is not None:
             self.surface.stop()
 
@@ -95,9 +96,8 @@ def build_collateral(
     if not settings.enabled:
         return None
     try:
-        from web3 import Web3
-
         from compute.collateral.chain import CollateralClient
+        from compute.collateral.rpc import RpcLimits, bounded_web3
     except ImportError as error:
         raise CollateralError(
             f"--collateral.rpc needs the collateral extra (pip install -e '.[collateral]'): {error}"
@@ -112,7 +112,7 @@ def build_collateral(
     from compute.validator.collateral.reproduce import CheatJudge
     from compute.validator.collateral.surface import serve_surface
 
-    w3 = Web3(Web3.HTTPProvider(settings.rpc, request_kwargs={"timeout": 30}))
+    w3 = bounded_web3(settings.rpc, RpcLimits(deadline_s=settings.rpc_timeout))
     account = evm_account(settings, wallet_name, wallet_path)
     client = CollateralClient(w3, settings.address, account)
     check_windows(client, settings)
@@ -135,7 +135,14 @@ def build_collateral(
     desk = CollateralDesk(chain, book, peers, prober, judge, settings.sync_seconds).start()
     desk.on_close = miners.aclose
     surface = serve_surface(book, settings.host, settings.port) if settings.port else None
-    credit = CollateralCredit(client, store, settings.floor, publish=standing_path(data_dir))
+    credit = CollateralCredit(
+        client,
+        store,
+        settings.floor,
+        timeout_s=settings.rpc_timeout + 5,  # a second net over the transport's own deadline
+        budget_s=3 * settings.rpc_timeout,
+        publish=standing_path(data_dir),
+    )
     log.info(
         "collateral on: contract %s at %s, floor %.2f, attesting as %s, surface %s, %d peers",
         settings.address,
