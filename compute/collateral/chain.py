@@ -339,8 +339,12 @@ class CollateralClient:
         except _UNREADABLE as error:
             raise self._unreadable(name, error) from None
         try:
-            if receipt["status"] != 1:
-                raise ContractReverted("reverted", detail=f"{name} tx {tx_hash.hex()} failed on chain")
+            status = int(receipt["status"])
+        except _UNREADABLE as error:
+            raise self._unreadable(f"the receipt of {name}", error) from None
+        if status != 1:
+            raise self._failed_on_chain(name, function, sender, value, bytes(tx_hash).hex())
+        try:
             fee = int(receipt["gasUsed"]) * int(receipt.get("effectiveGasPrice") or tx.get("gasPrice") or 0)
             result = TxResult(
                 "0x" + bytes(tx_hash).hex(), int(receipt["gasUsed"]), self._events(receipt), fee
@@ -355,6 +359,24 @@ class CollateralClient:
             [e.name for e in result.events],
         )
         return result
+
+    def _failed_on_chain(
+        self, name: str, function: Any, sender: str, value: int, tx_hash: str
+    ) -> ContractReverted:
+        """A transaction mined but failed: the contract's error, as the same transaction estimated on
+        the state now names it. Another party's transaction landed between the estimate and the mining
+        (a peer's attestation executed the slash first: ``ProposalClosed``, not a bare revert)."""
+        try:
+            function.estimate_gas({"from": sender, "value": value})
+        except (ContractCustomError, ContractLogicError, TransactionFailed) as error:
+            named = self._reverted(error)
+            if named.error != "reverted":
+                return ContractReverted(
+                    named.error, named.args_, detail=f"{name} tx {tx_hash} failed on chain"
+                )
+        except (ChainUnavailable, OSError, *_UNREADABLE):
+            pass  # no better name to be had: the plain failure
+        return ContractReverted("reverted", detail=f"{name} tx {tx_hash} failed on chain")
 
     def _events(self, receipt: Any) -> tuple[Event, ...]:
         out = []

@@ -657,3 +657,27 @@ def test_windows_that_do_not_fit_together_are_refused_at_deploy() -> None:
     assert "longest lease term" in str(refused.value)
     assert Windows().problems(2 * 86_400, 31 * 86_400) == []  # the production defaults fit
     assert WINDOWS.problems(TTL, DELAY) == []  # and so do this file's short ones
+
+
+@pytest.mark.slow
+def test_a_transaction_overtaken_on_chain_names_the_contracts_error(world: World, monkeypatch) -> None:
+    """A peer's attestation executes the slash between this validator's estimate and its transaction's
+    mining: the transaction fails on chain, and the error names why (before: a bare "reverted", which
+    the desk took for a refusal of the evidence and assembled a second document of the incident)."""
+    proposal = SlashProposal(world.miner.hotkey, KIND_CHEAT, b"\x05" * 32, b"\xee" * 32, 1)
+    world.miner.client.deposit(3 * TAO)
+    late = world.validators[1].client  # 30 of 100: its attestation alone opens the proposal
+    eth = late.w3.eth  # every party's (one in-process chain)
+    send, landed = eth.send_raw_transaction, []
+
+    def overtaken(raw: bytes) -> bytes:
+        if not landed:  # the late validator's transaction: 70 of 100 land first and execute the slash
+            landed.append(True)
+            quorum(world, proposal, voters=(0, 2))
+        return send(raw)
+
+    monkeypatch.setattr(eth, "send_raw_transaction", overtaken)
+    with reverted("ProposalClosed") as caught:
+        late.attest(proposal)
+    assert "failed on chain" in str(caught.value)
+    assert deposit(world).slashes == 1
