@@ -8,7 +8,9 @@ For development, CI and the local demo (no Docker, no GPU isolation). Each lease
   atomically by ``set_authorized_key``; sessions opened with the old key are closed);
 - every exec/shell request run as ``/bin/sh -c <command>`` (or ``/bin/sh`` reading stdin) in
   the lease's home directory with a minimal environment, in its own process group that is
-  killed when the session closes or the lease stops; SFTP rooted at the home directory.
+  killed when the session closes or the lease stops; SFTP rooted at the home directory. A
+  session that asks for a terminal (``ssh`` from a terminal, ``ssh -t``) runs on a real PTY
+  (:mod:`.terminal`: window size and its changes, Ctrl-C as SIGINT, ``bash`` where installed).
   ``CUDA_VISIBLE_DEVICES`` is set to the lease's GPUs; ``RLIMIT_AS`` to the lease's memory;
   with ``cpu_share`` < 1 its output is paced as a machine that share as fast would answer, and with
   ``pace_gflops`` its GEMM answers at that share of a fixed reference (``pace``: the demo's miners
@@ -28,8 +30,8 @@ runs every command as the lease's own unprivileged uid in a mount namespace wher
 home, wallets and data directory are hidden: a renter cannot read the miner's keys or another
 lease's host key. Sandboxed leases have no SFTP (it would run in the miner's process).
 
-What it deliberately does not do: isolate anything beyond that (limits are best effort), allocate
-a PTY, or forward ports/agents/X11. The miner wiring refuses this backend on the mainnet subnet
+What it deliberately does not do: isolate anything beyond that (limits are best effort), or
+forward ports/agents/X11. The miner wiring refuses this backend on the mainnet subnet
 unless forced, and anywhere but the local demo without the sandbox.
 """
 
@@ -50,7 +52,7 @@ from pathlib import Path
 
 import asyncssh
 
-from compute.allocation.embedded import sandbox
+from compute.allocation.embedded import sandbox, terminal
 from compute.allocation.embedded.activity import sample_lease
 from compute.allocation.embedded.lease_env import (
     DEFAULT_PATH,
@@ -69,6 +71,7 @@ logger = logging.getLogger(__name__)
 
 USERNAME = "lease"
 _KILL_GRACE_S = 2.0
+_SHELL = "/bin/bash"  # the login shell of a terminal session, where installed (else /bin/sh)
 
 
 @dataclass
@@ -281,7 +284,7 @@ class EmbeddedBackend:
                 allow_scp=False,
                 agent_forwarding=False,
                 x11_forwarding=False,
-                allow_pty=False,
+                allow_pty=True,  # a session that asks for a terminal gets a real PTY (terminal.py)
                 login_timeout=30,
                 keepalive_interval=30,
                 encoding=None,
@@ -335,13 +338,18 @@ class EmbeddedBackend:
     async def _session(self, state: _Lease, process: asyncssh.SSHServerProcess) -> None:
         """Run one exec/shell request; kill its process group when the channel closes first."""
         command = process.command
-        argv = ["/bin/sh", "-c", command] if command is not None else ["/bin/sh"]
+        tty = process.get_terminal_type() is not None
+        shell = _SHELL if tty and os.access(_SHELL, os.X_OK) else "/bin/sh"  # line editing on a terminal
+        argv = ["/bin/sh", "-c", command] if command is not None else [shell]
         if self.sandbox is not None and state.uid is not None:
             spec = sandbox.Spec(str(state.home), state.uid, state.uid, self.sandbox.hide, self.sandbox.keep)
             argv = sandbox.command(spec, argv)
         memory = (
             state.record.memory_mb * 1024 * 1024 if self.enforce_memory and state.record.memory_mb else None
         )
+        if tty:
+            await self._terminal_session(state, process, argv, memory)
+            return
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv,
@@ -384,6 +392,39 @@ class EmbeddedBackend:
             state.processes.discard(proc)
             feeder.cancel()
             await asyncio.gather(feeder, return_exceptions=True)
+
+    async def _terminal_session(
+        self, state: _Lease, process: asyncssh.SSHServerProcess, argv: list[str], memory: int | None
+    ) -> None:
+        """A session that asked for a PTY: the command on a real terminal (:mod:`.terminal`)."""
+        try:
+            proc, controller = await terminal.start(
+                process, argv, str(state.home), self._environment(state), lambda: _limit(memory)
+            )
+        except OSError as exc:
+            process.stderr.write(f"cannot start command: {exc}\r\n".encode())
+            process.exit(127)
+            return
+        state.processes.add(proc)
+        state.groups.add(proc.pid)
+        try:
+            served = asyncio.ensure_future(terminal.serve(process, proc, controller))
+            closed = asyncio.ensure_future(process.channel.wait_closed())
+            done, _ = await asyncio.wait({served, closed}, return_when=asyncio.FIRST_COMPLETED)
+            if served in done:
+                closed.cancel()
+                process.exit(_exit_status(served.result()))
+            else:
+                _kill_group(proc)
+                served.cancel()
+                await asyncio.gather(served, return_exceptions=True)
+                await asyncio.wait_for(proc.wait(), _KILL_GRACE_S)
+        except (OSError, asyncio.TimeoutError, asyncssh.Error) as exc:
+            logger.debug("embedded: terminal session of lease=%s ended: %s", state.record.lease_id, exc)
+        finally:
+            _kill_group(proc)
+            state.processes.discard(proc)
+            os.close(controller)
 
 
 async def _feed_stdin(
