@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 ORDER: dict[str, list[set[str]]] = {
     "compute": [
-        {"peertext"},
+        {"peertext", "argv"},
         {"__init__", "logs", "sqlitedb", "safejson", "dispatch"},
         {"protocol"},
         {"settings"},

@@ -18,17 +18,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from pydantic import ValidationError
 from rich.console import Console
 
+from compute.argv import ArgvError, Parser, alias, bounded, count, non_negative, positive
 from compute.chain import ChainError, MetagraphSnapshot, connect
 from compute.logs import configure_logging
 from compute.operator.book import BookError, LeaseBook
 from compute.operator.capture import write_json
-from compute.operator.commands import HANDLERS, Result
+from compute.operator.commands import HANDLERS, LEASE_HELP, Result, check_args
 from compute.operator.commands_collateral import COLLATERAL_HANDLERS, add_collateral_commands
 from compute.operator.commands_shell import SHELL_HANDLERS, add_shell_commands
 from compute.operator.cover import CollateralReader
-from compute.operator.errors import EXIT_USAGE, OperatorError, Refused, UsageError
+from compute.operator.errors import EXIT_REFUSED, EXIT_USAGE, OperatorError, Refused, UsageError
 from compute.operator.feed import fetch_feed
 from compute.operator.pog_records import load_verified
 from compute.operator.proven import DEFAULT_SIGNER_SHARE, fetch_proven, validator_signers
@@ -68,7 +70,9 @@ def _add_register_args(parser: argparse.ArgumentParser) -> None:
         "--register.data_dir", help=f"lease book, keys, known_hosts (default {DEFAULT_DATA_DIR})"
     )
     group.add_argument(
-        "--register.timeout", type=float, help=f"seconds per miner call (default {DEFAULT_TIMEOUT_S:g})"
+        "--register.timeout",
+        type=bounded(0.001, 600),
+        help=f"seconds per miner call (default {DEFAULT_TIMEOUT_S:g})",
     )
     group.add_argument("--register.pog_db", help="validator store (file or directory) with PoG results")
     group.add_argument(
@@ -86,7 +90,7 @@ def _add_register_args(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--register.signer_share",
-        type=float,
+        type=bounded(0.000001, 1),
         help="share of the validator stake a dashboard's or feed's signer must hold, unless pinned with "
         f"--register.dashboard_hotkey; a validator permit alone is not enough (default {DEFAULT_SIGNER_SHARE:g})",
     )
@@ -118,13 +122,21 @@ def _add_shared(sub: argparse.ArgumentParser, common_dests: set[str]) -> None:
 
 
 def _add_filters(sub: argparse.ArgumentParser) -> None:
+    """The machine filters, named as the SDK's ``machines()``/``allocate()`` arguments are."""
     group = sub.add_argument_group("machine requirements")
     group.add_argument("--gpu-model", help="GPU model words, e.g. H100 or 'RTX 4090'")
-    group.add_argument("--gpu-count", type=int, help="at least this many GPUs")
-    group.add_argument("--gpu-memory", type=float, help="at least this much memory per GPU (GiB)")
-    group.add_argument("--cpu", type=int, help="at least this many CPU cores")
-    group.add_argument("--ram", type=float, help="at least this much RAM (GiB)")
-    group.add_argument("--disk", type=float, help="at least this much free disk (GB)")
+    group.add_argument("--gpu-count", type=count, help="at least this many GPUs")
+    group.add_argument(
+        "--gpu-memory-gb",
+        dest="gpu_memory",
+        type=non_negative,
+        help="at least this much memory per GPU (GiB)",
+    )
+    group.add_argument("--cpu", type=count, help="at least this many CPU cores")
+    group.add_argument("--ram-gb", dest="ram", type=non_negative, help="at least this much RAM (GiB)")
+    group.add_argument("--disk-gb", dest="disk", type=non_negative, help="at least this much free disk (GB)")
+    for old, dest in (("--gpu-memory", "gpu_memory"), ("--ram", "ram"), ("--disk", "disk")):
+        alias(group, old, dest=dest, type=non_negative)  # the names before they matched the SDK's
 
 
 def _add_feed(sub: argparse.ArgumentParser) -> None:
@@ -137,14 +149,24 @@ def _add_feed(sub: argparse.ArgumentParser) -> None:
 
 
 def _add_lease_target(sub: argparse.ArgumentParser) -> None:
-    sub.add_argument("lease", help="lease id (or a unique prefix of one in your book)")
+    sub.add_argument("lease", help=LEASE_HELP)
     sub.add_argument("--miner-hotkey", help="the miner holding the lease, if it is not in your book")
-    sub.add_argument("--uid", type=int, help="the miner's uid, if the lease is not in your book")
+    sub.add_argument("--uid", type=count, help="the miner's uid, if the lease is not in your book")
+
+
+def _add_term(sub: argparse.ArgumentParser, what: str) -> None:
+    """``--ttl``/``--until`` (the SDK's ``ttl``/``until``); ``--hours``, ``--duration`` still accepted."""
+    sub.add_argument("--ttl", help=what)
+    sub.add_argument(
+        "--until", help="the lease ends at this time: 2026-12-01T18:00[Z|+02:00], 18:30, or Unix seconds"
+    )
+    alias(sub, "--hours", type=positive)
+    alias(sub, "--duration")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="register.py", description="Rent GPU machines from compute subnet miners."
+    parser = Parser(
+        prog="register.py", description="Rent GPU machines from compute subnet miners.", quiet=True
     )
     _add_register_args(parser)
     dests = set(vars(parser.parse_args([])))
@@ -161,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
     resources.add_argument("--available-only", action="store_true", help="hide rented and offline machines")
     templates = sub("templates", "base images (templates) each miner offers")
     templates.add_argument("--hotkey", help="ask only this miner (by hotkey)")
-    templates.add_argument("--uid", type=int, help="ask only this miner (by uid)")
+    templates.add_argument("--uid", type=count, help="ask only this miner (by uid)")
     allocate = sub("allocate", "rent the best matching machine (or a given one)")
     _add_filters(allocate)
     _add_feed(allocate)
@@ -172,20 +194,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--volume",
         help="attach persistent volume NAME[:SIZE_GB] at /workspace (created on first use; kept after)",
     )
-    allocate.add_argument("--ports", type=int, default=0, help="extra ports to publish (0-16)")
-    allocate.add_argument("--hours", type=float, help="lease length in hours (default 1)")
-    allocate.add_argument("--duration", help="lease length: 90m, 2h, 3d, or seconds")
     allocate.add_argument(
-        "--ttl", help="the same as --duration: the lease ends itself after it (the miner's clock)"
+        "--ports", type=bounded(0, 16, int), default=0, help="extra ports to publish (0-16)"
     )
-    allocate.add_argument(
-        "--until", help="the lease ends at this time: 2026-12-01T18:00[Z|+02:00], 18:30, or Unix seconds"
+    _add_term(
+        allocate,
+        "the lease's term: 90m, 2h, 3d or seconds; it ends itself after it (the miner's clock; default 1h)",
     )
     allocate.add_argument(
         "--idle-after", help="also end the lease after this long idle, as the miner measures it (>= 10m)"
     )
     allocate.add_argument("--hotkey", help="rent this miner (by hotkey) instead of choosing")
-    allocate.add_argument("--uid", type=int, help="rent this miner (by uid) instead of choosing")
+    allocate.add_argument("--uid", type=count, help="rent this miner (by uid) instead of choosing")
     allocate.add_argument("--ssh-key", help="your OpenSSH public key file (default: create a key pair)")
     listing = sub("list", "my leases with the time left")
     listing.add_argument("--refresh", action="store_true", help="ask the miners for the current state")
@@ -203,19 +223,17 @@ def build_parser() -> argparse.ArgumentParser:
         _add_lease_target(sub(name, text))
     extend = sub("extend", "add time to a lease")
     _add_lease_target(extend)
-    extend.add_argument("--hours", type=float, help="hours to add")
-    extend.add_argument("--duration", help="time to add: 90m, 2h, 3d, or seconds")
-    extend.add_argument("--until", help="extend up to this time (as allocate --until)")
+    _add_term(extend, "time to add: 90m, 2h, 3d or seconds (--until: up to that time)")
     exchange = sub("exchange-key", "replace a lease's SSH key (the old key stops working)")
     _add_lease_target(exchange)
     exchange.add_argument("--ssh-key", help="new OpenSSH public key file (default: create a key pair)")
     volumes = sub("volumes", "my persistent volumes on the miners I rented from")
     volumes.add_argument("--hotkey", help="ask only this miner (by hotkey)")
-    volumes.add_argument("--uid", type=int, help="ask only this miner (by uid)")
+    volumes.add_argument("--uid", type=count, help="ask only this miner (by uid)")
     volume_delete = sub("volume-delete", "delete one of my volumes and its data (not while attached)")
     volume_delete.add_argument("name", help="the volume's name")
     volume_delete.add_argument("--hotkey", help="the miner holding it (default: from your book)")
-    volume_delete.add_argument("--uid", type=int, help="the miner holding it, by uid")
+    volume_delete.add_argument("--uid", type=count, help="the miner holding it, by uid")
     add_shell_commands(sub)
     add_collateral_commands(sub)
     sub("interactive", "a simple menu driving the same commands")
@@ -246,8 +264,6 @@ async def _run(
     err: Console,
 ) -> int:
     timeout = getattr(args, "register.timeout", None) or DEFAULT_TIMEOUT_S
-    if not 0 < timeout <= 600:
-        raise UsageError(f"--register.timeout must be between 0 and 600 seconds, got {timeout:g}")
     try:
         wallet = load_wallet(settings.wallet_name, settings.wallet_hotkey, str(settings.wallet_path))
         hotkey = wallet.hotkey.ss58_address
@@ -368,15 +384,19 @@ def emit_error(out: Console, err: Console, error: OperatorError, as_json: bool) 
 
 def main(argv: list[str] | None = None, stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> int:
     """Run one register.py command; returns the exit code (0 ok, 1 refused, 2 usage)."""
-    out = Console(file=stdout or sys.stdout, soft_wrap=True)
-    err = Console(file=stderr or sys.stderr, soft_wrap=True)
+    out, err = _console(stdout or sys.stdout), _console(stderr or sys.stderr)
     parser = build_parser()
+    words = sys.argv[1:] if argv is None else argv
     try:
         args = parser.parse_args(argv)
-    except SystemExit as exc:
+    except ArgvError as exc:  # one line (JSON with --json), exit 2
+        emit_error(out, err, UsageError(exc.line), "--json" in words)
+        return EXIT_USAGE
+    except SystemExit as exc:  # --help
         return int(exc.code or 0)
     as_json = bool(args.json)
     try:
+        check_args(args)  # bad values refused here, before a wallet, a chain or a miner is touched
         settings = common_from_args(args)
         configure_logging(settings.debug, settings.trace, settings.logging_dir, name="register")
         if not (settings.debug or settings.trace):
@@ -388,7 +408,27 @@ def main(argv: list[str] | None = None, stdout: IO[str] | None = None, stderr: I
     except OperatorError as exc:
         emit_error(out, err, exc, as_json)
         return exc.exit_code
+    except ValidationError as exc:  # a value only the wire model refuses: still one line, exit 2
+        emit_error(out, err, UsageError(_validation_line(exc)), as_json)
+        return EXIT_USAGE
     except (KeyboardInterrupt, asyncio.CancelledError):
         if not getattr(args, "interrupt_reported", False):
             err.print("interrupted", highlight=False)
         return 128 + getattr(args, "signal", signal.SIGINT)
+    except Exception as exc:  # noqa: BLE001 - the entry point: a bug is one line, its traceback in the log
+        logging.getLogger(__name__).debug("register.py failed", exc_info=True)
+        text = f"{type(exc).__name__}: {exc}; rerun with --logging.debug for the traceback"
+        emit_error(out, err, Refused(text), as_json)
+        return EXIT_REFUSED
+
+
+def _console(stream: IO[str]) -> Console:
+    """A console for people; piped or captured, its tables keep their natural width (no ``…``)."""
+    terminal = stream.isatty() if hasattr(stream, "isatty") else False
+    return Console(file=stream, soft_wrap=True, width=None if terminal else 400)
+
+
+def _validation_line(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first.get("loc", ()))
+    return f"{where}: {first.get('msg', 'invalid value')}" if where else str(first.get("msg"))

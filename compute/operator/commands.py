@@ -46,8 +46,10 @@ from compute.operator.volumes import (
     parse_volume,
     volume_name,
 )
+from compute.peertext import printable
 from compute.protocol import MAX_LEASE_SECONDS, MIN_IDLE_SECONDS, MIN_LEASE_SECONDS, Requirements
 
+LEASE_HELP = "lease id (or a unique prefix of one in your book; `last`: your newest active lease)"
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _HEX_RE = re.compile(r"^[0-9a-f]{4,32}$")
@@ -129,7 +131,7 @@ def parse_duration(
     elif default_s is not None:
         seconds = default_s
     else:
-        raise UsageError("say how long: --hours H or --duration 2h")
+        raise UsageError("say how long: --ttl 2h (or --until TIME)")
     if not MIN_LEASE_SECONDS <= seconds <= MAX_LEASE_SECONDS:
         raise UsageError(
             f"duration must be between {MIN_LEASE_SECONDS} s and {MAX_LEASE_SECONDS // 86400} days"
@@ -138,10 +140,15 @@ def parse_duration(
 
 
 def resolve_lease_id(book: LeaseBook, owner: str, text: str) -> str:
-    """A full lease id, or a unique prefix (at least 4 hex chars) of one of the owner's leases."""
+    """A full lease id, a unique prefix (at least 4 hex chars) of one of the owner's leases, or
+    ``last``: the owner's newest active lease."""
     lease = text.strip().lower()
-    if not _HEX_RE.match(lease):
-        raise UsageError(f"{text!r} is not a lease id (32 hex characters, or a unique prefix)")
+    if lease == "last":
+        newest = book.entries(owner)
+        if not newest:
+            raise LeaseNotFound("you have no active lease (`last` names your newest one)")
+        return newest[0].lease_id
+    check_lease_text(text)
     if len(lease) == 32:
         return lease
     found = [e.lease_id for e in book.entries(owner, include_ended=True) if e.lease_id.startswith(lease)]
@@ -150,6 +157,15 @@ def resolve_lease_id(book: LeaseBook, owner: str, text: str) -> str:
     if not found:
         raise LeaseNotFound(f"no lease of yours starts with {lease}")
     raise UsageError(f"{lease} matches {len(found)} leases; give more characters")
+
+
+def check_lease_text(text: str) -> None:
+    """A lease id, a prefix of one (4 to 32 hex characters) or ``last``; ``UsageError`` otherwise."""
+    lease = text.strip().lower()
+    if lease != "last" and not _HEX_RE.match(lease):
+        raise UsageError(
+            f"{printable(text, 80)!r} is not a lease id (32 hex characters, a unique prefix, or last)"
+        )
 
 
 def wanted_from(args: argparse.Namespace, available_only: bool = False) -> Wanted:
@@ -189,6 +205,48 @@ def _template_name(name: str | None) -> str | None:
         raise UsageError(
             f"--template {name!r} is not a template name (a-z, 0-9, '._-', at most 48)"
         ) from None
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Refuse bad values of a parsed command line with ``UsageError`` before anything is done:
+    terms, idle stops, templates, volumes, machine requirements, lease ids, key files, URLs."""
+    command = getattr(args, "command", None)
+    if command == "allocate":
+        parse_duration(args.hours, args.duration, ttl=args.ttl, until=args.until)
+        _requirements(wanted_from(args))
+        if args.ssh_key:
+            load_public_key(args.ssh_key)
+    elif command == "resources":
+        _requirements(wanted_from(args))
+    elif command == "extend":
+        given = [v for v in (args.hours, args.duration, args.ttl, args.until) if v is not None]
+        if not given:
+            raise UsageError("say how much time to add: --ttl 2h (or --until TIME)")
+        if len(given) > 1:
+            parse_duration(args.hours, args.duration, None, ttl=args.ttl, until=args.until)  # "not both"
+        if args.until is not None:
+            parse_until(args.until, time.time())  # its form; how much it adds depends on the lease's end
+        else:
+            parse_duration(args.hours, args.duration, None, ttl=args.ttl)
+    if command in ("resources", "allocate") and getattr(args, "feed", None):
+        from compute.operator.feed import feed_url
+
+        feed_url(args.feed)
+    if getattr(args, "lease", None) is not None:
+        check_lease_text(args.lease)
+    if command == "volume-delete":
+        volume_name(args.name)
+    if command == "exchange-key" and args.ssh_key:
+        load_public_key(args.ssh_key)
+
+
+def _requirements(wanted: Wanted) -> None:
+    try:
+        wanted.requirements()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first.get("loc", ()))
+        raise UsageError(f"machine requirement {where}: {first.get('msg')}") from None
 
 
 async def _miner_override(op: Operator, args: argparse.Namespace) -> MinerRef | None:
@@ -329,7 +387,7 @@ async def cmd_extend(op: Operator, args: argparse.Namespace) -> Result:
     lease = resolve_lease_id(op.book, op.hotkey, args.lease)
     entry = op.book.get(lease)
     base = entry.expires_at if entry is not None else None  # --until: up to that moment
-    duration = parse_duration(args.hours, args.duration, default_s=None, until=args.until, base=base)
+    duration = parse_duration(args.hours, args.duration, None, ttl=args.ttl, until=args.until, base=base)
     entry = await op.extend(lease, duration, await _miner_override(op, args))
     return _lease_result(op, entry, "Lease extended")
 

@@ -26,8 +26,9 @@ import subprocess
 import sys
 from typing import IO, Any
 
+from compute.argv import bounded, positive
 from compute.operator.capture import Spool
-from compute.operator.commands import Result, resolve_lease_id
+from compute.operator.commands import LEASE_HELP, Result, resolve_lease_id
 from compute.operator.errors import EXIT_REFUSED, LeaseNotFound, OutputTruncated, UsageError
 from compute.operator.service import Operator
 from compute.operator.shell import MAX_CAPTURE_BYTES, LeaseAccess, LeaseShell, RunResult, ssh_argv
@@ -40,18 +41,18 @@ _REMOTE_RE = re.compile(r"^([0-9a-fA-F]{4,32}):(.*)$", re.DOTALL)
 
 def add_shell_commands(sub) -> None:  # noqa: ANN001 - the parser factory of compute.operator.cli
     ssh = sub("ssh", "open a shell on a lease (system ssh, pinned host key)")
-    ssh.add_argument("lease", help="lease id (or a unique prefix of one in your book)")
+    ssh.add_argument("lease", help=LEASE_HELP)
     ssh.add_argument(
         "remote_command", nargs="*", metavar="COMMAND", help="after --: run this instead of a shell"
     )
     ssh.add_argument("--tty", action="store_true", help="force a terminal (ssh -t), e.g. for a remote top")
     run = sub("exec", "run a command on a lease and exit with its status")
-    run.add_argument("lease", help="lease id (or a unique prefix of one in your book)")
+    run.add_argument("lease", help=LEASE_HELP)
     run.add_argument("remote_command", nargs="+", metavar="COMMAND", help="the command, after --")
-    run.add_argument("--timeout", type=float, help="give up (and end the command) after this many seconds")
+    run.add_argument("--timeout", type=positive, help="give up (and end the command) after this many seconds")
     run.add_argument(
         "--max-output",
-        type=float,
+        type=bounded(0.001, 4096),
         default=MAX_CAPTURE_BYTES / MIB,
         help="with --json: MiB of stdout and of stderr kept; past it the answer is output_truncated "
         f"(default {MAX_CAPTURE_BYTES // MIB})",
@@ -61,7 +62,7 @@ def add_shell_commands(sub) -> None:  # noqa: ANN001 - the parser factory of com
     copy.add_argument("-r", "--recursive", action="store_true", help="copy directories")
     copy.add_argument(
         "--idle-timeout",
-        type=float,
+        type=positive,
         default=TransferLimits.idle_s,
         help="fail a copy that moves less than 64 KiB in this many seconds "
         f"(default {TransferLimits.idle_s:g})",

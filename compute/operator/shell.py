@@ -47,6 +47,7 @@ from compute.operator.catcopy import get_by_cat, put_by_cat
 from compute.operator.errors import (
     CommandTimeout,
     HostKeyMismatch,
+    LeaseExpired,
     LeaseNotReady,
     SshAuthFailed,
     SshUnreachable,
@@ -85,7 +86,13 @@ class LeaseAccess:
     private_key: Path | None  # None: the default keys and agent (the renter's own key)
 
     @classmethod
-    def of(cls, entry: BookEntry) -> LeaseAccess:
+    def of(cls, entry: BookEntry, now: float | None = None) -> LeaseAccess:
+        if entry.state == "expired" or (entry.state == "active" and entry.expires_at <= (now or time.time())):
+            ended = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.expires_at))
+            raise LeaseExpired(
+                f"lease {entry.lease_id} expired at {ended} (its term ran out: the miner ended it); "
+                "rent a new one, and extend it before its term ends next time"
+            )
         if entry.state != "active":
             raise LeaseNotReady(f"lease {entry.lease_id} is {entry.state}; only an active lease has SSH")
         if not entry.ssh_host or not entry.ssh_port or not entry.known_hosts_path:
