@@ -1,9 +1,10 @@
 """Pure scoring math: GPU identification (naming), the value function (credit from proven figures),
 the holistic score (GPU credit x sustained factor x host factor x rental), moving averages, weight
-normalisation. It imports nothing from ``compute.pog`` or ``compute.validator`` (no import circles)."""
+normalisation, and the explanation of a sample's terms for people (``explain``). It imports nothing from ``compute.pog`` or ``compute.validator`` (no import circles)."""
 
 from __future__ import annotations
 
+from compute.scoring.explain import EmaStep, Explanation, explain
 from compute.scoring.holistic import (
     HolisticConfig,
     HolisticScore,
@@ -38,6 +39,8 @@ from compute.scoring.value import GpuCredit, ProvenGpu, ValueShape, gpu_credit
 __all__ = [
     "DEFAULT_WINDOW",
     "UNIDENTIFIED",
+    "EmaStep",
+    "Explanation",
     "GpuCredit",
     "GpuModel",
     "GpuTable",
@@ -53,6 +56,7 @@ __all__ = [
     "decay_missed",
     "decay_score",
     "ema_update",
+    "explain",
     "gpu_credit",
     "holistic_score",
     "host_factor",
