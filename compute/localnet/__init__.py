@@ -5,6 +5,10 @@ own stake) and N miners, runs the miners (embedded SSH backend by default, Docke
 ``--backend docker``) and the validators as separate processes, lets every validator run R
 Proof-of-GPU rounds on this CPU, prints the scoreboard, the weights written on the simulated chain
 and the validators' agreement under Yuma consensus, and stops everything.
+
+Ctrl-C, SIGTERM and SIGHUP (pm2, systemd, a closed terminal) stop every child at any moment,
+``--hold`` included: each runs in its own process group, signalled as a whole
+(``compute.localnet.processes``).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
 import time
 from dataclasses import replace
@@ -28,7 +33,7 @@ from .collateral import CollateralDemo, collateral_problems, render_collateral, 
 from .consensus import collect_consensus, consensus_problems, render_consensus
 from .images import choose_lease_image
 from .network import LocalNet, LocalnetError, Options
-from .processes import free_port
+from .processes import Terminated, free_port, stop_on_signals
 from .report import collect_summary, render_summary, summary_problems
 
 __all__ = ["LocalNet", "LocalnetError", "Options", "main"]
@@ -196,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     def show(name: str, line: str) -> None:
         console.print(Text.assemble((f"[{name}] ", "dim"), line), highlight=False, soft_wrap=True)
 
+    stop_on_signals()
     net = LocalNet(options, REPO_ROOT, on_line=show)
     demo = CollateralDemo(net) if options.collateral else None
     started = time.monotonic()
@@ -221,9 +227,10 @@ def main(argv: list[str] | None = None) -> int:
     except LocalnetError as exc:
         console.print(f"[red]localnet failed:[/red] {exc}")
         return 1
-    except KeyboardInterrupt:
-        console.print("[yellow]interrupted; stopping[/yellow]")
-        return 130
+    except KeyboardInterrupt as interrupt:
+        signum = interrupt.signum if isinstance(interrupt, Terminated) else signal.SIGINT
+        console.print(f"[yellow]{signal.Signals(signum).name}: stopping[/yellow]")
+        return 128 + signum
     finally:
         net.stop()
         if demo is not None:
@@ -270,7 +277,7 @@ def hold_for_renters(net: LocalNet, hold_s: float, console: Console) -> None:
         app = build_app(net.store_path, keypair=validator.wallet.hotkey)  # signs /api/machines and the feed
         server = serve_in_thread(app, "127.0.0.1", net.options.dashboard_port)
         console.print(f"dashboard still serving {server.url}/", highlight=False)
-    until = "Ctrl-C" if hold_s < 0 else f"{hold_s:g}s"
+    until = "Ctrl-C or SIGTERM" if hold_s < 0 else f"{hold_s:g}s"
     console.print(f"holding for renters (until {until})", highlight=False)
     try:
         time.sleep(hold_s if hold_s > 0 else 10**9)

@@ -1,4 +1,12 @@
-"""Child processes of the local demo: start, stream, stop — and never leave one behind."""
+"""Child processes of the local demo: start, stream, stop — and never leave one behind.
+
+Every child starts in a process group of its own (its session), so what it starts in turn (PoG
+workers, lease shells) goes with it: ``stop_all`` signals each group, SIGTERM then SIGKILL.
+``stop_on_signals`` turns SIGTERM and SIGHUP (what pm2, systemd and a closed terminal send) into
+the same unwinding as Ctrl-C, so the demo's ``finally`` stops every group; a second signal while it
+stops is ignored (``stop_all`` already ends in SIGKILL). What it does not survive: SIGKILL of the
+demo itself (nothing runs then; pm2 and systemd send SIGTERM first).
+"""
 
 from __future__ import annotations
 
@@ -101,6 +109,30 @@ class ProcessGroup:
                 child._pump.join(timeout=2)
             if child.proc.stdout is not None and (child._pump is None or not child._pump.is_alive()):
                 child.proc.stdout.close()
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP arrived: unwinds like Ctrl-C (every ``finally`` runs); ``signum`` says which."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def stop_on_signals() -> None:
+    """Main thread only: SIGTERM/SIGHUP raise :class:`Terminated`, SIGINT ``KeyboardInterrupt``;
+    once one arrived, later ones are ignored so the stop that follows is not cut short."""
+
+    def _raise(signum: int, _frame: object) -> None:
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            signal.signal(sig, signal.SIG_IGN)
+        log.info("%s: stopping every child", signal.Signals(signum).name)
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise Terminated(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, _raise)
 
 
 def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
