@@ -1,5 +1,7 @@
 """A rich console table of one round: uid, hotkey, GPUs, TFLOPS, memory GB/s, sustained ratio
-(throttling shown in yellow), scaling efficiency, verdict, score, weight, and a legend.
+(throttling shown in yellow), scaling efficiency, verdict, score, weight, a legend, and under it one
+line per miner with its sample's terms (``compute.scoring.explain``: per-GPU value and the model
+credited, host, sustained, rental factors, the EMA step, presence share, collateral, why a zero).
 
 People-facing output only; it reads values and prints, nothing else. Every text a miner supplied
 (reasons, model and host names) is placed through ``compute.peertext.for_rich``: printable, and
@@ -20,6 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from compute.peertext import for_rich
+from compute.scoring import Explanation
 from compute.store import PogResult
 
 
@@ -134,8 +137,20 @@ def log_console(file: TextIO | None = None) -> Console:
     return Console(file=stream, width=width, no_color=True)
 
 
-def print_round_table(table: Table, console: Console | None = None) -> None:
+EXPLAINED_CHARS = 600  # of one miner's explanation line (its zero reason quotes the miner)
+
+
+def print_round_table(
+    table: Table, console: Console | None = None, explanations: Mapping[int, Explanation] | None = None
+) -> None:
     console = console or log_console()
     console.print(table)
     for line in LEGEND:
         console.print(f"  {line}", style="dim", highlight=False, soft_wrap=True)
+    if explanations:
+        console.print(
+            "  why each sample (per GPU × factors = sample; EMA step; × presence × collateral = credit):"
+        )
+        for uid in sorted(explanations):
+            text = for_rich(explanations[uid].line(), EXPLAINED_CHARS)
+            console.print(f"  {text}", highlight=False, soft_wrap=True)

@@ -23,7 +23,7 @@ from dataclasses import replace
 
 from compute.chain import Chain, MetagraphSnapshot, NeuronInfo
 from compute.pog import shared_pool
-from compute.scoring import ScoringConfig, decay_score, presence_shares, update_score
+from compute.scoring import Explanation, ScoringConfig, decay_score, presence_shares, update_score
 from compute.store import PogResult, ScoreRecord, ScoreUpdate, ValidatorStore
 from compute.validator.check.context import MinerCheck
 from compute.validator.check.miner import check_miner
@@ -31,6 +31,7 @@ from compute.validator.context import ValidatorContext
 from compute.validator.lockstep.window import Seat, Window
 from compute.validator.params import MinerTarget
 from compute.validator.rentals.truth import MinerNotes
+from compute.validator.report.explained import explain_round
 from compute.validator.report.progress import RoundProgress
 from compute.validator.report.table import print_round_table, round_table
 from compute.validator.report.verdicts import TELL_TIMEOUT_S, tell_miners
@@ -333,13 +334,15 @@ class RoundLoop(BlockLoop):
         if len(windows) == 1 and not done and not skipped and not untested and targets:
             store.record_presence("round", [result_presence(r) for r in results])  # all at one moment
         not_skipped = [n for n in metagraph.neurons if n.uid not in skipped | untested]  # not missed
-        updates = score_updates(results, store.scores(), not_skipped, ctx.scoring, ctx.hotkey)
+        before = store.scores()
+        updates = score_updates(results, before, not_skipped, ctx.scoring, ctx.hotkey)
         store.finish_round(record.round_id, updates)
-        self._report(record.round_id, results, metagraph, await self._factors(metagraph))
+        explained = self._report(record.round_id, results, metagraph, await self._factors(metagraph), before)
         scores = {uid: rec.score for uid, rec in store.scores().items()}
         try:  # every tested miner reads why it scored what it did (best effort, bounded)
             await asyncio.wait_for(
-                tell_miners(client, results, {t.uid: t for t in targets}, scores), TELL_TIMEOUT_S + 5
+                tell_miners(client, results, {t.uid: t for t in targets}, scores, explained),
+                TELL_TIMEOUT_S + 5,
             )
         except asyncio.TimeoutError:
             log.info("round=%d verdicts: not every miner was told in time", record.round_id)
@@ -364,21 +367,35 @@ class RoundLoop(BlockLoop):
         results: list[PogResult],
         metagraph: MetagraphSnapshot,
         factors: Mapping[int, float] | None = None,
-    ) -> None:
-        """Table and wandb: what people read. The round is already closed; nothing here may undo
-        it or keep ``rounds_done`` from counting it (a report that raises is logged, never fatal)."""
+        before: Mapping[int, ScoreRecord] | None = None,
+    ) -> dict[int, Explanation]:
+        """Table and wandb: what people read; returns each result's explanation (for the verdicts).
+        The round is already closed; nothing here may undo it or keep ``rounds_done`` from counting
+        it (a report that raises is logged, never fatal)."""
         ctx = self.ctx
+        explained: dict[int, Explanation] = {}
         try:
             scores = ctx.store.scores()
             shares = stored_shares(ctx.store, ctx.presence_window)
             weights = weights_from_scores(scores, metagraph, ctx.hotkey, ctx.credit_step, factors, shares)
             plain = {uid: rec.score for uid, rec in scores.items()}
+            explained = explain_round(
+                results,
+                before or {},
+                scores,
+                table=ctx.table,
+                holistic=ctx.params.holistic,
+                scoring=ctx.scoring,
+                shares=shares,
+                factors=factors,
+            )
             if self.show_table:
-                print_round_table(round_table(round_id, results, plain, weights))
+                print_round_table(round_table(round_id, results, plain, weights), explanations=explained)
             if self.wandb is not None:
                 self.wandb.log_round(round_id, results, plain, weights)
         except Exception:  # noqa: BLE001 - a report boundary: the round stands
             log.exception("round=%d report failed (the round is recorded)", round_id)
+        return explained
 
 
 class WeightsLoop(BlockLoop):
