@@ -125,6 +125,21 @@ def signer(signed: SignedRequest, miner_hotkey: str) -> str | None:
     return caller.hotkey_ss58 if signed.path == VERDICT_PATH else None
 
 
+EXPLAINED = "terms: "  # the reason a validator puts first: its sample's terms in one line
+
+
+def _explanation(reasons: list[str]) -> str | None:
+    """The sample's terms the validator sent (``compute.scoring.explain``), if it sent them."""
+    return reasons[0][len(EXPLAINED) :] if reasons and reasons[0].startswith(EXPLAINED) else None
+
+
+def _why(row: dict[str, Any]) -> Text:
+    """The explanation in full, then the validator's first other reason."""
+    others = row["reasons"][1:] if row["explanation"] else row["reasons"]
+    lines = [row["explanation"]] if row["explanation"] else []
+    return Text("\n".join([*lines, *others[:1]]) or "-")
+
+
 def _rows(verdicts: list[Verdict], last: int) -> list[dict[str, Any]]:
     rows = []
     for v in reversed(verdicts[-last:] if last else verdicts):
@@ -139,6 +154,7 @@ def _rows(verdicts: list[Verdict], last: int) -> list[dict[str, Any]]:
                 "sample": v.request.sample,
                 "score": v.request.score,
                 "reasons": list(v.request.reasons),
+                "explanation": _explanation(v.request.reasons),
                 "figures": f.model_dump(exclude_none=True),
             }
         )
@@ -170,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     if not rows:
         console.print(f"no verdicts yet in {path}")
         return 0
-    table = Table(title=f"verdicts on {args.hotkey[:10]}... (newest first)")
+    table = Table(title=f"verdicts on {args.hotkey[:10]}... (newest first)", show_lines=True)
     for column in ("when", "validator", "round", "verdict", "sample", "why"):
         table.add_column(column)
     for row in rows:
@@ -181,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             str(row["round"]),
             "ok" if row["ok"] else "[red]failed[/red]",
             f"{row['sample']:.4g}",
-            Text("; ".join(row["reasons"][:2]) or "-"),
+            _why(row),
         )
     console.print(table)
     return 0
