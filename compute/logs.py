@@ -1,8 +1,13 @@
-"""Logging setup for entry points: one line per event on stderr, optional rotating files.
+"""Logging setup for entry points: one line per event on the console, optional rotating files.
 
 ``configure_logging(debug, trace, logging_dir)`` is called once by ``neurons/*.py``; library
 modules only ever call ``logging.getLogger(__name__)``. ``debug`` lowers this project's loggers
 to DEBUG; ``trace`` also lowers the libraries' (bittensor, asyncssh, httpx, uvicorn).
+
+The neurons pass ``info_to_stdout=True``: INFO and below go to stdout, WARNING and above to
+stderr, so a supervisor that files the two streams apart (pm2's out and error logs, systemd's
+priorities) files only real trouble as errors. Commands whose stdout is their answer (``--json``)
+keep every line on stderr (the default).
 
 Every line it writes is printable (:class:`PrintableFormatter`): a peer's text that reached a
 message (a miner's refusal, a worker's error) shows its control characters as escapes and can
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import logging.handlers
+import sys
 from pathlib import Path
 
 from compute.peertext import printable
@@ -39,15 +45,41 @@ class PrintableFormatter(logging.Formatter):
         return "\n".join(printable(line) for line in super().formatStack(stack_info).split("\n"))
 
 
+class _Below(logging.Filter):
+    """Passes the records under ``level`` (the stdout half of a split console)."""
+
+    def __init__(self, level: int) -> None:
+        super().__init__()
+        self.level = level
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno < self.level
+
+
+def _console(info_to_stdout: bool) -> list[logging.Handler]:
+    if not info_to_stdout:
+        return [logging.StreamHandler(sys.stderr)]
+    quiet = logging.StreamHandler(sys.stdout)
+    quiet.addFilter(_Below(logging.WARNING))
+    loud = logging.StreamHandler(sys.stderr)
+    loud.setLevel(logging.WARNING)
+    return [quiet, loud]
+
+
 def configure_logging(
-    debug: bool = False, trace: bool = False, logging_dir: str | Path | None = None, name: str = "neuron"
+    debug: bool = False,
+    trace: bool = False,
+    logging_dir: str | Path | None = None,
+    name: str = "neuron",
+    info_to_stdout: bool = False,
 ) -> None:
-    """Install handlers on the root logger (idempotent: replaces handlers it installed before)."""
+    """Install handlers on the root logger (idempotent: replaces handlers it installed before);
+    ``info_to_stdout``: INFO and below on stdout, WARNING and above on stderr (else all on stderr)."""
     root = logging.getLogger()
     for handler in [h for h in root.handlers if getattr(h, "_compute_handler", False)]:
         root.removeHandler(handler)
     formatter = PrintableFormatter(FORMAT)
-    handlers: list[logging.Handler] = [logging.StreamHandler()]
+    handlers = _console(info_to_stdout)
     if logging_dir is not None:
         directory = Path(logging_dir).expanduser()
         directory.mkdir(parents=True, exist_ok=True)

@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"miner: bad settings: {exc}", file=sys.stderr)
         return 2
     common = settings.common
-    configure_logging(common.debug, common.trace, common.logging_dir, name="miner")
+    configure_logging(common.debug, common.trace, common.logging_dir, name="miner", info_to_stdout=True)
     try:
         return asyncio.run(run(settings))
     except (StartupError, WalletError, SettingsError, CollateralError) as exc:

@@ -223,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"validator: {exc}", file=sys.stderr)
         return 2
-    configure_logging(settings.common.debug, settings.common.trace, settings.common.logging_dir, "validator")
+    common = settings.common
+    configure_logging(common.debug, common.trace, common.logging_dir, "validator", info_to_stdout=True)
     try:
         return asyncio.run(run(settings))
     except (WalletError, ChainError, CollateralError) as exc:
