@@ -15,9 +15,16 @@ table figures would. The cheater picks WHEN a lease takes the device (``MODE``),
 - ``try-build``: as ``wait-build``, but a lease that finds the device busy says so at once (no wait);
 - ``late-start``: answers the build at once without the device (a lie), takes the device when the
   start nonce comes, builds, then runs its chain (the chain begins as early as the device allows).
+- ``regen-first``: a lease that finds the device busy at the build answers at once (its matrix in
+  host memory, not on the device) and computes its passes by regenerating the matrix at the fastest
+  rate the validator assumes while another lease's chain holds the device; when the device is free
+  it takes it, its next pass regenerates and stores the matrix, and the rest run at the table's
+  bandwidth (its chain begins in time, and its mean pass passes: the slow passes are paid for by the
+  fast ones).
 
 With one lease at a time every mode is an honest single device: its credit is the device's honest
-share, the yardstick of the cheater tests. ``send_away`` takes the device elsewhere (its leases then
+share, the yardstick of the cheater tests. The device keeps its pace (each pass due one pass time
+after the one before it, from the chain's start), so a busy machine delays a pass but not the chain. ``send_away`` takes the device elsewhere (its leases then
 find no device: a hit and run between its appearances). ``device_bin`` writes the ``python3`` shim a lease's
 ``PATH`` starts with (``EmbeddedBackend(path_prefix=...)``). Demo and tests only: nothing in the
 miner imports it. Run as a script it is the worker (stdlib and numpy only, like the real one).
@@ -34,7 +41,7 @@ import time
 import types
 from pathlib import Path
 
-MODES = ("wait-info", "wait-build", "try-build", "late-start")
+MODES = ("wait-info", "wait-build", "try-build", "late-start", "regen-first")
 TABLE_GBS = 0.1  # the claimed model's bandwidth: the CPU fallback's (the validator's cpu_bandwidth_gbs)
 REGEN_RATE = 1e9  # element-rounds/s: the validator's cpu_regen_rate (its fastest plausible rebuild)
 
@@ -52,17 +59,20 @@ def send_away(device: Path, away: bool = True) -> None:
         marker.unlink(missing_ok=True)
 
 
-def device_bin(root: Path, device: Path, mode: str, gbs: float = TABLE_GBS) -> Path:
-    """A directory whose ``python3`` runs this worker on ``device`` in ``mode`` (put it first on PATH)."""
+def device_bin(
+    root: Path, device: Path, mode: str, gbs: float = TABLE_GBS, regen_rate: float = REGEN_RATE
+) -> Path:
+    """A directory whose ``python3`` runs this worker on ``device`` in ``mode`` (put it first on PATH):
+    passes at ``gbs``, a rebuild (or a regenerated pass) at ``regen_rate`` element-rounds/s."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    directory = root / f"device-{mode}"
+    directory = root / f"device-{mode}-{gbs:g}-{regen_rate:g}"
     directory.mkdir(parents=True, exist_ok=True)
     shim = directory / "python3"
     shim.write_text(
         "#!/bin/sh\n"  # a renter's ``python3 --version`` is answered by the real interpreter
         f'case "$1" in --version|-V) exec "{sys.executable}" "$@";; esac\n'
-        f'exec "{sys.executable}" -u "{Path(__file__).resolve()}" "{device}" {mode} {gbs}\n'
+        f'exec "{sys.executable}" -u "{Path(__file__).resolve()}" "{device}" {mode} {gbs} {regen_rate}\n'
     )
     shim.chmod(shim.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return directory
@@ -93,23 +103,40 @@ class Device:
             self.held = False
 
 
-def _patch(ns: dict, device: Device, mode: str, gbs: float) -> None:
+def _patch(ns: dict, device: Device, mode: str, gbs: float, regen_rate: float) -> None:
     """The memory proof's engine (``memory_*`` ops, not the host RAM proof) runs on the device."""
     plain, prover, memory_op = ns["MemoryEngine"], ns["ProverEngine"], ns["_memory_op"]
     info = prover.info
 
     class DeviceEngine(plain):  # type: ignore[misc, valid-type]
-        def multiply(self, spec, gpu, a, x):  # a pass reads the matrix at the table's bandwidth
-            started = time.perf_counter()
-            out = super().multiply(spec, gpu, a, x)
-            time.sleep(max(0.0, 4 * spec.n * spec.n / (gbs * 1e9) - (time.perf_counter() - started)))
+        def multiply(self, spec, gpu, a, x):
+            """A pass: the matrix read at the table's bandwidth on the device, else regenerated."""
+            resident = device.held
+            if not resident and mode == "regen-first":
+                try:  # free now: this pass regenerates the matrix into the device, the next ones read it
+                    device.take(wait=False)
+                except RuntimeError:
+                    pass  # still busy: regenerate this pass too
+            out = super().multiply(spec, gpu, a, x)  # the numbers (from host memory: time is emulated)
+            read_s = 4 * spec.n * spec.n / (gbs * 1e9)
+            self._pace(gpu, read_s if resident else spec.n * spec.n * spec.hash_rounds / regen_rate)
             return out
+
+        def _pace(self, gpu: int, seconds: float) -> None:
+            due = self._due.get(gpu, self._chain_start) + seconds
+            self._due[gpu] = due
+            time.sleep(max(0.0, due - time.perf_counter()))
 
         def prepare(self, challenge):
             if mode == "late-start":  # "ready" at once, nothing built: the device comes with the start
                 self._lied = challenge
                 self._built = ns["parse_memory_challenge"](challenge)
                 return {"challenge_id": self._built.challenge_id, "build_s": [0.0] * self._built.gpu_count}
+            if mode == "regen-first":
+                try:
+                    device.take(wait=False)
+                except RuntimeError:  # busy: "ready" at once, the matrix in host memory only
+                    return super().prepare(challenge)
             return self._build_on_device(challenge)
 
         def _build_on_device(self, challenge):  # the device, and at least a table-rate rebuild
@@ -117,7 +144,7 @@ def _patch(ns: dict, device: Device, mode: str, gbs: float) -> None:
             started = time.perf_counter()
             ready = super().prepare(challenge)
             spec = self._built
-            rebuild = spec.n * spec.n * spec.hash_rounds / REGEN_RATE
+            rebuild = spec.n * spec.n * spec.hash_rounds / regen_rate
             time.sleep(max(0.0, rebuild - (time.perf_counter() - started)))
             return ready
 
@@ -125,6 +152,7 @@ def _patch(ns: dict, device: Device, mode: str, gbs: float) -> None:
             try:
                 if mode == "late-start":
                     self._build_on_device(self._lied)
+                self._chain_start, self._due = time.perf_counter(), {}
                 return super().commit(request, emit)
             finally:
                 if mode != "wait-info":
@@ -148,6 +176,7 @@ def _patch(ns: dict, device: Device, mode: str, gbs: float) -> None:
 
 def main(argv: list[str]) -> int:
     device_path, mode, gbs = argv[0], argv[1], float(argv[2])
+    regen_rate = float(argv[3]) if len(argv) > 3 else REGEN_RATE
     sys.modules["torch"] = None  # type: ignore[assignment]  # the device is emulated: numpy only
     stdin = sys.stdin.buffer
     size = int(stdin.readline(32))
@@ -158,7 +187,7 @@ def main(argv: list[str]) -> int:
     sys.modules[module.__name__] = module  # dataclasses look their module up
     exec(compile(source, "pog_worker", "exec"), module.__dict__)
     device = Device(device_path)
-    _patch(module.__dict__, device, mode, gbs)
+    _patch(module.__dict__, device, mode, gbs, regen_rate)
     try:
         return int(module.__dict__["serve"](stdin, sys.stdout, "cpu"))
     finally:

@@ -51,11 +51,12 @@ class DepthParams:
 class LockstepParams:
     """Bounds of a lockstep window (docs/presence.md): every prepare step is bounded by seconds above
     the round trip measured for the miner in the same session, never by ``miner_timeout`` (the
-    bounds keep a window short; soundness comes from its gates and the residency judge); the memory
-    chain that proves exclusivity must begin within the measured round trip (capped) plus a slack of
-    the window's common moment, and lasts ``min_chain_s`` at the claimed model's table bandwidth
-    (three times the cap plus the slack, so no device that passes the time judge can run two chains
-    one after the other inside the bound)."""
+    bounds keep a window short; soundness comes from its gates and the residency judge). Every pass
+    of the memory chain that proves exclusivity must arrive by the window's moment + j passes at
+    ``resident_fraction`` of the claimed model's table bandwidth + an allowance: the round trip
+    measured around the chain (capped) plus the seat's slack, never more than the chain's physical
+    bound (``proofs.physics``: no device at the model's figures finishes two chains inside it). Every
+    chain runs ``chain_passes``."""
 
     step_s: float = 10.0  # specs, stale leases, info: each this many s above twice the round trip
     allocate_s: float = 30.0  # the allocate call (a container start), with its idempotent retries
@@ -65,12 +66,19 @@ class LockstepParams:
     # with whatever else the machine runs (on the demo every miner shares one machine)
     prepare_s: float = 120.0  # the window waits this long at most for every seat to be prepared
     rtt_cap_s: float = 0.6  # a round trip above this is judged as this (distance buys no slack)
-    lead_slack_s: float = 0.3  # the chain's first pass may come this much after one round trip
+    # a GPU seat's pass lines may come this much after the pace plus the round trip: the path's delay
+    # varying after the round trip was measured (1 s) and the validator's stamping (0.3 s)
+    lead_slack_s: float = 1.3
     # the same for a machine without GPUs: its worker shares the cores with whatever else runs (on
-    # the demo, every miner and the validator on one machine: starts 0.5-1.6 s late at load >= 10).
-    # Sound while cap + this < the chain at the table bandwidth + a rebuild (docs/presence.md)
+    # the demo, every miner and the validator on one machine: starts 0.5-1.6 s late at load >= 10)
     cpu_lead_slack_s: float = 1.8
-    min_chain_s: float = 2.7  # memory chain length at the table bandwidth: 3 x (cap + slack)
+    # the pace every prefix of a chain must keep: a pass at this fraction of the table bandwidth (an
+    # honest H100 prover reads at 0.70-0.71 of it; two chains on one device at most ~0.57)
+    resident_fraction: float = 0.7
+    # passes of every memory chain (the proof's most): its physical bound grows with its length, and
+    # every seat runs the same length, so no seat's bound rests on another's
+    chain_passes: int = 256
+    judge: bool = True  # the residency judge; False only in tests, as the control of a cheat
 
     def slack(self, cpu: bool) -> float:
         """The lead slack of a seat: ``cpu_lead_slack_s`` for a machine without GPUs."""

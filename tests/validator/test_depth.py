@@ -77,11 +77,17 @@ async def test_worker_regenerating_memory_per_pass_is_credited_no_memory(
     start_miner, validator_client
 ) -> None:
     miner = start_miner("memregen", cheat="memregen")
-    params = small_params(lockstep=LockstepParams(min_chain_s=0.0))  # 16 passes: each rebuilds A
+    # the residency judge off: the memory time judge alone (16 passes: each rebuilds A)
+    params = small_params(lockstep=LockstepParams(chain_passes=16, judge=False))
     result = await check_miner(MinerCheck(validator_client, target(miner), params, TABLE, SCORING))
-    assert result.ok  # the answers are right: the round stands ...
+    assert result.ok, result.reasons  # the answers are right: the round stands ...
     assert result.mem_proven_gb == 0.0 and not result.mem_gbs  # ... but no memory is credited
     assert any("regenerating A" in reason for reason in result.reasons), result.reasons
+    # the judge on: a chain regenerating every pass misses the resident pace, so it is not present
+    params = small_params(lockstep=LockstepParams(chain_passes=16))
+    judged = await check_miner(MinerCheck(validator_client, target(miner), params, TABLE, SCORING))
+    assert not judged.ok and judged.sample == 0.0
+    assert "not resident" in judged.reasons[0], judged.reasons
 
 
 @pytest.mark.slow

@@ -9,7 +9,6 @@ playing its best moment to take the device. The same device behind one hotkey is
 from __future__ import annotations
 
 import asyncio
-import math
 from pathlib import Path
 
 import pytest
@@ -24,113 +23,20 @@ from compute.chain import connect
 from compute.localnet.one_device import device_bin
 from compute.miner import build_miner_app
 from compute.miner.specs import fixed_specs
-from compute.pog import judge_memory_timing, plan_memory
 from compute.scoring import ProvenGpu, ScoringConfig, gpu_credit, load_gpu_table
 from compute.scoring.value import table_figures
 from compute.store import ValidatorStore
 from compute.transport import KeyWallet, ServerLimits, serve_in_thread
 from compute.validator import MinerCheck, MinerTarget, RoundLoop, chain_block_source, check_miner
-from compute.validator.lockstep.residency import Residency, common_interval, exclusivity
 from compute.validator.lockstep.window import SeatLate, Window
-from compute.validator.params import DepthParams, LockstepParams
-from compute.validator.proofs.depth import memory_shape
+from compute.validator.params import LockstepParams
 from compute.validator.round.windows import pack_windows
 
 TABLE = load_gpu_table()
 SCORING = ScoringConfig()
-POLICY = LockstepParams(rtt_cap_s=0.6, lead_slack_s=0.3)
 
 
-# ---------------------------------------------------------------- the exclusivity judge (pure)
-@pytest.mark.parametrize(
-    ("first", "rtt", "ok"),
-    [
-        (0.05, 0.04, True),  # an honest chain: first pass one round trip and one pass after the start
-        (0.55, 0.5, True),  # far away (0.5 s round trip): distance is no verdict
-        (1.2, 2.0, False),  # a 2 s "round trip" is judged as the 0.6 s cap: distance buys no slack
-        (3.1, 0.04, False),  # began after another hotkey's 2.7 s chain: not resident at the moment
-    ],
-)
-def test_a_chain_is_exclusive_only_if_it_held_its_matrix_at_the_common_moment(first, rtt, ok) -> None:
-    arrivals = tuple(first + 0.02 * i for i in range(10))  # 20 ms per pass
-    verdict = exclusivity(Residency(0.0, (arrivals,), rtt), 0.0, POLICY)
-    assert verdict.ok is ok
-    assert verdict.lead_s == pytest.approx(first - 0.02)
-    if not ok:
-        assert "not resident at the window's moment" in verdict.reason
-
-
-def test_a_busy_validator_stamping_late_does_not_make_an_honest_chain_late() -> None:
-    """Load on the validator only delays stamps: the chain's start is the least delayed estimate."""
-    true = [0.05 + 0.02 * i for i in range(40)]
-    stalled = tuple(max(t, 0.35) for t in true)  # the event loop was busy for the first 0.35 s
-    verdict = exclusivity(Residency(0.0, (stalled,), 0.04), 0.0, POLICY)
-    assert verdict.ok and verdict.lead_s == pytest.approx(0.03, abs=1e-9)
-
-
-def _cpu_chain():
-    """The CPU seat's memory challenge as the validator plans it (the demo's CPU table figures)."""
-    depth = DepthParams()
-    memory_gb, gbs, policy = memory_shape(TABLE, [], depth)
-    challenge = plan_memory(memory_gb, gbs, 1, passes=depth.memory_passes, policy=policy)
-    pass_s = challenge.matrix_bytes / (gbs * 1e9)
-    passes = math.ceil(LockstepParams().min_chain_s / pass_s)
-    rebuild_s = challenge.n**2 * challenge.hash_rounds / policy.max_regen_rate
-    return challenge.model_copy(update={"passes": passes}), policy, pass_s, rebuild_s
-
-
-@pytest.mark.parametrize(("late_s", "rtt"), [(0.0, 0.002), (1.6, 0.002), (1.6, 0.3), (1.75, 0.05)])
-def test_an_honest_cpu_chain_that_starts_late_on_a_loaded_machine_is_present(late_s, rtt) -> None:
-    """On the CPU path: at load >= 10 an honest CPU worker begins its chain 0.5-1.6 s late
-    (its cores are shared). A machine without GPUs is judged with the CPU slack (1.8 s); the same
-    chain on a GPU seat keeps the GPU slack (0.3 s: a GPU's start does not wait for the host's cores)."""
-    _, _, pass_s, _ = _cpu_chain()
-    real = 0.002  # an honest CPU runs its passes ~8x faster than the CPU table
-    arrivals = tuple(rtt + late_s + real * (r + 1) for r in range(174))
-    cpu = exclusivity(Residency(0.0, (arrivals,), rtt, pass_s, cpu=True), 0.0, LockstepParams())
-    assert cpu.ok, cpu.reason
-    gpu = exclusivity(Residency(0.0, (arrivals,), rtt, pass_s), 0.0, LockstepParams())
-    assert gpu.ok is (late_s == 0.0)
-
-
-def _second_chain(pass_s: float, start: float, passes: int, slow_s: float) -> tuple[float, ...]:
-    """A serialised second chain computed at the device's speed from ``start``; its lines after the
-    first half are held back to ``slow_s`` apart (the median step becomes ``slow_s``)."""
-    fast = passes // 2 - 1
-    arrivals = [start + pass_s * (r + 1) for r in range(fast)]
-    while len(arrivals) < passes:
-        arrivals.append(max(start + pass_s * (len(arrivals) + 1), arrivals[-1] + slow_s))
-    return tuple(arrivals)
-
-
-@pytest.mark.parametrize("held", [False, True])
-def test_a_device_at_the_cpu_table_cannot_fit_two_chains_in_the_cpu_slack(held) -> None:
-    """The serialising sybil's best second chain on a one-matrix device at the CPU table's figures
-    (the emulated device of the cheater tests): it starts one chain and a rebuild after the moment,
-    fakes a round trip above the cap, and holds back its later lines so that the median step is as
-    wide as the memory time judge still accepts (its start estimate would reach back before the
-    moment). The memory time judge passes it; the residency judge does not, because the estimate
-    never assumes a spacing wider than one pass at the table's bandwidth. Without that bound, the
-    held-back chain would be credited (the bound is what makes the CPU slack sound)."""
-    challenge, policy, pass_s, rebuild_s = _cpu_chain()
-    policy_ = LockstepParams()
-    start = challenge.passes * pass_s + rebuild_s  # after the first hotkey's chain and a rebuild
-    limit = challenge.n**2 * challenge.hash_rounds / policy.max_regen_rate / policy.min_margin
-    slow = pass_s
-    if held:  # as wide as keeps the whole chain's mean pass within the time judge (0.95 of it)
-        half = challenge.passes - (challenge.passes // 2 - 1)
-        slow = (0.95 * limit * challenge.passes - start - (challenge.passes // 2 - 1) * pass_s) / half
-        assert slow > 1.5 * pass_s
-    arrivals = _second_chain(pass_s, start, challenge.passes, slow)
-    assert judge_memory_timing(challenge, 0.0, [list(arrivals)], policy).ok  # a chain the time judge takes
-    faked_rtt = 5.0  # judged as the 0.6 s cap
-    verdict = exclusivity(Residency(0.0, (arrivals,), faked_rtt, pass_s, cpu=True), 0.0, policy_)
-    assert not verdict.ok and verdict.lead_s >= start - 1e-9
-    assert verdict.lead_s - verdict.bound_s > 0.4  # the margin: the bound 2.4 s, the best start 2.82 s
-    unbounded = exclusivity(Residency(0.0, (arrivals,), faked_rtt, 0.0, cpu=True), 0.0, policy_)
-    assert unbounded.ok is held  # the median alone would have credited the held-back chain
-
-
+# ---------------------------------------------------------------- pure (the judge itself: test_residency.py)
 def test_a_fast_device_claiming_no_gpu_behind_three_hotkeys_earns_at_most_three_cpu_floors() -> None:
     """What the CPU slack does not bound: a device much faster than the CPU table (an H100 claiming
     no GPU, or a real CPU with RAM for many matrices) can compute every hotkey's chain at the moment
@@ -143,19 +49,6 @@ def test_a_fast_device_claiming_no_gpu_behind_three_hotkeys_earns_at_most_three_
     credit = gpu_credit(as_cpu, TABLE)
     assert credit.credited_as is None and credit.value <= 0.01 * 5.0 * 1.1
     assert 3 * credit.value < 0.05 * honest
-
-
-def test_every_gpu_of_a_machine_must_hold_its_matrix_at_the_moment() -> None:
-    on_time = tuple(0.05 + 0.02 * i for i in range(10))
-    late = tuple(3.0 + 0.02 * i for i in range(10))
-    assert not exclusivity(Residency(0.0, (on_time, late), 0.04), 0.0, POLICY).ok
-    assert exclusivity(Residency(0.0, (on_time, on_time), 0.04), 0.0, POLICY).ok
-
-
-def test_common_interval_of_a_window() -> None:
-    assert common_interval([(0.0, 3.0), (-0.2, 2.5), (0.1, 4.0)]) == (0.1, 2.5)
-    assert common_interval([(0.0, 1.0), (2.0, 3.0)]) is None  # one after the other: no common moment
-    assert common_interval([]) is None
 
 
 def test_windows_keep_groups_whole_and_respect_the_size() -> None:
@@ -291,19 +184,23 @@ def device_net(tmp_path: Path, sim_chain, make_wallet, validator_client):
             miner.server.stop()
 
 
-async def one_round(chain, store, wallet, client) -> dict[int, object]:
-    ctx = validator_context(chain, store, client, hotkey=wallet.hotkey.ss58_address)
+async def one_round(chain, store, wallet, client, judge: bool = True) -> dict[int, object]:
+    """One real round; ``judge=False``: the residency judge switched off (the control of a cheat)."""
+    params = small_params(lockstep=LockstepParams(judge=judge))
+    ctx = validator_context(chain, store, client, hotkey=wallet.hotkey.ss58_address, params=params)
     loop = RoundLoop(ctx, interval_blocks=1, concurrency=16, step_timeout=240, show_table=False)
     await loop.run_step(await chain_block_source(chain)())
-    return {r.uid: r for r in store.results(1)}
+    return {r.uid: r for r in store.results(store.rounds_finished())}
 
 
-@pytest.mark.parametrize("mode", ["wait-info", "wait-build", "late-start"])
+@pytest.mark.parametrize("mode", ["wait-info", "wait-build", "late-start", "regen-first"])
 @pytest.mark.slow
 async def test_serialising_sybil_is_credited_at_most_once(device_net, validator_client, mode) -> None:
-    """Three hotkeys on one device, each lease taking the device at its best moment
-    (before info, at the build, or only when the start comes). Before the lockstep window, the
-    ``wait-info`` play was credited 3 of 3; now at most one hotkey is, and honest miners keep theirs."""
+    """Three hotkeys on one device, each lease taking the device at its best moment (before info, at
+    the build, only when the start comes, or regenerating its first passes while another chain holds
+    the device). Before the lockstep window, the ``wait-info`` play was credited 3 of 3; before the
+    pace of every pass, ``regen-first`` was (3 of 3 in each round); now at most one hotkey is, and
+    honest miners keep theirs."""
     chain, store, wallet, uids = device_net(1, 3, mode)
     results = await one_round(chain, store, wallet, validator_client)
     for name in ("honest0",):
@@ -322,7 +219,25 @@ async def test_one_device_behind_one_hotkey_is_credited(device_net, validator_cl
     chain, store, wallet, uids = device_net(1, 1, "wait-build")
     results = await one_round(chain, store, wallet, validator_client)
     assert results[uids["sybil0"]].ok and results[uids["sybil0"]].sample > 0, results[uids["sybil0"]].reasons
-    assert results[uids["sybil0"]].timings["lead_s"] < POLICY.lead_slack_s + 0.3
+    assert results[uids["sybil0"]].timings["late_s"] < 0  # every pass in time
+
+
+@pytest.mark.slow
+async def test_regenerating_first_passes_is_seen_only_by_the_pace_of_every_pass(
+    device_net, validator_client
+) -> None:
+    """The control of ``regen-first``: in a round with the residency judge switched off, three
+    hotkeys on one device are credited with their memory proven more than once (the first chain held
+    the device, the second regenerated its first passes and took it after: its mean pass passes the
+    memory time judge; the third, a chain later still, fails it). In the next round, with the judge,
+    once."""
+    chain, store, wallet, uids = device_net(0, 3, "regen-first")
+    off = await one_round(chain, store, wallet, validator_client, judge=False)
+    present = [r for r in (off[uids[f"sybil{i}"]] for i in range(3)) if r.sample > 0 and r.mem_proven_gb]
+    assert len(present) >= 2, [(r.sample, r.mem_proven_gb, r.reasons) for r in off.values()]
+    on = await one_round(chain, store, wallet, validator_client)
+    sybil = [on[uids[f"sybil{i}"]] for i in range(3)]
+    assert sum(r.sample > 0 for r in sybil) <= 1, [r.reasons for r in sybil]
 
 
 @pytest.fixture
@@ -331,7 +246,7 @@ async def one_device_hosts(tmp_path: Path, make_wallet):
     its own address, SSH port and host key (nothing to correlate but the device itself)."""
     opened: list = []
 
-    async def start(count: int) -> MinerTarget:
+    async def start(count: int, mode: str = "wait-build") -> MinerTarget:
         names = [f"box-{i}" for i in range(count)]
         entries = [
             {"name": n, "endpoint": f"unix:///run/{n}.sock", "ssh_host": f"127.0.0.{i + 1}"}
@@ -342,7 +257,7 @@ async def one_device_hosts(tmp_path: Path, make_wallet):
         device = tmp_path / "device.lock"
 
         def embedded(config: HostConfig) -> EmbeddedBackend:
-            prefix = [device_bin(tmp_path / "bins", device, "wait-build")]
+            prefix = [device_bin(tmp_path / "bins", device, mode)]
             return EmbeddedBackend(
                 tmp_path / config.name,
                 config.ssh_host,
@@ -390,3 +305,18 @@ async def test_one_machine_listed_as_three_hosts_is_credited_as_one(
     assert len(credited) <= 1, result.reasons
     assert result.sample == pytest.approx(sum(result.hosts.values()))
     assert sum("lockstep" in r or "not ready" in r for r in result.reasons) >= 2, result.reasons
+
+
+@pytest.mark.slow
+async def test_one_machine_listed_as_three_hosts_regenerating_first_passes_is_credited_as_one(
+    one_device_hosts, validator_client
+) -> None:
+    """The same three hosts (one device; other addresses, ports and host keys), each lease
+    regenerating its first passes while another host's chain holds the device: with the judge off,
+    more than one host is credited; with it, one."""
+    target = await one_device_hosts(3, "regen-first")
+    off = small_params(lockstep=LockstepParams(judge=False))
+    result = await check_miner(MinerCheck(validator_client, target, off, TABLE, SCORING))
+    assert sum(sample > 0 for sample in result.hosts.values()) >= 2, result.reasons
+    result = await check_miner(MinerCheck(validator_client, target, small_params(), TABLE, SCORING))
+    assert sum(sample > 0 for sample in result.hosts.values()) <= 1, result.reasons

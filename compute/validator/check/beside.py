@@ -35,7 +35,7 @@ from compute.validator.check.lease import Lease, leased, open_session
 from compute.validator.check.prove import bounded, measure_info
 from compute.validator.failures import MinerFailed, MinerRented
 from compute.validator.lockstep.gate import SeatGate
-from compute.validator.lockstep.residency import Residency, exclusivity
+from compute.validator.lockstep.residency import exclusivity, residency_of
 from compute.validator.lockstep.window import Seat
 from compute.validator.proofs.depth import DepthRejected, prove_memory
 from compute.validator.rentals.receipts import RentalCheck, Renters, check_rentals
@@ -144,8 +144,7 @@ async def _resident(check: MinerCheck, lease: Lease, names: Sequence[str], seat:
         return Beside(0, "rented GPUs not proven beside their tenants: no memory proof for their model")
     if seat is not None:
         moment = seat.window.moment
-        residency = Residency(memory.started_at, memory.arrivals, rtt, memory.table_pass_s, cpu=False)
-        verdict = exclusivity(residency, moment or memory.started_at, lockstep)
+        verdict = exclusivity(residency_of(memory, rtt, cpu=False), moment or memory.started_at, lockstep)
         if not verdict.ok:
             return Beside(0, f"rented GPUs not there at the window's moment: {verdict.reason}")
     present = sum(memory.proven)

@@ -21,7 +21,7 @@ from compute.validator.check.context import MinerCheck
 from compute.validator.check.lease import Lease, open_session
 from compute.validator.failures import MinerFailed
 from compute.validator.lockstep.gate import MinerAbsent, SeatGate
-from compute.validator.lockstep.residency import Residency, exclusivity
+from compute.validator.lockstep.residency import exclusivity, residency_of
 from compute.validator.lockstep.window import Seat
 from compute.validator.proofs.depth import DepthRejected, prove_memory
 from compute.validator.proofs.depth_step import prove_depth
@@ -110,9 +110,11 @@ async def _prove_memory_in_lockstep(
     moment = seat.window.moment
     if moment is None:  # no seat started: cannot happen once this one did
         raise MinerAbsent("the window has no common moment")
-    residency = Residency(memory.started_at, memory.arrivals, rtt, memory.table_pass_s, cpu=not claimed)
-    verdict = exclusivity(residency, moment, check.params.lockstep)
+    verdict = exclusivity(residency_of(memory, rtt, cpu=not claimed), moment, check.params.lockstep)
     measured.timings["lead_s"] = verdict.lead_s
+    measured.timings["late_s"] = verdict.late_s
+    measured.timings["allowance_s"] = verdict.bound_s
+    measured.timings["rtt_after_s"] = memory.rtt_after_s
     measured.timings["start_skew_s"] = moment - memory.started_at
     if not verdict.ok:
         raise MinerFailed(f"not exclusively present at the lockstep window's moment: {verdict.reason}")

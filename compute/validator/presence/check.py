@@ -33,7 +33,7 @@ from compute.validator.check.prove import MAX_GPUS_TESTED, bounded, measure_info
 from compute.validator.context import ValidatorContext
 from compute.validator.failures import MinerFailed, MinerRented
 from compute.validator.lockstep.gate import SeatGate
-from compute.validator.lockstep.residency import Residency, exclusivity
+from compute.validator.lockstep.residency import exclusivity, residency_of
 from compute.validator.lockstep.window import Seat, Window
 from compute.validator.params import MinerTarget, RoundParams
 from compute.validator.proofs.depth import DepthRejected, prove_memory
@@ -187,8 +187,7 @@ async def _resident(check: MinerCheck, unit: Unit, seat: Seat, lease) -> UnitOut
     if memory is None or memory.started_at is None:
         return UnitOutcome(0, reason="absent: no memory proof for its model, presence unprovable")
     moment = seat.window.moment
-    residency = Residency(memory.started_at, memory.arrivals, rtt, memory.table_pass_s, cpu=not unit.gpus)
-    verdict = exclusivity(residency, moment or memory.started_at, lockstep)
+    verdict = exclusivity(residency_of(memory, rtt, cpu=not unit.gpus), moment or memory.started_at, lockstep)
     if not verdict.ok:
         return UnitOutcome(0, reason=f"absent: {verdict.reason}")
     if not memory.all_proven:

@@ -29,6 +29,7 @@ from typing import Protocol
 from compute.pog import (
     Challenge,
     Credit,
+    MemoryChallenge,
     MemoryPolicy,
     SustainedReport,
     analyse_series,
@@ -52,14 +53,16 @@ from compute.pog import (
 )
 from compute.pog.sustained import SustainedError, confirmation_reference, confirmed
 from compute.scoring import GpuTable
-from compute.validator.params import DepthParams
+from compute.validator.params import DepthParams, RoundParams
 from compute.validator.proofs.checked import ProofCheck
-from compute.validator.proofs.distance import passes_for
+from compute.validator.proofs.distance import measure_round_trip, passes_for
 from compute.validator.proofs.offloaded import verify_memory, verify_opening
+from compute.validator.proofs.physics import ChainPhysics
 from compute.validator.session.pog_session import MemoryGate, PogSession, TimedMemory, WorkerFailed
 
 log = logging.getLogger(__name__)
 MAX_PASSES = 256  # MemoryChallenge.passes' bound
+AFTER_PINGS = 3  # round trips measured right after a gated chain (the fastest counts)
 
 
 class DepthRejected(Exception):
@@ -80,6 +83,9 @@ class MemoryOutcome:
     started_at: float | None = None  # validator clock: the start nonce was written
     arrivals: tuple[tuple[float, ...], ...] = ()  # per GPU, each pass line's arrival (validator clock)
     table_pass_s: float = 0.0  # one pass at the table's bandwidth (the residency judge's widest spacing)
+    physics: ChainPhysics | None = None  # the chain at the claimed figures: its pace and two-chain gap
+    bound_s: float = math.inf  # the largest allowance under which no device finishes two such chains
+    rtt_after_s: float = 0.0  # the session's round trip measured right after the chain (gated proofs)
 
     @property
     def all_proven(self) -> bool:
@@ -141,40 +147,31 @@ async def prove_memory(
     beside: bool = False,
 ) -> MemoryOutcome | None:
     """The memory proof under ``check``'s round parameters and GPU table; with ``gate``, its build
-    and start wait for the lockstep window's gates. The chain lasts at least the lockstep's
-    ``min_chain_s`` at the table's bandwidth (the exclusivity proof), and ``rtt_s``, the session's
-    round trip, is at most the round's ``distance_share`` of it (more passes; ``proofs.distance``:
-    never subtracted). No ``claimed_names``: a machine without GPUs (the CPU build bound).
-    ``beside``: the small proof beside a rented GPU's tenant (``depth.beside_share`` of its memory,
-    rounds for ``depth.beside_margin``: the tenant shares the bandwidth), judged the same way."""
+    and start wait for the lockstep window's gates, and the round trip is measured again right after
+    the chain (the residency judge's allowance follows the larger of the two). Every chain runs
+    ``chain_passes``; ``rtt_s`` (the session's round trip) is never subtracted (``proofs.distance``).
+    No ``claimed_names``: a machine without GPUs (the CPU build bound). ``beside``: the small proof
+    beside a rented GPU's tenant (``depth.beside_share`` of its memory, rounds for
+    ``depth.beside_margin``: the tenant shares the bandwidth, so its pace is the time judge's own and
+    it claims no exclusivity), judged the same way."""
     params, lockstep = check.params, check.params.lockstep
-    depth, timeout, share = params.depth, params.miner_timeout, params.distance_share
-    min_chain_s = lockstep.min_chain_s
+    depth, timeout = params.depth, params.miner_timeout
     build_slack_s = lockstep.build_s if claimed_names else lockstep.cpu_build_s
-    shape = memory_shape(check.table, claimed_names, depth)
-    if shape is None:
+    plan = plan_chain(check.table, claimed_names, gpu_count, params, beside)
+    if plan is None:
         log.info("memory proof skipped: claimed GPU model not in the table")
         return None
-    memory_gb, bandwidth, policy = shape
-    fraction, margin = (depth.beside_share, depth.beside_margin) if beside else (0.8, 8.0)
-    challenge = plan_memory(
-        memory_gb, bandwidth, gpu_count, fraction, depth.memory_passes, target_margin=margin, policy=policy
-    )
-    pass_s = challenge.matrix_bytes / (bandwidth * 1e9)  # one pass at the table's bandwidth
-    passes = passes_for(challenge.passes, pass_s, rtt_s, share, MAX_PASSES)
-    if min_chain_s > 0:
-        passes = min(MAX_PASSES, max(passes, math.ceil(min_chain_s / pass_s)))
-    if passes != challenge.passes:
-        challenge = challenge.model_copy(update={"passes": passes})
+    challenge, policy, physics, regen_s = plan.challenge, plan.policy, plan.physics, plan.regen_s
     if gate is not None:
-        regen_s = challenge.n**2 * challenge.hash_rounds / policy.max_regen_rate
-        chain_s = challenge.passes * pass_s
+        chain_s = challenge.passes * physics.pass_s
         gate.expect(build_slack_s + 16 * regen_s, 5.0 + 4 * chain_s)
         timeout = min(timeout, build_slack_s + 16 * regen_s + 4 * chain_s)
+    rtt_after = 0.0
     if gate is None:
         timed = await session.memory_commit(challenge, timeout)
     else:
         timed = await gate.guard(session.memory_commit(challenge, timeout, gate=gate))
+        rtt_after = await measure_round_trip(session, timeout, pings=AFTER_PINGS)
         await gate.chained()
     request = choose_memory_openings(challenge, depth.memory_open_passes)  # after every pass arrived
     rows = check_rows(challenge)  # the secret rows of A, drawn here; checked where the line is parsed
@@ -184,7 +181,7 @@ async def prove_memory(
     )
     if not maths.ok:
         raise DepthRejected("memory proof rejected: " + "; ".join(maths.reasons[:3]))
-    expected = bandwidth if claimed_names else None
+    expected = plan.bandwidth_gbs if claimed_names else None
     timing = judge_memory_timing(challenge, timed.started_at, timed.arrivals, policy, expected)
     credited = tuple(proven_bytes(challenge, maths, timing))
     proven = tuple(size > 0 for size in credited)
@@ -197,13 +194,69 @@ async def prove_memory(
         proven,
         gbs,
         size if all(proven) else 0.0,
-        memory_gb,
+        plan.memory_gb,
         tuple(timing.reasons[:3]),
         credited,
         timed.started_at,
         tuple(tuple(times) for times in timed.arrivals),
-        pass_s,
+        physics.pass_s,
+        physics,
+        plan.bound_s,
+        rtt_after,
     )
+
+
+@dataclass(frozen=True)
+class ChainPlan:
+    """A memory chain as the validator plans it, and what its timing can prove."""
+
+    challenge: MemoryChallenge
+    policy: MemoryPolicy
+    physics: ChainPhysics
+    memory_gb: float  # the table memory it was sized from (never credited as such)
+    bandwidth_gbs: float  # the table bandwidth
+    regen_s: float  # regenerating A once at the policy's fastest rate
+    bound_s: float  # the residency judge's physical bound on the allowance (inf: beside, no exclusivity)
+
+
+def plan_chain(
+    table: GpuTable, claimed_names: list[str], gpu_count: int, params: RoundParams, beside: bool = False
+) -> ChainPlan | None:
+    """The memory chain ``prove_memory`` runs (None when a claimed model is not in the table): sized
+    from the table (or the CPU settings), ``chain_passes`` long, its pace and physical bound from
+    ``proofs.physics`` (a pass at ``lockstep.resident_fraction`` of the table bandwidth; beside a
+    tenant, the time judge's own bound and no exclusivity)."""
+    depth, lockstep = params.depth, params.lockstep
+    shape = memory_shape(table, claimed_names, depth)
+    if shape is None:
+        return None
+    memory_gb, bandwidth, policy = shape
+    fraction, margin = (depth.beside_share, depth.beside_margin) if beside else (0.8, 8.0)
+    challenge = plan_memory(
+        memory_gb, bandwidth, gpu_count, fraction, depth.memory_passes, target_margin=margin, policy=policy
+    )
+    challenge = challenge.model_copy(update={"passes": chain_passes(params)})
+    regen_s = challenge.n**2 * challenge.hash_rounds / policy.max_regen_rate
+    physics = ChainPhysics.of(
+        challenge.matrix_bytes,
+        bandwidth,
+        regen_s,
+        policy.host_stream_gbs,
+        0.0 if beside else lockstep.resident_fraction,
+        policy.min_margin,
+    )
+    bound = math.inf if beside else physics.bound_s(challenge.passes)
+    return ChainPlan(challenge, policy, physics, memory_gb, bandwidth, regen_s, bound)
+
+
+def chain_passes(params: RoundParams) -> int:
+    """Passes of every memory chain: ``lockstep.chain_passes`` (at most ``MAX_PASSES``), whatever the
+    seat's round trip or class. A chain's physical bound grows with its length, so the longest chain
+    the proof allows gives the widest allowance; and every seat of a model runs the same chain, so no
+    seat's bound rests on another's length (a shorter chain beside a longer one takes less of the
+    device, which would loosen the longer one's bound). A far seat's round trip is then at most
+    0.6 s of a chain of 256 passes (3.7-16 s at the table's figures)."""
+    return max(2, min(MAX_PASSES, params.lockstep.chain_passes))
 
 
 async def prove_sustained(

@@ -37,9 +37,9 @@ HEADROOM = 1.3  # measured here: a CPU commit takes ~0.75 of its warm-up at the 
 MAX_STRETCH = 64.0  # bounds the validator's own cost (verification is O(n) per sampled entry)
 
 
-async def measure_round_trip(session: PogSession, timeout: float) -> float:
-    """The fastest of ``PINGS`` round trips to the worker (seconds, the timing process's clock)."""
-    return min([await session.ping(timeout) for _ in range(PINGS)])
+async def measure_round_trip(session: PogSession, timeout: float, pings: int = PINGS) -> float:
+    """The fastest of ``pings`` round trips to the worker (seconds, the timing process's clock)."""
+    return min([await session.ping(timeout) for _ in range(max(1, pings))])
 
 
 def stretch_factor(compute_s: float, rtt_s: float, share: float, floor_s: float = 0.0) -> float:
