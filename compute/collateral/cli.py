@@ -24,11 +24,11 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from compute.collateral.errors import CollateralError
+from compute.collateral.errors import CollateralError, ContractReverted
+from compute.collateral.hints import WEI_PER_TAO, explain, tao, utc
 from compute.settings import SettingsError, add_common_args, common_from_args, environment
 
 logger = logging.getLogger(__name__)
-WEI_PER_TAO = 10**18
 WEI_PER_RAO = 10**9
 RPC_TIMEOUT_S = 10.0  # compute.collateral.rpc.DEADLINE_S (not imported here: web3 is the extra's)
 
@@ -139,6 +139,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "devchain":
             return _devchain(args)
         return _chain_command(args)
+    except ContractReverted as error:
+        what, hint = explain(error)
+        sys.stderr.write(f"error: {what}\nhint: {hint}\n")
+        return 1
     except (CollateralError, SettingsError) as error:
         sys.stderr.write(f"error: {error}\n")
         return 1
@@ -187,7 +191,11 @@ def _chain_command(args: argparse.Namespace) -> int:
     client = CollateralClient(w3, address, account)
     out: dict[str, Any] = {"command": args.command, "hotkey": hotkey}
     if args.command == "claim":
-        out["tx"] = client.claim().__dict__ | {"events": None}
+        assert account is not None
+        owed = client.owed(account.address)
+        result = client.claim()
+        out |= {"address": account.address.lower(), "claimed_wei": owed, "claimed_tao": _tao_text(owed)}
+        out["tx"], out["gas"] = result.tx_hash, result.gas_used
         return _print(out, args.json)
     if args.command in ("deposit", "topup"):
         if args.command == "topup" and not client.deposit_of(hotkey).exists:
@@ -207,10 +215,16 @@ def _chain_command(args: argparse.Namespace) -> int:
             result = client.request_reclaim(hotkey, tao_to_wei(args.amount))
         out["tx"], out["gas"] = result.tx_hash, result.gas_used
     state = client.deposit_of(hotkey)
-    out["deposit"] = state.__dict__
+    out["deposit"] = state.__dict__ | {
+        "amount_tao": _tao_text(state.amount),
+        "pending_reclaim_tao": _tao_text(state.pending_reclaim),
+    }
     if args.command == "status":
+        out["gpus"] = args.gpus
         out["required_wei"] = client.required(args.gpus)
         out["next_slash_wei"] = client.next_slash_amount(hotkey, args.gpus)
+        out["required_tao"] = _tao_text(out["required_wei"])
+        out["next_slash_tao"] = _tao_text(out["next_slash_wei"])
     return _print(out, args.json)
 
 
@@ -277,10 +291,49 @@ def _hotkey_ss58(wallet_name: str, hotkey: str, path: Path) -> str:
         raise SettingsError(str(error)) from None
 
 
+def _tao_text(wei: int) -> str:
+    """An amount for ``--json``: TAO as an exact decimal string (the ``*_wei`` integer beside it)."""
+    return tao(wei).removesuffix(" TAO")
+
+
 def _print(out: dict[str, Any], as_json: bool) -> int:
     if as_json:
         sys.stdout.write(json.dumps(out, default=str) + "\n")
     else:
-        for key, value in out.items():
-            sys.stdout.write(f"{key}: {value}\n")
+        sys.stdout.writelines(f"{line}\n" for line in human_lines(out))
     return 0
+
+
+def human_lines(out: dict[str, Any]) -> list[str]:
+    """A command's answer for people: amounts in TAO, times in UTC, one fact a line."""
+    rows: list[tuple[str, str]] = []
+    for key in ("hotkey", "evm", "address", "netuid", "block", "rpc", "collateral"):
+        if key in out:
+            rows.append((key, str(out[key])))
+    if "claimed_wei" in out:
+        rows.append(("claimed", tao(out["claimed_wei"])))
+    if "tx" in out:
+        rows.append(("tx", f"{out['tx']} (gas {out['gas']:,})"))
+    deposit = out.get("deposit")
+    if deposit is not None:
+        if deposit["owner"] == "0x" + "00" * 20:
+            rows.append(("deposit", "none"))
+        else:
+            rows.append(("deposit", f"{tao(deposit['amount'])} (owner {deposit['owner']})"))
+        if deposit["pending_reclaim"]:
+            when = utc(deposit["reclaim_at"])
+            rows.append(("pending reclaim", f"{tao(deposit['pending_reclaim'])}, payable from {when}"))
+        if deposit["open_proposals"]:
+            until = utc(deposit["blocked_until"])
+            rows.append(("open slash proposals", f"{deposit['open_proposals']} (until {until})"))
+        rows.append(("slashes so far", str(deposit["slashes"])))
+    if "required_wei" in out:
+        gpus = out.get("gpus", 1)
+        rows.append(("required", f"{tao(out['required_wei'])} for {gpus} GPU{'s' if gpus != 1 else ''}"))
+        rows.append(("next slash", tao(out["next_slash_wei"])))
+    shown = {"command", "hotkey", "evm", "address", "netuid", "block", "rpc", "collateral", "tx", "gas"}
+    shown |= {"deposit", "gpus", "required_wei", "next_slash_wei", "required_tao", "next_slash_tao"}
+    shown |= {"claimed_wei", "claimed_tao"}
+    rows += [(key.replace("_", " "), str(value)) for key, value in out.items() if key not in shown]
+    width = max([20, *(len(key) for key, _ in rows)])  # 20: "open slash proposals"
+    return [f"{key:<{width}}  {value}" for key, value in rows]

@@ -25,6 +25,7 @@ class ContractReverted(CollateralError):
     def __init__(self, error: str, args: tuple[object, ...] = (), detail: str = "") -> None:
         self.error = error
         self.args_ = args
+        self.detail = detail
         text = f"{error}{args if args else ''}"
         super().__init__(f"contract reverted: {text}{' - ' + detail if detail else ''}")
 

@@ -19,14 +19,13 @@ import httpx
 from rich.console import Console
 
 from compute import safejson
-from compute.collateral.errors import CollateralError
+from compute.collateral.errors import CollateralError, ContractReverted
+from compute.collateral.hints import HINTS, WEI_PER_TAO, explain, tao
 from compute.operator.commands import Result, resolve_lease_id
 from compute.operator.errors import Refused, UsageError
 from compute.operator.rentals import load_rental
 from compute.operator.service import Operator
 from compute.settings import SettingsError, common_from_args, environment
-
-WEI_PER_TAO = 10**18
 
 
 def add_collateral_commands(sub) -> None:  # noqa: ANN001 - the parser factory of compute.operator.cli
@@ -101,8 +100,11 @@ def _claim(args: argparse.Namespace) -> dict[str, Any]:
         client = CollateralClient(bounded_web3(rpc), address, account)
         owed = client.owed(account.address)
         if owed == 0:
-            raise Refused(f"the contract owes nothing to {account.address}")
+            raise Refused(f"the contract owes nothing to {account.address}; hint: {HINTS['NothingOwed']}")
         tx = client.claim()
+    except ContractReverted as error:
+        what, hint = explain(error)
+        raise Refused(f"{what}; hint: {hint}") from None
     except CollateralError as error:
         raise Refused(str(error)) from None
     return {
@@ -118,7 +120,7 @@ async def cmd_claim(op: Operator, args: argparse.Namespace) -> Result:
 
     def render(console: Console) -> None:
         console.print(
-            f"claimed {payload['claimed_tao']:.9f} TAO to {payload['address']} (tx {payload['tx']})",
+            f"claimed {tao(payload['claimed_wei'])} to {payload['address']} (tx {payload['tx']})",
             highlight=False,
         )
 
