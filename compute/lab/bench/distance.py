@@ -9,6 +9,11 @@ process) and flooded over HTTP by ``--clients`` threads for the whole run; ``--p
 a thread parsing a 16-GPU opening's worth of JSON (holding the GIL). Per round trip it prints
 the false negatives (failed tests of the honest miner), the mean sample and fp32 TFLOPS, the
 sample relative to the nearest round trip, and the round trip measured in the session.
+
+``--far-gpu`` runs another lane instead (``compute.lab.bench.far_gpu``): honest GPU seats of every
+table class far away, their return delay rising by a second after the pings, and one device serving
+two chains, through the validator's chain plan and judges (a GPU seat cannot be emulated end to end
+here).
 """
 
 from __future__ import annotations
@@ -157,8 +162,8 @@ async def _bench(args: argparse.Namespace, root: Path, miner: dict) -> dict[str,
 
 
 def _late_for_gpu_slack(result: Any) -> bool:
-    """Whether the chain began later than a GPU seat's bound (RTT capped + 0.3 s) allows: the tests
-    the CPU seat's wider slack (``LockstepParams.cpu_lead_slack_s``) kept from failing."""
+    """Whether the chain began later than a GPU seat's slack (RTT capped + ``lead_slack_s``) allows:
+    the tests the CPU seat's wider slack (``LockstepParams.cpu_lead_slack_s``) kept from failing."""
     from compute.validator.params import LockstepParams
 
     policy, timings = LockstepParams(), result.timings
@@ -213,6 +218,33 @@ def _summary(args: argparse.Namespace, runs: dict[float, list[Any]], pages: int,
     }
 
 
+def _far_gpu(args: argparse.Namespace) -> int:
+    from compute.lab.bench.far_gpu import far_gpu
+    from compute.scoring import load_gpu_table
+
+    if args.models:
+        args.models = [name.strip() for name in args.models.split(",") if name.strip()]
+    else:
+        args.models = sorted(load_gpu_table().models)
+    report = far_gpu(args)
+    if args.json:
+        print(json.dumps(report))
+    else:
+        for row in report["far_gpu"]:
+            print(
+                f"{row['model']:13s} chain {row['chain_s']:5.1f} s  bound {row['bound_s']:.2f} s  "
+                f"+{row['transient_step_s'][0]:g}-{row['transient_step_s'][1]:g} s transient: "
+                f"{row['transient_failed']}/{row['windows']} failed  +{row['sustained_step_s']:g} s sustained: "
+                f"{row['sustained_failed']}/{row['windows']} failed  two chains credited twice: "
+                f"{row['cheat_windows_two_credited']}/{row['windows']}"
+            )
+        print(
+            f"honest windows failed: {report['honest_failed']}, cheat windows credited twice: "
+            f"{report['cheats_credited_twice']}"
+        )
+    return 0 if report["honest_failed"] == 0 and report["cheats_credited_twice"] == 0 else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m compute bench distance", description=__doc__)
     parser.add_argument("--rounds", type=int, default=10, help="rounds per round trip (default 10)")
@@ -239,8 +271,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--p", type=int, default=256)
     parser.add_argument("--miner-timeout", type=float, default=300.0)
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    parser.add_argument(
+        "--far-gpu",
+        action="store_true",
+        help="instead: honest GPU seats far away (a delay rise after the pings) and one device serving "
+        "two chains, through the validator's chain plan and judges (compute.lab.bench.far_gpu)",
+    )
+    parser.add_argument("--models", default="", help="--far-gpu: table models, comma-separated (default all)")
+    parser.add_argument("--windows", type=int, default=20, help="--far-gpu: windows per model and lane (20)")
+    parser.add_argument("--rtt-ms", type=float, default=150.0, help="--far-gpu: the seat's round trip (150)")
+    parser.add_argument(
+        "--step", type=float, default=1.0, help="--far-gpu: the delay rise after the pings (1 s)"
+    )
+    parser.add_argument("--fraction", type=float, default=0.7, help="--far-gpu: the honest pace (0.7)")
+    parser.add_argument("--seed", type=int, default=36, help="--far-gpu: the simulation's seed")
     parser.add_argument("--serve-miner", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.far_gpu:
+        return _far_gpu(args)
     if args.serve_miner:
         asyncio.run(_serve_miner(Path(args.serve_miner), args.pace_gflops))
         return 0
