@@ -277,6 +277,27 @@ class LeaseInfo(Value):
     host: HostName | None = Field(None, exclude_if=lambda v: v is None)
     # The idle watch, for leases that asked for an idle stop; off the wire otherwise.
     idle: LeaseIdle | None = Field(None, exclude_if=lambda v: v is None)
+    # USD per hour at the miner's asking price when it rented the lease (``Price``); off the wire
+    # when it names none. Informational: no validator reads it.
+    price_per_hour: float | None = Field(
+        None, ge=0, le=1e7, allow_inf_nan=False, exclude_if=lambda v: v is None
+    )
+
+
+Money = Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]
+
+
+class Price(Value):
+    """A miner's asking price per hour (miner -> caller), signed with its answer like every answer.
+
+    ``gpu_hour``: per GPU, by the GPU names of its ``MachineSpecs``; ``base_hour``: per lease,
+    whatever its GPUs (CPU, memory, disk: a CPU rental's whole price). A lease of N GPUs of one
+    model costs ``base_hour + N * gpu_hour[model]`` an hour. Informational: how a renter pays is
+    agreed outside the subnet, and no validator's score reads it."""
+
+    currency: Literal["USD"] = "USD"
+    base_hour: Money = 0.0
+    gpu_hour: dict[Annotated[str, PeerText(128)], Money] = Field(default_factory=dict, max_length=64)
 
 
 # ---------------------------------------------------------------- requests and responses
@@ -317,6 +338,9 @@ class AvailabilityResponse(Message):
     reason: Annotated[str, PeerText(2000)] = ""
     free_gpus: int = Field(ge=0)
     max_duration_s: int = Field(ge=0)
+    # The asking price (as ``PriceRequest`` answers it), so a renter's one probe sees it; off the
+    # wire when the miner names none.
+    price: Price | None = Field(None, exclude_if=lambda v: v is None)
 
 
 class AllocateRequest(Message):
@@ -471,6 +495,17 @@ class DeleteVolumeResponse(Message):
     name: VolumeName
 
 
+class PriceRequest(Message):
+    """The miner's asking price (renter/validator -> miner); a miner that predates it answers 404."""
+
+    kind: Literal["price"] = "price"
+
+
+class PriceResponse(Message):
+    kind: Literal["price"] = "price"
+    price: Price | None = None  # None: this miner names no price
+
+
 Figure = Annotated[float, Field(ge=0, le=1e9, allow_inf_nan=False)]
 
 
@@ -522,6 +557,7 @@ Request = (
     | ListVolumesRequest
     | DeleteVolumeRequest
     | VerdictRequest
+    | PriceRequest
 )
 
 ROUTES: dict[type[Message], tuple[str, type[Message]]] = {
@@ -541,6 +577,7 @@ ROUTES: dict[type[Message], tuple[str, type[Message]]] = {
     ListVolumesRequest: ("/v1/volumes/list", ListVolumesResponse),
     DeleteVolumeRequest: ("/v1/volumes/delete", DeleteVolumeResponse),
     VerdictRequest: ("/v1/verdict", VerdictResponse),
+    PriceRequest: ("/v1/price", PriceResponse),
 }
 
 
@@ -609,6 +646,9 @@ __all__ = [
     "ListVolumesResponse",
     "MachineSpecs",
     "Message",
+    "Price",
+    "PriceRequest",
+    "PriceResponse",
     "Value",
     "Request",
     "RentalReceipt",

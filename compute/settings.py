@@ -22,6 +22,8 @@ from typing import Literal, TypeVar
 from dotenv.parser import parse_stream
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
+from compute.argv import Parser
+
 MAINNET_NETUID = 27
 _FLAG_ENV_PREFIX = "COMPUTE_"
 _TRUE = {"1", "true", "yes", "on"}
@@ -212,6 +214,9 @@ class MinerSettings(BaseModel):
     base_image: str = "compute-base:cuda"
     templates: Path | None = None  # YAML catalog of lease base images (None: base_image only)
     health_interval: float = Field(30.0, ge=0, le=3600)  # seconds between lease health checks; 0 = off
+    # asking price, "H100=2.50,base=0.05" (USD per GPU-hour by model, per lease-hour); "" = none.
+    # Parsed by compute.miner.price; shown to renters, never read by validators.
+    price: str = Field("", max_length=4096)
     lease_lost_after: float = Field(600.0, ge=0, le=86_400)  # down this long: reported as lost
     max_cpu: int | None = Field(None, ge=1, le=1024)
     max_memory_gb: float | None = Field(None, gt=0, le=16384)
@@ -303,6 +308,12 @@ def add_miner_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     )
     group.add_argument(
         "--miner.templates", help="YAML file of lease templates to offer (default: base_image only)"
+    )
+    group.add_argument(
+        "--miner.price",
+        help="asking price in USD, e.g. 'H100=2.50,A100=1.20,base=0.05': per GPU-hour by GPU model, plus "
+        "base per lease-hour; renters see it signed and filter by it, validators never read it "
+        "(env COMPUTE_MINER_PRICE; default: no price)",
     )
     group.add_argument(
         "--miner.health_interval",
@@ -431,8 +442,8 @@ def miner_from_args(ns: argparse.Namespace, env: Mapping[str, str] | None = None
 
 
 def parse_miner(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> MinerSettings:
-    """Parse the miner's command line (argparse exits 2 on unknown flags)."""
-    parser = argparse.ArgumentParser(prog="neurons/miner.py", description="Compute subnet miner")
+    """Parse the miner's command line (a bad flag: one line on stderr, exit 2)."""
+    parser = Parser(prog="neurons/miner.py", description="Compute subnet miner")
     add_miner_args(add_common_args(parser))
     return miner_from_args(parser.parse_args(argv), env)
 
@@ -450,6 +461,7 @@ _MINER_FLAGS = {
     "cpu_share": "miner.cpu_share",
     "pace_gflops": "miner.pace_gflops",
     "health_interval": "miner.health_interval",
+    "price": "miner.price",
     "lease_lost_after": "miner.lease_lost_after",
     "max_cpu": "miner.max_cpu",
     "max_memory_gb": "miner.max_memory_gb",

@@ -31,6 +31,7 @@ from compute.collateral import CollateralError  # noqa: E402
 from compute.logs import configure_logging  # noqa: E402
 from compute.miner import build_miner_app, gpu_specs, specs_provider  # noqa: E402
 from compute.miner.cover import build_guard  # noqa: E402
+from compute.miner.price import PriceError, parse_price, price_for  # noqa: E402
 from compute.miner.service import (  # noqa: E402
     PeriodicLoop,
     StartupError,
@@ -138,6 +139,7 @@ async def run(settings: MinerSettings) -> int:
         monitor=monitor,
         verdicts=VerdictLog(settings.data_dir / VERDICTS_FILE),
         guard=build_guard(settings.collateral_rpc, settings.collateral_address, wallet.hotkey.ss58_address),
+        price=price_for(parse_price(settings.price), gpus) if settings.price.strip() else None,
     )
 
     async def publish() -> None:
@@ -193,6 +195,10 @@ async def run(settings: MinerSettings) -> int:
 def main(argv: list[str] | None = None) -> int:
     try:
         settings = parse_miner(argv)
+        parse_price(settings.price)  # a bad price is a bad setting, before anything starts
+    except PriceError as exc:
+        print(f"miner: bad settings: --miner.price: {exc}", file=sys.stderr)
+        return 2
     except SettingsError as exc:
         print(f"miner: bad settings: {exc}", file=sys.stderr)
         return 2

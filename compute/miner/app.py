@@ -33,6 +33,7 @@ from compute.allocation import (
 )
 from compute.allocation.lease.failures import failure, is_disk_full
 from compute.miner.cover import ReclaimGuard
+from compute.miner.price import lease_price
 from compute.miner.receipts import keep_release, lease_release, rental_receipts, signed_receipt
 from compute.miner.verdicts import VerdictLog
 from compute.protocol import (
@@ -59,6 +60,9 @@ from compute.protocol import (
     ListVolumesResponse,
     MachineSpecs,
     Message,
+    Price,
+    PriceRequest,
+    PriceResponse,
     RentalReceiptsRequest,
     RentalReceiptsResponse,
     RequestFailed,
@@ -90,13 +94,15 @@ def build_miner_app(
     monitor: HealthMonitor | None = None,
     verdicts: VerdictLog | None = None,
     guard: ReclaimGuard | None = None,
+    price: Price | None = None,
 ) -> FastAPI:
     """The miner's signed FastAPI app; ``specs_provider`` may block (it runs in a thread).
 
     ``templates``: the base images offered (None: only the backend's own image, as ``default``);
     ``monitor``: the lease watch whose findings are attached to status and list answers;
     ``verdicts``: where the validators' verdicts are kept (None: only logged); ``guard``: with a
-    reclaim of this miner's collateral pending, rentals ending past it are refused."""
+    reclaim of this miner's collateral pending, rentals ending past it are refused; ``price``: the
+    asking price it answers ``PriceRequest`` with (None: it names none)."""
     server = SignedServer(keypair, policy, limits)
     started = clock()
 
@@ -171,6 +177,7 @@ def build_miner_app(
             reason=result.reason[:2000],
             free_gpus=result.free_gpus,
             max_duration_s=longest,
+            price=price,
         )
 
     @route(AllocateRequest)
@@ -187,6 +194,8 @@ def build_miner_app(
         except RequestFailed as exc:
             logger.info("allocate refused hotkey=%s code=%s reason=%s", hotkey, exc.code, exc.reason)
             raise
+        if req.purpose == "rental":  # the price it rents at, signed with the lease
+            lease = lease.model_copy(update={"price_per_hour": lease_price(price, lease.gpus)})
         return LeaseResponse(lease=lease)
 
     def watched(lease: LeaseInfo) -> LeaseInfo:
@@ -271,6 +280,10 @@ def build_miner_app(
         )
         await asyncio.to_thread(kept.record, signed if verdicts else None, req, caller.hotkey_ss58)
         return VerdictResponse()
+
+    @route(PriceRequest)
+    async def asking_price(req: PriceRequest, caller: Caller) -> PriceResponse:
+        return PriceResponse(price=price)
 
     return server.app
 

@@ -135,6 +135,12 @@ def _add_filters(sub: argparse.ArgumentParser) -> None:
     group.add_argument("--cpu", type=count, help="at least this many CPU cores")
     group.add_argument("--ram-gb", dest="ram", type=non_negative, help="at least this much RAM (GiB)")
     group.add_argument("--disk-gb", dest="disk", type=non_negative, help="at least this much free disk (GB)")
+    group.add_argument(
+        "--max-price",
+        type=non_negative,
+        help="at most this price per hour for the machine as asked (the miner's signed price; "
+        "machines without a price are left out)",
+    )
     for old, dest in (("--gpu-memory", "gpu_memory"), ("--ram", "ram"), ("--disk", "disk")):
         alias(group, old, dest=dest, type=non_negative)  # the names before they matched the SDK's
 
@@ -236,7 +242,10 @@ def build_parser() -> argparse.ArgumentParser:
     volume_delete.add_argument("--uid", type=count, help="the miner holding it, by uid")
     add_shell_commands(sub)
     add_collateral_commands(sub)
-    sub("interactive", "a simple menu driving the same commands")
+    interactive = sub("interactive", "a simple menu driving the same commands")
+    interactive.add_argument(
+        "--yes", action="store_true", help="rent without asking (the menu shows the machine and asks first)"
+    )
     return parser
 
 
@@ -305,7 +314,7 @@ async def _run(
         if args.command == "interactive":
             from compute.operator.interactive import run_menu
 
-            return await run_menu(op, parser, out)
+            return await run_menu(op, parser, out, yes=args.yes)
         args.out_stream, args.err_stream = out.file, err.file  # exec streams a command's output
         handler = (
             HANDLERS.get(args.command)

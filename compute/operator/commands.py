@@ -181,6 +181,7 @@ def wanted_from(args: argparse.Namespace, available_only: bool = False) -> Wante
         template=_template_name(getattr(args, "template", None)),
         volume=parse_volume(args.volume) if getattr(args, "volume", None) else None,
         idle_stop_s=idle_after(getattr(args, "idle_after", None)),
+        max_price=getattr(args, "max_price", None),
     )
 
 

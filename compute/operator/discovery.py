@@ -27,6 +27,7 @@ from compute.protocol import (
     CheckAvailabilityRequest,
     HealthRequest,
     HealthResponse,
+    Price,
     Requirements,
     SpecsRequest,
     SpecsResponse,
@@ -71,6 +72,7 @@ class Wanted:
     template: str | None = None  # a base image the miner offers (``register.py templates``)
     volume: VolumeRequest | None = None  # a persistent volume to attach (``--volume NAME[:GB]``)
     idle_stop_s: int | None = None  # end the lease after this long idle, as the miner measures it
+    max_price: float | None = None  # USD per hour for the machine as asked; None: any (unpriced too)
 
     def requirements(self) -> Requirements:
         """The wire requirements sent to a miner (its own defaults where we want "any")."""
@@ -113,6 +115,20 @@ class Machine:
     refused_us: bool = False  # it answered, signed, but declined (e.g. our hotkey has no permit)
     proof: VerifiedGpus | None = None  # what a validator proved (figures shown before committing)
     disk_cap: str | None = None  # how a lease's disk size is held: kernel, watched, refused (None: unsaid)
+    price: Price | None = None  # the miner's signed asking price (None: it names none, or predates it)
+    gpu_names: tuple[str, ...] = ()  # the GPU names its specs report (the keys of ``price.gpu_hour``)
+
+    def hourly_price(self, gpu_count: int) -> float | None:
+        """USD per hour for a lease of ``gpu_count`` of its GPUs at its asking price: the base plus
+        each GPU at the dearest of its GPU prices; None when it names no price for its GPUs."""
+        if self.price is None:
+            return None
+        if gpu_count <= 0:
+            return self.price.base_hour
+        per_gpu = [self.price.gpu_hour.get(name) for name in self.gpu_names]
+        if not per_gpu or None in per_gpu:
+            return None
+        return round(self.price.base_hour + gpu_count * max(p for p in per_gpu if p is not None), 6)
 
     @property
     def ref(self) -> MinerRef:
@@ -150,6 +166,10 @@ def matches(machine: Machine, wanted: Wanted) -> bool:
         return False
     if wanted.gpu_model and not model_matches(wanted.gpu_model, machine.gpu_model):
         return False
+    if wanted.max_price is not None:
+        price = machine.hourly_price(wanted.gpu_count)
+        if price is None or price > wanted.max_price:
+            return False
     return (
         machine.gpu_count >= wanted.gpu_count
         and (wanted.gpu_memory_gb <= 0 or machine.gpu_memory_gb >= wanted.gpu_memory_gb)
@@ -226,13 +246,16 @@ def build_machine(
         version=health.version if health is not None else (s.miner_version if s else None),
         proof=verified,
         disk_cap=s.disk_cap if s else None,
+        price=availability.price if availability is not None else None,
+        gpu_names=tuple(gpu.name for gpu in s.gpus) if s else (),
     )
 
 
 async def probe(
     client: Client, miner: MinerRef, requirements: Requirements, verified: VerifiedGpus | None
 ) -> Machine:
-    """Ask one miner for health, specs and availability at once; never raises."""
+    """Ask one miner for health, specs and availability (with its asking price) at once; never
+    raises. A miner that names no price, or predates prices, is a machine without a price."""
     results = await asyncio.gather(
         call(client, miner, HealthRequest()),
         call(client, miner, SpecsRequest()),

@@ -16,7 +16,7 @@ from rich.table import Table
 from compute.operator.book import BookEntry
 from compute.operator.discovery import Machine, VerifiedGpus
 from compute.peertext import for_rich
-from compute.protocol import VOLUME_MOUNT_PATH, LeaseHealth, LeaseIdle
+from compute.protocol import VOLUME_MOUNT_PATH, LeaseHealth, LeaseIdle, Price
 
 
 def duration_text(seconds: float) -> str:
@@ -29,6 +29,26 @@ def duration_text(seconds: float) -> str:
     if hours:
         return f"{hours}h {minutes:02d}m"
     return f"{minutes}m {seconds % 60:02d}s"
+
+
+def price_text(usd_per_hour: float | None) -> str:
+    """``$2.55/h``, or what to say when the miner names no price."""
+    return "no price named" if usd_per_hour is None else f"${usd_per_hour:.4g}/h"
+
+
+def price_json(price: Price | None) -> dict[str, Any] | None:
+    """The miner's signed asking price (USD per hour): per lease and per GPU, by GPU name."""
+    return None if price is None else price.model_dump()
+
+
+def _price_cell(machine: Machine) -> str:
+    if machine.price is None:
+        return "-"
+    per_gpu = sorted({machine.price.gpu_hour[n] for n in machine.gpu_names if n in machine.price.gpu_hour})
+    parts = [f"${p:.4g}/GPU-h" for p in per_gpu]
+    if machine.price.base_hour or not parts:
+        parts.append(f"${machine.price.base_hour:.4g}/h")
+    return " + ".join(parts)
 
 
 def machine_json(machine: Machine) -> dict[str, Any]:
@@ -55,6 +75,8 @@ def machine_json(machine: Machine) -> dict[str, Any]:
         "refused_us": machine.refused_us,
         "error": machine.error,
         "proven": proof_json(machine.proof),
+        "price": price_json(machine.price),
+        "price_per_hour_all_gpus": machine.hourly_price(machine.gpu_count),
     }
 
 
@@ -118,6 +140,8 @@ def lease_json(
         "expires_at": entry.expires_at,
         "time_left_s": round(entry.time_left(now), 1),
         "idle": idle_json(idle),
+        "price_per_hour": entry.price_per_hour,
+        "spent_usd": entry.spent(now),
     }
 
 
@@ -169,7 +193,7 @@ def show_machines(console: Console, machines: list[Machine]) -> None:
         console.print("No machine matches.")
         return
     table = Table(title=f"Rentable machines ({len(machines)})")
-    columns = ("UID", "Hotkey", "GPUs", "GPU mem", "CPU", "RAM", "Disk free", "Disk cap", "State")
+    columns = ("UID", "Hotkey", "GPUs", "GPU mem", "CPU", "RAM", "Disk free", "Disk cap", "State", "Price")
     for column in columns + _PROOF_COLUMNS:
         table.add_column(column)
     now = time.time()
@@ -185,6 +209,7 @@ def show_machines(console: Console, machines: list[Machine]) -> None:
             f"{m.disk_gb:g} GB" if m.online else "?",
             _DISK_CAP.get(m.disk_cap or "", "?") if m.online else "?",
             f"[{style}]{m.state}[/]" if style else m.state,
+            _price_cell(m),
             *_proof_cells(m.proof, now),
         )
     console.print(table)
@@ -239,8 +264,11 @@ def show_leases(
     health = health or {}
     table = Table(title=f"My leases ({len(entries)})")
     volumes = any(_volume_text(e) for e in entries)  # the column only where a lease has one
+    priced = any(e.price_per_hour is not None for e in entries)
     for column in ("Lease", "Miner", "GPUs", "SSH", "State", "Health", "Time left"):
         table.add_column(column)
+    if priced:
+        table.add_column("Spent (price)")
     if volumes:
         table.add_column(f"Volume ({VOLUME_MOUNT_PATH})")
     for e in entries:
@@ -256,6 +284,9 @@ def show_leases(
             _health_cell(health.get(e.lease_id), now) if e.state == "active" else "-",
             duration_text(e.time_left(now)),
         ]
+        if priced:
+            spent = e.spent(now)
+            cells.append("-" if spent is None else f"${spent:.2f} ({price_text(e.price_per_hour)})")
         if volumes:
             cells.append(for_rich(_volume_text(e) or "-"))
         table.add_row(*cells)
@@ -290,6 +321,10 @@ def show_lease(
         ("Private key", entry.private_key_path or "(your own key)"),
         ("Known hosts", entry.known_hosts_path or "-"),
     ]
+    if entry.price_per_hour is not None:
+        rows.append(
+            ("Price", f"{price_text(entry.price_per_hour)}; spent so far ${entry.spent(now) or 0:.2f}")
+        )
     if _volume_text(entry):
         rows.append(("Volume", f"{_volume_text(entry)} at {VOLUME_MOUNT_PATH}"))
     if entry.ports:

@@ -196,6 +196,12 @@ class Operator:
             )
             if not machine.online:
                 raise MinerOffline(machine.error or f"miner {target.label()} did not answer")
+            price = machine.hourly_price(wanted.gpu_count)
+            if wanted.max_price is not None and (price is None or price > wanted.max_price):
+                asks = "names no price" if price is None else f"asks ${price:.4g}/h"
+                raise NoMatchingMachine(
+                    f"miner {target.label()} {asks}, over your --max-price ${wanted.max_price:.4g}/h"
+                )
             candidates = [machine]
         else:
             machines = await self.resources(wanted)

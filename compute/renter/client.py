@@ -178,7 +178,9 @@ class AsyncRenter:
 
     async def machines(self, *, available_only: bool = True, **wanted: Any) -> list[Machine]:
         """Machines that match (``gpu_model``, ``gpu_count``, ``gpu_memory_gb``, ``cpu``, ``ram_gb``,
-        ``disk_gb``), verified ones first; offline ones too with ``available_only=False``."""
+        ``disk_gb``, ``max_price``: USD per hour for the machine as asked), verified ones first;
+        offline ones too with ``available_only=False``. Each has the miner's signed ``price`` and
+        ``hourly_price(gpu_count)``."""
         return await self.operator.resources(_wanted(available_only=available_only, **wanted))
 
     async def collateral(self, *hotkeys: str) -> dict[str, Cover]:
@@ -280,6 +282,7 @@ _WANTED_KEYS = {
     "ports",
     "template",
     "volume",
+    "max_price",
 }
 
 
@@ -300,6 +303,7 @@ def _wanted(*, available_only: bool = True, idle_stop_s: int | None = None, **gi
         template=given.get("template"),
         volume=parse_volume(volume) if isinstance(volume, str) else volume,
         idle_stop_s=idle_stop_s,
+        max_price=None if given.get("max_price") is None else float(given["max_price"]),
     )
     try:
         want.requirements()

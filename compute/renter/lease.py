@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import shlex
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -103,6 +104,15 @@ class AsyncLease:
     def idle(self) -> LeaseIdle | None:
         """The miner's idle watch, for a lease with an idle stop (as of the last answer)."""
         return self._renter.operator.lease_idle.get(self.id)
+
+    @property
+    def price_per_hour(self) -> float | None:
+        """USD per hour the miner signed when it rented the lease (None: it named no price)."""
+        return self.entry.price_per_hour
+
+    def spent(self, now: float | None = None) -> float | None:
+        """USD spent so far at its price: from its start to now, or to its end."""
+        return self.entry.spent(time.time() if now is None else now)
 
     def ssh_command(self) -> str | None:
         """The ready-to-paste ``ssh`` line (pinned host key); None once the lease ended."""

@@ -193,6 +193,13 @@ class Lease:
     def idle(self) -> LeaseIdle | None:
         return self.async_lease.idle
 
+    @property
+    def price_per_hour(self) -> float | None:
+        return self.async_lease.price_per_hour
+
+    def spent(self, now: float | None = None) -> float | None:
+        return self.async_lease.spent(now)
+
     def ssh_command(self) -> str | None:
         return self.async_lease.ssh_command()
 

@@ -29,7 +29,7 @@ from compute.allocation.volumes.store import VolumeStore
 from compute.chain import SimChainState, connect
 from compute.miner import build_miner_app
 from compute.operator import main
-from compute.protocol import GpuSpec, MachineSpecs
+from compute.protocol import GpuSpec, MachineSpecs, Price
 from compute.transport import AccessPolicy, serve_in_thread
 
 NETUID = 27
@@ -118,6 +118,7 @@ def start_subnet(
     templates=None,
     lost_after_s: float = 600.0,
     volumes: VolumeLimits | None = None,
+    price: Price | None = None,
 ) -> tuple[Subnet, Callable[[], None]]:
     chain_path = root / "chain.db"
     state = SimChainState.create(chain_path, netuid=NETUID, block_time=1.0)
@@ -138,7 +139,13 @@ def start_subnet(
     policy = AccessPolicy(chain.metagraph, min_stake=100.0, require_permit=True, refresh_s=60.0)
     monitor = HealthMonitor(manager, lost_after_s=lost_after_s)
     app = build_miner_app(
-        miner.hotkey, policy, manager, static_specs(backend.name, gpus), templates=templates, monitor=monitor
+        miner.hotkey,
+        policy,
+        manager,
+        static_specs(backend.name, gpus),
+        templates=templates,
+        monitor=monitor,
+        price=price,
     )
     server = serve_in_thread(app, "127.0.0.1", 0)
     chain.serve(miner, "127.0.0.1", server.port)
@@ -171,6 +178,17 @@ def start_subnet(
 @pytest.fixture
 def subnet(tmp_path: Path, make_wallet) -> Iterator[Subnet]:
     net, stop = start_subnet(tmp_path, make_wallet, "embedded", [FAKE_GPU])
+    yield net
+    stop()
+
+
+PRICED_GPU = Price(base_hour=0.05, gpu_hour={FAKE_GPU.name: 2.5})  # --miner.price "H100=2.50,base=0.05"
+
+
+@pytest.fixture
+def priced_subnet(tmp_path: Path, make_wallet) -> Iterator[Subnet]:
+    """The subnet with a miner asking a price: $2.50 per H100-hour plus $0.05 per lease-hour."""
+    net, stop = start_subnet(tmp_path, make_wallet, "embedded", [FAKE_GPU], price=PRICED_GPU)
     yield net
     stop()
 

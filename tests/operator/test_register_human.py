@@ -59,6 +59,7 @@ def test_interactive_menu_drives_the_same_commands(subnet, monkeypatch):
             "",
             "",
             "",  # allocate: defaults, generated key, no volume
+            "y",  # rent the machine shown
             "99",  # unknown choice
             "3",
             "n",  # list
