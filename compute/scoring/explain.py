@@ -84,15 +84,16 @@ class Explanation:
     round_id: int
     kind: str  # "verified", "partly rented", "rented", "failed"
     sample: float
-    gpus: int  # GPUs the sample is paid for
+    gpus: int  # GPUs the sample is paid for (a partly rented machine: its free and its rented ones)
     per_gpu: float | None  # sample ÷ gpus ÷ every factor below
     credited_as: str | None  # the table entry the value function capped the credit by ("CPU": the floor)
     host_factor: float | None
     sustained_factor: float | None
     rented_bonus: float | None  # the multiplier (1 + bonus) on rented GPUs
-    rented_fraction: float | None
+    rented_fraction: float | None  # rented GPUs / claimed (a multiplier of a rented machine's sample)
     availability: float | None
     rental_uptime: float | None
+    rented_gpus: int = 0  # of ``gpus``, those in verified leases (a partly rented machine)
     ema: EmaStep | None = None
     presence_share: float | None = None
     collateral_factor: float | None = None
@@ -128,16 +129,19 @@ class Explanation:
         if self.per_gpu is not None:
             model = f" as {self.credited_as}" if self.credited_as else ""
             out.append(("per GPU", f"{self.per_gpu:.4g}{model} × {self.gpus} GPU(s)"))
+        partly = self.kind == "partly rented"
         for label, value in (
             ("host factor", self.host_factor),
             ("sustained factor", self.sustained_factor),
-            ("rented bonus", self.rented_bonus),
-            ("rented fraction", self.rented_fraction),
+            ("rented fraction", None if partly else self.rented_fraction),
             ("availability", self.availability),
             ("rental uptime", self.rental_uptime),
         ):
             if value is not None:
                 out.append((label, f"×{value:.3g}"))
+        if self.rented_bonus is not None:
+            on = f" on {self.rented_gpus} rented GPU(s)" if partly else ""
+            out.append(("rented bonus", f"×{self.rented_bonus:.3g}{on}"))
         out.append(("sample", f"{self.sample:.4g}"))
         if self.ema is not None:
             out.append(("EMA step", self.ema.text()))
@@ -252,10 +256,11 @@ def explain(
     rental = (1.0 if availability is None else availability) * (1.0 if uptime is None else uptime)
     fraction = _num(result.rented_fraction)
     sustained = host = bonus = per_gpu = None
-    gpus = _gpus(result)
+    gpus, rented_gpus = _gpus(result), 0
     if not result.ok:
         kind = "failed"
-    elif result.rented:
+        availability = uptime = None  # nothing was multiplied: the sample is 0
+    elif result.rented:  # the last whole verification's sample x bonus x fraction x rental factors
         kind = "rented"
         bonus = 1.0 + scoring.rented_bonus
         divisor = rental * bonus * (fraction if fraction else 1.0) * max(1, result.gpu_count or 1)
@@ -268,7 +273,12 @@ def explain(
         figures = {k: float(v) for k, v in (result.host or {}).items() if k in HOST_FIELDS}
         host = host_factor(HostEvidence(**figures), holistic)
         bonus = (1.0 + scoring.rented_bonus) if fraction else None
-        divisor = rental * sustained * host * gpus
+        paid = float(gpus)
+        if fraction and fraction < 1.0:  # rented GPUs beside the free ones, each x (1 + bonus)
+            rented_gpus = round(gpus * fraction / (1.0 - fraction))
+            paid += rented_gpus * (bonus or 1.0)
+            gpus += rented_gpus
+        divisor = rental * sustained * host * paid
         per_gpu = result.sample / divisor if divisor > 0 else 0.0
     credited_as = _credited_as(result, table, holistic) if result.ok and not result.rented else None
     if result.rented and result.models:
@@ -287,6 +297,7 @@ def explain(
         rented_fraction=fraction,
         availability=availability,
         rental_uptime=uptime,
+        rented_gpus=rented_gpus,
         ema=_ema(result, previous_score, new_score, scoring) if with_ema else None,
         presence_share=_num(presence_share),
         collateral_factor=_num(collateral_factor),

@@ -148,3 +148,15 @@ def test_credit_zero_says_why_when_the_sample_is_positive() -> None:
     assert ex.zero_reason is None
     assert ex.why_zero() == "credit 0: absent at every presence check in the window"
     assert "zero: credit 0: absent" in ex.line()
+
+
+def test_partly_rented_pays_its_rented_gpus_beside_the_free_ones() -> None:
+    """One free GPU proven, one in a verified lease credited as much x (1 + bonus): 2 GPUs paid."""
+    scoring = ScoringConfig(rented_bonus=0.1)
+    free = h100_result(gpu_count=1, credited_gpus=1, availability=1.0)
+    each = free.sample  # the free GPU's sample (one GPU)
+    result = replace(free, sample=each + each * 1.1, rented_fraction=0.5)
+    ex = explain(result, table=TABLE, holistic=HOLISTIC, scoring=scoring)
+    assert (ex.kind, ex.gpus, ex.rented_gpus, ex.rented_bonus) == ("partly rented", 2, 1, 1.1)
+    assert ex.per_gpu == pytest.approx(explain(free, table=TABLE).per_gpu)
+    assert "rented bonus ×1.1 on 1 rented GPU(s)" in ex.line() and "rented fraction" not in ex.line()
