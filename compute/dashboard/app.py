@@ -1,7 +1,8 @@
 """The dashboard's FastAPI app: GET (and HEAD) views over a validator store opened read-only.
 
-``/`` is the HTML page, ``/api/overview`` the same snapshot as JSON, ``/api/machines`` the proven
-machines (``register.py resources`` reads it), ``/healthz`` liveness. Each request opens its own
+``/`` is the HTML page, ``/miner/{uid}`` one miner's page (why it scored what it did, its lease
+state now, its recent rounds: ``miner_page``), ``/api/overview`` the same snapshot as JSON,
+``/api/machines`` the proven machines (``register.py resources`` reads it), ``/healthz`` liveness. Each request opens its own
 ``mode=ro`` SQLite connection in a worker thread, so the validator's writer is never blocked and a
 dashboard bug can never change the store; a view is read and rendered at most once per
 ``FRESH_S`` (5 s), however many ask, so a page flood costs HTTP parsing and little else.
@@ -31,13 +32,24 @@ from typing import Any
 
 from bittensor.sp_core import Keypair
 from fastapi import Depends, FastAPI, HTTPException
+from fastapi import Path as UrlPath
 from fastapi.responses import HTMLResponse, Response
 
 from compute.dashboard.feed_routes import add_feed_routes, signed_bytes
+from compute.dashboard.live import MinerDetail, PresenceView, miner_detail, presence_view
+from compute.dashboard.miner_page import explain_latest, render_miner_page
 from compute.dashboard.models import ProvenMachines, proven_machine
 from compute.dashboard.private import PRIVATE_PATH, PrivateGate
 from compute.dashboard.render import render_page
 from compute.dashboard.views import public_json, public_overview
+from compute.scoring import (
+    GpuTable,
+    GpuTableError,
+    HolisticConfig,
+    ScoringError,
+    load_gpu_table,
+    load_holistic_config,
+)
 from compute.store import Overview, StoreError, overview, verified_machines
 from compute.transport.signed_json import signed_json_response
 
@@ -75,6 +87,23 @@ async def _overview(store_path: Path, days: float) -> Overview:
         raise HTTPException(503, f"validator store not readable yet: {exc}") from exc
 
 
+async def _presence(store_path: Path) -> PresenceView:
+    try:
+        return await asyncio.wait_for(asyncio.to_thread(presence_view, store_path), 30)
+    except StoreError as exc:
+        log.warning("dashboard cannot read the presence log of %s: %s", store_path, exc)
+        return PresenceView()
+
+
+def _scoring_inputs() -> tuple[GpuTable | None, HolisticConfig | None]:
+    """The GPU table and scoring config the validator reads (same files, same env overrides)."""
+    try:
+        return load_gpu_table(), load_holistic_config()
+    except (GpuTableError, ScoringError) as exc:  # the page then names the identified model
+        log.warning("dashboard explains scores without the GPU table: %s", exc)
+        return None, None
+
+
 def build_app(
     store_path: str | Path,
     days: float = 30.0,
@@ -92,10 +121,25 @@ def build_app(
     path = Path(store_path).expanduser()
     app = FastAPI(title=title, docs_url=None, redoc_url=None, openapi_url=None)
     kept = _Snapshots()
+    table, holistic = _scoring_inputs()
 
     async def page_html() -> str:
         snapshot = public_overview(await _overview(path, days))
-        return await asyncio.to_thread(render_page, snapshot, title)
+        presence = await _presence(path)
+        return await asyncio.to_thread(render_page, snapshot, title, presence)
+
+    async def miner_html(uid: int) -> str:
+        try:
+            detail = await asyncio.wait_for(asyncio.to_thread(miner_detail, path, uid), 30)
+        except StoreError as exc:
+            raise HTTPException(503, f"validator store not readable yet: {exc}") from exc
+        if detail is None:
+            raise HTTPException(404, f"no miner with uid {uid} in this validator's store")
+
+        def render(found: MinerDetail) -> str:
+            return render_miner_page(found, explain_latest(found, table, holistic), title)
+
+        return await asyncio.to_thread(render, detail)
 
     async def overview_body() -> bytes:
         snapshot = await _overview(path, days)
@@ -115,6 +159,10 @@ def build_app(
     @app.api_route("/", methods=READ, response_class=HTMLResponse)
     async def page() -> HTMLResponse:
         return HTMLResponse(await kept.get("page", page_html))
+
+    @app.api_route("/miner/{uid}", methods=READ, response_class=HTMLResponse)
+    async def miner(uid: int = UrlPath(ge=0, le=65535)) -> HTMLResponse:
+        return HTMLResponse(await kept.get(f"miner-{uid}", lambda: miner_html(uid)))
 
     @app.api_route("/api/overview", methods=READ)
     async def overview_json() -> Response:

@@ -3,7 +3,8 @@
 One row per machine: uid, hotkey, the GPUs and figures this validator proved, when first and last
 proven, uptime over 7 and 30 days, a 30-day strip (one square per day, shaded by the share of
 tests passed; grey: not tested) and the last verdicts (green verified, blue rented, red failed).
-Built from the same ``MachineFeed`` the JSON view serves, so the page can never show more.
+A uid links to the miner's page; a last proof older than ``live.STALE_S`` is marked stale with its
+age. Built from the same ``MachineFeed`` the JSON view serves, so the page can never show more.
 """
 
 from __future__ import annotations
@@ -11,22 +12,13 @@ from __future__ import annotations
 import time
 from html import escape
 
+from compute.dashboard.chrome import aged, miner_link, page
+from compute.dashboard.chrome import fmt as _fmt
 from compute.dashboard.feed import FeedMachine, FeedWindow, MachineFeed
+from compute.dashboard.live import STALE_S
 
 REFRESH_S = 60
 _COLORS = {"verified": "#16a34a", "rented": "#2563eb", "failed": "#dc2626"}
-_CSS = """
-body{font:13px system-ui,sans-serif;margin:16px;color:#0f172a}
-h1{font-size:18px;margin:0 0 4px}p{margin:4px 0 10px;color:#475569}
-table{border-collapse:collapse}
-th,td{border-bottom:1px solid #e2e8f0;padding:3px 6px;text-align:right;white-space:nowrap}
-th{background:#f1f5f9}td.l,th.l{text-align:left}
-.none{color:#64748b}
-"""
-
-
-def _fmt(value: float | None, digits: int = 3) -> str:
-    return "—" if value is None else f"{value:.{digits}g}"
 
 
 def _date(ts: float | None) -> str:
@@ -42,7 +34,7 @@ def _uptime(window: FeedWindow | None) -> str:
 
 def _strip(daily: list[list[int]]) -> str:
     """One 5-px bar per day, the oldest on the left, green in proportion to tests passed."""
-    width = 6 * len(daily)
+    width = 4 * len(daily)
     cells = []
     for index, (tests, passed) in enumerate(daily):
         share = passed / tests if tests else None
@@ -53,7 +45,7 @@ def _strip(daily: list[list[int]]) -> str:
         )
         label = "not tested" if tests == 0 else f"{passed}/{tests} passed"
         cells.append(
-            f'<rect x="{6 * index}" y="0" width="5" height="12" fill="{fill}"><title>{label}</title></rect>'
+            f'<rect x="{4 * index}" y="0" width="3" height="12" fill="{fill}"><title>{label}</title></rect>'
         )
     return f'<svg class="days" width="{width}" height="12" viewBox="0 0 {width} 12">{"".join(cells)}</svg>'
 
@@ -76,23 +68,21 @@ def _gpus(machine: FeedMachine) -> str:
     return text
 
 
-def _row(machine: FeedMachine) -> str:
+def _row(machine: FeedMachine, now: float) -> str:
     cells = [
-        f"<td>{machine.uid}",
+        f"<td>{miner_link(machine.uid)}",
         f'<td class="l hotkey" title="{escape(machine.hotkey)}">{escape(machine.hotkey[:12])}…',
         f'<td class="l gpus">{_gpus(machine)}',
-        f"<td>{_fmt(machine.tflops_fp16)}",
-        f"<td>{_fmt(machine.tflops_fp32)}",
-        f"<td>{_fmt(machine.memory_gb)}",
-        f"<td>{_fmt(machine.bandwidth_gbs)}",
+        f"<td>{_fmt(machine.tflops_fp16)} / {_fmt(machine.tflops_fp32)}",
+        f"<td>{_fmt(machine.memory_gb)} · {_fmt(machine.bandwidth_gbs)}",
         f"<td>{_date(machine.first_proven_at)[:10]}",
-        f"<td>{_date(machine.last_proven_at)}",
+        f"<td>{aged(machine.last_proven_at, now, STALE_S)}",
         _uptime(machine.window(7)),
         _uptime(machine.window(30)),
         f'<td class="l">{_strip(machine.daily)}',
         f'<td class="l">{_recent(machine)}',
     ]
-    return f'<tr data-uid="{machine.uid}">' + "".join(cells) + "</tr>"
+    return f'<tr data-uid="{machine.uid}" id="uid-{machine.uid}">' + "".join(cells) + "</tr>"
 
 
 def _order(machine: FeedMachine) -> tuple:
@@ -102,25 +92,23 @@ def _order(machine: FeedMachine) -> tuple:
 
 def render_feed_page(feed: MachineFeed, title: str = "Machines proven by this validator") -> str:
     head = (
-        "<tr><th>uid<th class=l>hotkey<th class=l>proven GPUs<th>TFLOPS fp16<th>TFLOPS fp32"
-        "<th>memory GB<th>bandwidth GB/s<th>first proven (UTC)<th>last proven (UTC)<th>uptime 7 d"
+        "<tr><th>uid<th class=l>hotkey<th class=l>proven GPUs<th>TFLOPS fp16 / fp32"
+        "<th>memory GB · GB/s<th>first proven<th>last proven<th>uptime 7 d"
         "<th>uptime 30 d<th class=l>30 days<th class=l>last verdicts</tr>"
     )
-    rows = "".join(_row(m) for m in sorted(feed.machines, key=_order))
+    rows = "".join(_row(m, feed.generated_at) for m in sorted(feed.machines, key=_order))
     signer = (
         f" Signed JSON: <code>/api/public/v1/machines</code>, validator hotkey {escape(feed.validator)}."
         if feed.validator
         else ""
     )
-    return (
-        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
-        f'<meta http-equiv="refresh" content="{REFRESH_S}"><style>{_CSS}</style></head><body>'
-        f"<h1>{escape(title)}</h1>"
-        f"<p>Every figure is what this validator measured on its own clock; uptime is the share of its "
-        f"tests (at moments the miners could not choose) that found the machine present and proven. "
-        f"Updated {_date(feed.generated_at)} UTC.{signer}</p>"
-        f'<table id="machines"><thead>{head}</thead><tbody>{rows}</tbody></table></body></html>'
+    body = (
+        f"<p class=why>Every figure is what this validator measured on its own clock; uptime is the share "
+        f"of its tests (at moments the miners could not choose) that found the machine present and "
+        f"proven. Updated {_date(feed.generated_at)} UTC.{signer}</p>"
+        f'<table id="machines"><thead>{head}</thead><tbody>{rows}</tbody></table>'
     )
+    return page(title, "/machines", body, REFRESH_S)
 
 
 __all__ = ["render_feed_page"]

@@ -24,7 +24,7 @@ def test_page_lists_every_miner_with_its_verdict_and_round_progress(server: Runn
     page = httpx.get(server.url + "/", timeout=10)
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     html = page.text
-    assert html.count("<tr><td>") == 3
+    assert html.count('<tr id="uid-') == 3
     assert "Round 3 (running)" in html and "1/3 tested, 1 passed" in html
     assert "2× NVIDIA H100 80GB HBM3" in html and "rented" in html and "not tested" in html
     assert "<svg" in html and "Score (top miners)" in html and "Weight (top miners)" in html

@@ -26,7 +26,7 @@ from fastapi.routing import APIRoute
 from compute.dashboard import build_app, serve_dashboard
 from compute.dashboard.cli import main as dashboard_main
 from compute.dashboard.private import PRIVATE_PATH
-from compute.store import ScoreUpdate, ValidatorStore
+from compute.store import PresenceEntry, ScoreUpdate, ValidatorStore
 from compute.transport import KeyWallet, serve_in_thread
 
 UUID = "GPU-5f2c1e77-aaaa-bbbb-cccc-1234567890ab"
@@ -80,8 +80,11 @@ PUBLIC: dict[str, set[str] | str] = {
     "/api/machines": expand(MACHINES),
     "/api/public/v1/machines": expand(FEED),
     "/machines": "html",
+    "/miner/{uid}": "html",
     "/healthz": {"status"},
 }
+URLS = {"/miner/{uid}": ("/miner/1", "/miner/2")}  # a route with a parameter: the pages asked for
+LOCKSTEP = "absent: lockstep seat late by 0.412 s at 203.0.113.7:40011"  # a presence verdict's reason
 PRIVATE = {PRIVATE_PATH}
 DATA_KEYED = ("score_history", "weight_history", "hosts")  # mappings keyed by data (uids, host names)
 
@@ -125,6 +128,7 @@ def revealing_store(tmp_path: Path) -> Path:
     )
     store.finish_round(rnd.round_id, [ScoreUpdate(1, "hk-one", 0.5), ScoreUpdate(2, "hk-two", 0.0)])
     store.log_weights(10, {1: 1.0}, 1, True)
+    store.record_presence("presence", [PresenceEntry(1, "hk-one", 0.0, LOCKSTEP)])
     store.close()
     return tmp_path / "validator-27.db"
 
@@ -142,15 +146,16 @@ def test_every_unauthenticated_route_and_what_it_returns(revealing_store: Path, 
     assert routes == set(PUBLIC) | PRIVATE, "a route was added or removed: list it here, public or not"
     server = serve_in_thread(app, "127.0.0.1", 0)
     try:
-        for path, expected in PUBLIC.items():
-            answer = httpx.get(f"{server.url}{path}", timeout=10)
-            assert answer.status_code == 200, (path, answer.text)
-            leaked = [s for s in (*EVIDENCE, *PRIVATE_FIELDS) if s in answer.text]
-            assert leaked == [], f"public {path} shows {leaked}"
-            if expected == "html":
-                assert answer.headers["content-type"].startswith("text/html")
-            else:
-                assert shape(answer.json()) == expected, path
+        for route, expected in PUBLIC.items():
+            for path in URLS.get(route, (route,)):
+                answer = httpx.get(f"{server.url}{path}", timeout=10)
+                assert answer.status_code == 200, (path, answer.text)
+                leaked = [s for s in (*EVIDENCE, *PRIVATE_FIELDS, "lockstep", "0.412") if s in answer.text]
+                assert leaked == [], f"public {path} shows {leaked}"
+                if expected == "html":
+                    assert answer.headers["content-type"].startswith("text/html")
+                else:
+                    assert shape(answer.json()) == expected, path
         overview = httpx.get(f"{server.url}/api/overview", timeout=10).json()
         shown = [m["latest"]["reasons"] for m in overview["miners"] if m["uid"] == 2][0]
         assert shown == [  # the verdicts stay, the evidence and identities go
