@@ -7,6 +7,7 @@ others. Each target is ``main(argv: list[str] | None) -> int | None``.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import sys
 from collections.abc import Callable, Mapping
@@ -39,16 +40,19 @@ def usage(title: str, heading: str, table: Mapping[str, tuple[str, str]], footer
 
 
 def dispatch(argv: list[str] | None, table: Mapping[str, tuple[str, str]], text: str, what: str) -> int:
-    """Run ``argv[0]``'s command with the rest; the usage ``text`` alone, or on an unknown ``what``."""
+    """Run ``argv[0]``'s command with the rest; the usage ``text`` alone; an unknown ``what``: one
+    line naming the closest one ("did you mean"), exit 2."""
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help", "help"):
         sys.stdout.write(text + "\n")
         return 0 if args else 2
     try:
         if args[0] not in table:
-            raise LookupError(f"unknown {what} {args[0]!r}")
+            close = difflib.get_close_matches(args[0], list(table), n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; {what}s: {', '.join(table)}"
+            raise LookupError(f"unknown {what} {args[0]!r}{hint}")
         func = load(args[0], table[args[0]][0])
     except LookupError as error:
-        sys.stderr.write(f"error: {error}\n\n{text}\n")
+        sys.stderr.write(f"error: {error} (--help lists them)\n")
         return 2
     return int(func(args[1:]) or 0)

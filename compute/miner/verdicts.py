@@ -10,7 +10,6 @@ nothing here; a verdict is an explanation, not an instruction.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -27,6 +26,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from compute.argv import Parser, count
 from compute.protocol import ROUTES, SignedRequest, VerdictRequest
 
 log = logging.getLogger(__name__)
@@ -162,7 +162,7 @@ def _rows(verdicts: list[Verdict], last: int) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="python -m compute miner-report",
         description="the validators' verdicts on this miner: why it scored what it did",
     )
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         "--hotkey", required=True, help="this miner's hotkey (ss58): signatures are checked for it"
     )
     parser.add_argument(
-        "--last", type=int, default=20, help="newest verdicts to show (0 = all kept; default 20)"
+        "--last", type=count, default=20, help="newest verdicts to show (0 = all kept; default 20)"
     )
     parser.add_argument("--json", action="store_true", help="print JSON")
     args = parser.parse_args(argv)
