@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from compute.localnet import _parser as localnet_parser
-from compute.settings import parse_miner
+from compute.settings import load_dotenv, parse_miner
 from compute.validator import parse_validator
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -130,15 +130,29 @@ def _rehearse_miner(shell: Shell, line: str) -> None:
             proc.wait(10)
 
 
-def _pm2(line: str) -> None:
+def _dotenv(shell: Shell, line: str) -> None:
+    """The operator's settings line, run in a stand-in checkout (never this checkout's own .env)."""
+    assert line.endswith(">> .env"), line
+    done = subprocess.run(["bash", "-c", line], cwd=shell.home, env=shell.env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def _pm2(shell: Shell, role: str, line: str) -> None:
     config = ROOT / line.split()[-1]
     assert config.is_file(), f"{line}: no {config}"
     node = shutil.which("node")
     if node is not None:  # evaluated as pm2 would, with this environment as the project's
-        env = {**os.environ, "COMPUTE_PYTHON": sys.executable}
+        settings = shell.home / ".env"  # what the README's settings line wrote
+        env = {**shell.env, "COMPUTE_PYTHON": sys.executable, "COMPUTE_ENV_FILE": str(settings)}
         script = f"console.log(JSON.stringify(require({str(config)!r}).apps[0]))"
         app = json.loads(subprocess.run([node, "-e", script], env=env, capture_output=True, text=True).stdout)
         assert (ROOT / app["script"]).is_file() and app["interpreter"] == sys.executable
+        # The neuron pm2 starts takes the README's settings from that file, none from the config.
+        parse = parse_miner if role == "Miner" else parse_validator
+        parsed = parse(shlex.split(app["args"]), env=load_dotenv(settings))
+        assert parsed.common.wallet_name == role.lower() and parsed.common.network == "finney"
+        if role == "Miner":
+            assert parsed.public_ip == "203.0.113.10" and parsed.backend == "docker"
 
 
 def _check(shell: Shell, role: str, line: str) -> str:
@@ -173,8 +187,11 @@ def _check(shell: Shell, role: str, line: str) -> str:
     if line.startswith("python neurons/validator.py"):
         parse_validator(shell.argv(line), env={})
         return "parsed"
+    if line.startswith("printf ") and line.endswith(">> .env"):
+        _dotenv(shell, line)
+        return "ran"
     if line.startswith("pm2 start "):
-        _pm2(line)
+        _pm2(shell, role, line)
         return "evaluated"
     pytest.fail(f"README {role} path line not checked by this test (classify it): {line}")
 
