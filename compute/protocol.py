@@ -506,6 +506,24 @@ class PriceResponse(Message):
     price: Price | None = None  # None: this miner names no price
 
 
+MAX_LOG_LINES: Final = 2000
+
+
+class LeaseLogsRequest(Message):
+    """The newest ``tail`` lines of a lease's own logs, where its backend keeps them (owner -> miner)."""
+
+    kind: Literal["lease_logs"] = "lease_logs"
+    lease_id: LeaseId
+    tail: int = Field(200, ge=1, le=MAX_LOG_LINES)
+
+
+class LeaseLogsResponse(Message):
+    kind: Literal["lease_logs"] = "lease_logs"
+    lease_id: LeaseId
+    source: Annotated[str, PeerText(80)]  # where they come from, e.g. "docker container logs"
+    lines: list[Annotated[str, PeerText(1000)]] = Field(default_factory=list, max_length=MAX_LOG_LINES)
+
+
 Figure = Annotated[float, Field(ge=0, le=1e9, allow_inf_nan=False)]
 
 
@@ -558,6 +576,7 @@ Request = (
     | DeleteVolumeRequest
     | VerdictRequest
     | PriceRequest
+    | LeaseLogsRequest
 )
 
 ROUTES: dict[type[Message], tuple[str, type[Message]]] = {
@@ -578,6 +597,7 @@ ROUTES: dict[type[Message], tuple[str, type[Message]]] = {
     DeleteVolumeRequest: ("/v1/volumes/delete", DeleteVolumeResponse),
     VerdictRequest: ("/v1/verdict", VerdictResponse),
     PriceRequest: ("/v1/price", PriceResponse),
+    LeaseLogsRequest: ("/v1/leases/logs", LeaseLogsResponse),
 }
 
 
@@ -638,12 +658,15 @@ __all__ = [
     "LeaseHealth",
     "LeaseIdle",
     "LeaseInfo",
+    "LeaseLogsRequest",
+    "LeaseLogsResponse",
     "LeaseResponse",
     "LeaseStatusRequest",
     "ListLeasesRequest",
     "ListLeasesResponse",
     "ListVolumesRequest",
     "ListVolumesResponse",
+    "MAX_LOG_LINES",
     "MachineSpecs",
     "Message",
     "Price",

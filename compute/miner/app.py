@@ -33,6 +33,7 @@ from compute.allocation import (
 )
 from compute.allocation.lease.failures import failure, is_disk_full
 from compute.miner.cover import ReclaimGuard
+from compute.miner.lease_logs import lease_logs
 from compute.miner.price import lease_price
 from compute.miner.receipts import keep_release, lease_release, rental_receipts, signed_receipt
 from compute.miner.verdicts import VerdictLog
@@ -52,6 +53,8 @@ from compute.protocol import (
     LeaseEndRequest,
     LeaseEndResponse,
     LeaseInfo,
+    LeaseLogsRequest,
+    LeaseLogsResponse,
     LeaseResponse,
     LeaseStatusRequest,
     ListLeasesRequest,
@@ -284,6 +287,10 @@ def build_miner_app(
     @route(PriceRequest)
     async def asking_price(req: PriceRequest, caller: Caller) -> PriceResponse:
         return PriceResponse(price=price)
+
+    @route(LeaseLogsRequest)
+    async def logs(req: LeaseLogsRequest, caller: Caller) -> LeaseLogsResponse:
+        return await _logged("logs", caller, req.lease_id, lease_logs(manager, caller.hotkey_ss58, req))
 
     return server.app
 

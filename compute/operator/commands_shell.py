@@ -1,4 +1,4 @@
-"""``register.py ssh|exec|cp``: reach into a lease with its pinned host key, no hand-built ssh lines.
+"""``register.py ssh|exec|cp|logs``: reach into a lease with its pinned host key, no hand-built ssh lines.
 
 - ``ssh LEASE [-- COMMAND...]`` runs the system OpenSSH client (an interactive shell needs a real
   terminal) with the lease's known_hosts file, ``StrictHostKeyChecking=yes`` and no ``~/.ssh/config``;
@@ -11,6 +11,8 @@
   or unique prefix), ``-r`` for directories; a copy that moves less than 64 KiB in
   ``--idle-timeout`` seconds fails, and a download lands under its name only once complete
   (``compute.operator.transfer``: the same copy again resumes it).
+- ``logs LEASE [--tail N]`` asks the lease's miner for the lease's own logs (signed, owner only):
+  a Docker lease's container logs, an embedded lease's session log.
 
 Every connection verifies the host key the miner signed; a mismatch refuses before anything is
 sent. The handlers return a ``Result`` like the others; ``exit_code`` carries the remote status.
@@ -26,6 +28,8 @@ import subprocess
 import sys
 from typing import IO, Any
 
+from rich.console import Console
+
 from compute.argv import bounded, positive
 from compute.operator.capture import Spool
 from compute.operator.commands import LEASE_HELP, Result, resolve_lease_id
@@ -33,6 +37,7 @@ from compute.operator.errors import EXIT_REFUSED, LeaseNotFound, OutputTruncated
 from compute.operator.service import Operator
 from compute.operator.shell import MAX_CAPTURE_BYTES, LeaseAccess, LeaseShell, RunResult, ssh_argv
 from compute.operator.transfer import TransferLimits
+from compute.protocol import MAX_LOG_LINES
 
 MIB = 1024 * 1024
 
@@ -67,6 +72,25 @@ def add_shell_commands(sub) -> None:  # noqa: ANN001 - the parser factory of com
         help="fail a copy that moves less than 64 KiB in this many seconds "
         f"(default {TransferLimits.idle_s:g})",
     )
+
+    logs = sub("logs", "a lease's own logs, from its miner (Docker: the container's; embedded: its sessions)")
+    logs.add_argument("lease", help=LEASE_HELP)
+    logs.add_argument(
+        "--tail", type=bounded(1, MAX_LOG_LINES, int), default=200, help="newest lines to show (default 200)"
+    )
+
+
+async def cmd_logs(op: Operator, args: argparse.Namespace) -> Result:
+    lease = resolve_lease_id(op.book, op.hotkey, args.lease)
+    answer = await op.logs(lease, args.tail)
+    payload = {"lease_id": lease, "source": answer.source, "lines": list(answer.lines)}
+
+    def render(console: Console) -> None:
+        console.print(f"{answer.source} of lease {lease} ({len(answer.lines)} lines):", highlight=False)
+        for line in answer.lines:
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+    return Result(payload, render)
 
 
 def _access(op: Operator, text: str) -> LeaseAccess:
@@ -203,4 +227,4 @@ async def cmd_cp(op: Operator, args: argparse.Namespace) -> Result:
     return Result(payload, lambda console: console.print(text, markup=False, highlight=False))
 
 
-SHELL_HANDLERS = {"ssh": cmd_ssh, "exec": cmd_exec, "cp": cmd_cp}
+SHELL_HANDLERS = {"ssh": cmd_ssh, "exec": cmd_exec, "cp": cmd_cp, "logs": cmd_logs}

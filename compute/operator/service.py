@@ -62,6 +62,8 @@ from compute.protocol import (
     LeaseHealth,
     LeaseIdle,
     LeaseInfo,
+    LeaseLogsRequest,
+    LeaseLogsResponse,
     LeaseStatusRequest,
     ListLeasesRequest,
     ListLeasesResponse,
@@ -490,6 +492,19 @@ class Operator:
         ended = entry.with_changes(state=state, updated_at=self.clock())
         self.book.save(ended)
         return ended
+
+    async def logs(self, lease_id: str, tail: int, miner: MinerRef | None = None) -> LeaseLogsResponse:
+        """The newest ``tail`` lines of the lease's own logs, from its miner (its backend's)."""
+        entry, ref = await self._target(lease_id, miner)
+        try:
+            answer: LeaseLogsResponse = await call(
+                self.client, ref, LeaseLogsRequest(lease_id=lease_id, tail=tail)
+            )
+        except LeaseExpired:
+            if entry is not None and entry.owner_hotkey == self.hotkey and entry.state == "active":
+                self._ended(entry, "expired")
+            raise
+        return answer
 
     async def status(self, lease_id: str, miner: MinerRef | None = None) -> BookEntry:
         return await self._lease_call(lease_id, miner, LeaseStatusRequest(lease_id=lease_id))

@@ -273,6 +273,16 @@ class DockerBackend:
         except DockerException as exc:
             raise BackendError(f"lease {lease.lease_id}: activity not readable: {exc}") from exc
 
+    async def logs(self, lease_id: str, tail: int) -> tuple[str, list[str]]:
+        """The newest ``tail`` lines of the lease container's logs (its sshd, and whatever the
+        container's main process printed), with Docker's timestamps."""
+        container = await self._call(self._get, lease_id)
+        try:
+            raw = await self._call(container.logs, tail=tail, timestamps=True)
+        except DockerException as exc:
+            raise BackendError(f"lease {lease_id}: logs not readable: {exc}") from exc
+        return "docker container logs", raw.decode("utf-8", "replace").splitlines()[-tail:]
+
     # -- extras -------------------------------------------------------------------------
 
     async def endpoint(self, lease_id: str) -> Endpoint:

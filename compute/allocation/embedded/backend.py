@@ -30,6 +30,10 @@ runs every command as the lease's own unprivileged uid in a mount namespace wher
 home, wallets and data directory are hidden: a renter cannot read the miner's keys or another
 lease's host key. Sandboxed leases have no SFTP (it would run in the miner's process).
 
+Each lease keeps a session log in memory (``logs``: the newest ``SESSION_LOG_LINES`` lines: each
+login, each session's command and how it ended), for its renter's ``register.py logs``; it goes
+with the lease and does not survive a miner restart.
+
 What it deliberately does not do: isolate anything beyond that (limits are best effort), or
 forward ports/agents/X11. The miner wiring refuses this backend on the mainnet subnet
 unless forced, and anywhere but the local demo without the sandbox.
@@ -46,6 +50,8 @@ import shutil
 import signal
 import socket
 import sys
+import time
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,6 +77,7 @@ logger = logging.getLogger(__name__)
 
 USERNAME = "lease"
 _KILL_GRACE_S = 2.0
+SESSION_LOG_LINES = 2000
 _SHELL = "/bin/bash"  # the login shell of a terminal session, where installed (else /bin/sh)
 
 
@@ -88,6 +95,10 @@ class _Lease:
     processes: set[asyncio.subprocess.Process] = field(default_factory=set)
     groups: set[int] = field(default_factory=set)  # process groups started, killed on stop
     uid: int | None = None  # the lease's own uid when its commands run sandboxed
+    log: deque[str] = field(default_factory=lambda: deque(maxlen=SESSION_LOG_LINES))
+
+    def note(self, text: str) -> None:
+        self.log.append(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {text}")
 
 
 class _LeaseServer(asyncssh.SSHServer):
@@ -121,6 +132,8 @@ class _LeaseServer(asyncssh.SSHServer):
         ok = username == USERNAME and key.public_data == self._lease.authorized.public_data
         if ok and self._conn is not None:
             self._lease.connections[self._conn] = key
+            peer = self._conn.get_extra_info("peername") or ("?", 0)
+            self._lease.note(f"login from {peer[0]} ({key.get_algorithm()} key)")
         return ok
 
 
@@ -216,6 +229,13 @@ class EmbeddedBackend:
 
     async def running(self) -> set[str]:
         return {lease_id for lease_id, state in self._leases.items() if state.acceptor is not None}
+
+    async def logs(self, lease_id: str, tail: int) -> tuple[str, list[str]]:
+        """The newest ``tail`` lines of the lease's session log (logins, commands, how they ended)."""
+        state = self._leases.get(lease_id)
+        if state is None:
+            raise BackendError(f"lease {lease_id} is not running on this backend")
+        return "embedded session log", list(state.log)[-tail:]
 
     async def close(self) -> None:
         """Stop listening for every lease, keeping their state (used on miner shutdown)."""
@@ -347,8 +367,12 @@ class EmbeddedBackend:
         memory = (
             state.record.memory_mb * 1024 * 1024 if self.enforce_memory and state.record.memory_mb else None
         )
+        state.note(
+            f"session: {'shell' if command is None else repr(command[:200])}{' on a terminal' if tty else ''}"
+        )
         if tty:
             await self._terminal_session(state, process, argv, memory)
+            state.note("session ended")
             return
         try:
             proc = await asyncio.create_subprocess_exec(
@@ -380,7 +404,9 @@ class EmbeddedBackend:
             if finished in done:
                 closed.cancel()
                 process.exit(_exit_status(finished.result()))
+                state.note(f"session ended: exit status {_exit_status(finished.result())}")
             else:
+                state.note("session closed by the client; its command was ended")
                 _kill_group(proc)
                 finished.cancel()
                 await asyncio.gather(finished, return_exceptions=True)
