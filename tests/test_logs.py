@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import create_wallet
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,9 +60,11 @@ def test_commands_that_answer_on_stdout_keep_every_log_line_on_stderr() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("neuron", ["miner", "validator"])
-def test_a_neuron_writes_its_info_to_stdout_and_its_error_to_stderr(neuron: str, tmp_path: Path) -> None:
+def test_a_neuron_writes_its_info_to_stdout_and_its_error_to_stderr(
+    neuron: str, tmp_path: Path, make_wallet
+) -> None:
     """The real neuron, as pm2 starts it, up to its first error: its hotkey is not registered."""
-    create_wallet(tmp_path / "wallets", neuron)
+    make_wallet(neuron)  # under tmp_path / "wallets"
     chain = tmp_path / "chain.db"
     subprocess.run(
         [sys.executable, "-m", "compute", "chain", "create", str(chain)], cwd=ROOT, check=True, timeout=60

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import create_wallet
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ("miner", "validator")
@@ -104,10 +103,12 @@ def test_no_tracked_file_holds_an_operators_settings() -> None:
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("pm2") is None, reason="pm2 is not installed")
-def test_under_real_pm2_info_lands_in_the_out_log_and_errors_in_the_error_log(tmp_path: Path) -> None:
+def test_under_real_pm2_info_lands_in_the_out_log_and_errors_in_the_error_log(
+    tmp_path: Path, make_wallet
+) -> None:
     """pm2 itself, in a PM2_HOME of its own, starts the miner config with a .env naming a wallet on a
     simulated chain where it is not registered: INFO lines until that error, which exits it."""
-    create_wallet(tmp_path / "wallets", "pm2-miner")
+    make_wallet("pm2-miner")  # under tmp_path / "wallets"
     chain = tmp_path / "chain.db"
     subprocess.run([sys.executable, "-m", "compute", "chain", "create", str(chain)], cwd=ROOT, check=True)
     settings = tmp_path / "miner.env"
