@@ -1,4 +1,4 @@
-"""``register.py ssh|exec|cp|logs``: reach into a lease with its pinned host key, no hand-built ssh lines.
+"""``register.py ssh|exec|cp|port-forward|logs``: reach into a lease with its pinned host key, no hand-built ssh lines.
 
 - ``ssh LEASE [-- COMMAND...]`` runs the system OpenSSH client (an interactive shell needs a real
   terminal) with the lease's known_hosts file, ``StrictHostKeyChecking=yes`` and no ``~/.ssh/config``;
@@ -11,6 +11,8 @@
   or unique prefix), ``-r`` for directories; a copy that moves less than 64 KiB in
   ``--idle-timeout`` seconds fails, and a download lands under its name only once complete
   (``compute.operator.transfer``: the same copy again resumes it).
+- ``port-forward LEASE PORT`` listens on a local port and carries each connection to PORT inside
+  the lease through a relay session on the pinned connection (``compute.operator.forward``).
 - ``logs LEASE [--tail N]`` asks the lease's miner for the lease's own logs (signed, owner only):
   a Docker lease's container logs, an embedded lease's session log.
 
@@ -21,9 +23,12 @@ sent. The handlers return a ``Result`` like the others; ``exit_code`` carries th
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 from typing import IO, Any
@@ -34,6 +39,7 @@ from compute.argv import bounded, positive
 from compute.operator.capture import Spool
 from compute.operator.commands import LEASE_HELP, Result, resolve_lease_id
 from compute.operator.errors import EXIT_REFUSED, LeaseNotFound, OutputTruncated, UsageError
+from compute.operator.forward import forward
 from compute.operator.service import Operator
 from compute.operator.shell import MAX_CAPTURE_BYTES, LeaseAccess, LeaseShell, RunResult, ssh_argv
 from compute.operator.transfer import TransferLimits
@@ -73,11 +79,56 @@ def add_shell_commands(sub) -> None:  # noqa: ANN001 - the parser factory of com
         f"(default {TransferLimits.idle_s:g})",
     )
 
+    fwd = sub("port-forward", "reach a port inside a lease from a local port, until Ctrl-C")
+    fwd.add_argument("lease", help=LEASE_HELP)
+    fwd.add_argument("port", type=bounded(1, 65535, int), help="the port inside the lease (its 127.0.0.1)")
+    fwd.add_argument(
+        "--local-port",
+        type=bounded(0, 65535, int),
+        help="the local port (default: PORT when free here, else any free one; 0: any)",
+    )
+    fwd.add_argument("--bind", default="127.0.0.1", help="the local address to listen on (default 127.0.0.1)")
     logs = sub("logs", "a lease's own logs, from its miner (Docker: the container's; embedded: its sessions)")
     logs.add_argument("lease", help=LEASE_HELP)
     logs.add_argument(
         "--tail", type=bounded(1, MAX_LOG_LINES, int), default=200, help="newest lines to show (default 200)"
     )
+
+
+async def cmd_port_forward(op: Operator, args: argparse.Namespace) -> Result:
+    access = _access(op, args.lease)
+    local = args.local_port if args.local_port is not None else _free_or_any(args.bind, args.port)
+    stream = getattr(args, "out_stream", None) or sys.stdout
+
+    def ready(host: str, port: int) -> None:
+        if args.json:
+            line = json.dumps(
+                {"ok": True, "lease_id": access.lease_id, "local": f"{host}:{port}", "lease_port": args.port}
+            )
+        else:
+            line = f"Forwarding {host}:{port} -> port {args.port} of lease {access.lease_id}; Ctrl-C stops"
+        print(line, file=stream, flush=True)
+
+    async with await LeaseShell.open(access) as shell:
+        try:
+            await forward(shell, args.port, args.bind, local, ready)
+        except OSError as exc:
+            raise UsageError(f"cannot listen on {args.bind}:{local}: {exc.strerror or exc}") from None
+        except asyncio.CancelledError:
+            print("port-forward stopped", file=getattr(args, "err_stream", None) or sys.stderr, flush=True)
+            args.interrupt_reported = True
+            raise
+    return Result({"lease_id": access.lease_id})
+
+
+def _free_or_any(host: str, port: int) -> int:
+    """``port`` when it is free here, else 0 (any free port)."""
+    with socket.socket() as probe:
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return 0
+    return port
 
 
 async def cmd_logs(op: Operator, args: argparse.Namespace) -> Result:
@@ -227,4 +278,10 @@ async def cmd_cp(op: Operator, args: argparse.Namespace) -> Result:
     return Result(payload, lambda console: console.print(text, markup=False, highlight=False))
 
 
-SHELL_HANDLERS = {"ssh": cmd_ssh, "exec": cmd_exec, "cp": cmd_cp, "logs": cmd_logs}
+SHELL_HANDLERS = {
+    "ssh": cmd_ssh,
+    "exec": cmd_exec,
+    "cp": cmd_cp,
+    "logs": cmd_logs,
+    "port-forward": cmd_port_forward,
+}

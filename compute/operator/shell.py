@@ -201,6 +201,17 @@ class LeaseShell:
         except (asyncio.TimeoutError, OSError, asyncssh.Error):
             pass
 
+    async def process(self, command: str) -> asyncssh.SSHClientProcess:
+        """A raw session running ``command`` (bytes both ways), for a caller that pumps it itself."""
+        try:
+            return await asyncio.wait_for(self._conn.create_process(command, encoding=None), OPEN_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            raise SshUnreachable(
+                f"lease {self.access.lease_id}: the session did not open within {OPEN_TIMEOUT_S:g} s"
+            ) from None
+        except (OSError, asyncssh.Error) as exc:
+            raise SshUnreachable(f"lease {self.access.lease_id}: cannot open a session: {exc}") from exc
+
     async def run(
         self,
         command: str,
