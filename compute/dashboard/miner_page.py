@@ -125,7 +125,8 @@ def render_miner_page(
     proven = _proven(detail)
     gpus = "—"
     if proven is not None and proven.models:
-        gpus = f"{proven.gpu_count}× {Counter(proven.models).most_common(1)[0][0]}"
+        model = Counter(proven.models).most_common(1)[0][0]
+        gpus = f"{proven.gpu_count}× {model}" if proven.gpu_count else model  # a CPU machine: no count
     share = (detail.presence.shares or {}).get(detail.hotkey) if detail.presence.shares is not None else None
     cards = (
         f'<div class="cards"><div class="card">Score<b>{_fmt(detail.score, 4)}</b></div>'

@@ -138,7 +138,7 @@ class Explanation:
             ("rental uptime", self.rental_uptime),
         ):
             if value is not None:
-                out.append((label, f"×{value:.3g}"))
+                out.append((label, f"×{value:.4g}"))
         if self.rented_bonus is not None:
             on = f" on {self.rented_gpus} rented GPU(s)" if partly else ""
             out.append(("rented bonus", f"×{self.rented_bonus:.3g}{on}"))

@@ -87,8 +87,11 @@ def test_dashboard_renders_a_running_demo_in_chromium(tmp_path: Path) -> None:
     try:
         wait_for_round(url, 200)
         html = dump_dom(url, "<h1>Validator dashboard</h1>")
-        assert 'id="miner-count">2<' in html and html.count("<tr><td>") == 2
+        assert 'id="miner-count">2<' in html and html.count('<tr id="uid-') == 2
         assert "pass" in html and "CPU" in html and "<svg" in html
+        uid = httpx.get(url + "api/overview", timeout=10).json()["miners"][0]["uid"]
+        page = dump_dom(f"{url}miner/{uid}", "Why this score")  # a demo miner's sample, term by term
+        assert 'id="explained"' in page and f"uid {uid} r" in page and f'href="/machines#uid-{uid}"' in page
         shots = artifacts_dir()
         shot = browser(f"--screenshot={shots / 'dashboard.png'}", url)
         assert shot.returncode == 0 and (shots / "dashboard.png").stat().st_size > 10_000, shot.stderr[-2000:]
