@@ -45,13 +45,6 @@ class LeaseState:
     source: str = ""  # "presence check" or "round N"
     detail: str = ""
 
-    def age(self, now: float) -> float | None:
-        return None if self.at is None else max(0.0, now - self.at)
-
-    def stale(self, now: float, stale_s: float = STALE_S) -> bool:
-        age = self.age(now)
-        return age is not None and age > stale_s
-
 
 def _from_result(result: PogResult) -> LeaseState:
     source = f"round {result.round_id}"

@@ -145,7 +145,12 @@ def render_miner_page(
     round_id = f" (round {latest.round_id}, {ago(latest.created, now)})" if latest is not None else ""
     since = ""
     step = detail.steps.get(latest.round_id) if latest is not None else None
-    if step is not None and detail.score is not None and abs(detail.score - step.score) > 1e-9:
+    if (
+        latest is not None
+        and step is not None
+        and detail.score is not None
+        and abs(detail.score - step.score) > 1e-9
+    ):
         since = (
             f'<p class="stale" id="since">Not tested since round {latest.round_id}: the score has '
             f"moved from {_fmt(step.score, 4)} to {_fmt(detail.score, 4)} since (each round it is not "

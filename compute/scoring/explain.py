@@ -35,25 +35,62 @@ HOST_FIELDS = ("cpu_cores", "cpu_gbs", "ram_gb", "disk_gb")
 class ResultFigures(Protocol):
     """What ``explain`` reads of a round result (``compute.store.PogResult`` has all of it)."""
 
-    round_id: int
-    uid: int
-    ok: bool
-    sample: float
-    reasons: tuple[str, ...]
-    models: tuple[str, ...]
-    tflops_fp16: float | None
-    tflops_fp32: float | None
-    gpu_count: int
-    rented: bool
-    mem_gbs: float | None
-    mem_proven_gb: float | None
-    sustained_factor: float | None
-    credited_gpus: int | None
-    host: Mapping[str, float]
-    history_reset: bool
-    rented_fraction: float | None
-    availability: float | None
-    rental_uptime: float | None
+    @property
+    def round_id(self) -> int: ...
+
+    @property
+    def uid(self) -> int: ...
+
+    @property
+    def ok(self) -> bool: ...
+
+    @property
+    def sample(self) -> float: ...
+
+    @property
+    def reasons(self) -> tuple[str, ...]: ...
+
+    @property
+    def models(self) -> tuple[str, ...]: ...
+
+    @property
+    def tflops_fp16(self) -> float | None: ...
+
+    @property
+    def tflops_fp32(self) -> float | None: ...
+
+    @property
+    def gpu_count(self) -> int: ...
+
+    @property
+    def rented(self) -> bool: ...
+
+    @property
+    def mem_gbs(self) -> float | None: ...
+
+    @property
+    def mem_proven_gb(self) -> float | None: ...
+
+    @property
+    def sustained_factor(self) -> float | None: ...
+
+    @property
+    def credited_gpus(self) -> int | None: ...
+
+    @property
+    def host(self) -> Mapping[str, float]: ...
+
+    @property
+    def history_reset(self) -> bool: ...
+
+    @property
+    def rented_fraction(self) -> float | None: ...
+
+    @property
+    def availability(self) -> float | None: ...
+
+    @property
+    def rental_uptime(self) -> float | None: ...
 
 
 @dataclass(frozen=True)
@@ -232,7 +269,8 @@ def _ema(
     reset = bool(result.history_reset)
     prev = None if reset else _num(previous)
     computed = ema_update(prev, result.sample, alpha, scoring.min_score)
-    return EmaStep(prev, alpha, result.sample, _num(new) if new is not None else computed, reset)
+    stored = _num(new)
+    return EmaStep(prev, alpha, result.sample, computed if stored is None else stored, reset)
 
 
 def explain(

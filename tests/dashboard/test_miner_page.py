@@ -14,7 +14,7 @@ import pytest
 from demo_store import build_demo_store
 
 from compute.dashboard import build_app
-from compute.dashboard.live import LeaseState, Sighting, lease_state
+from compute.dashboard.live import Sighting, lease_state
 from compute.store import PogResult
 from compute.transport import RunningServer, serve_in_thread
 
@@ -103,8 +103,3 @@ def test_lease_state_is_the_newest_sighting(
 ) -> None:
     state = lease_state(latest, seen)
     assert (state.label, state.source) == (label, source)
-
-
-def test_a_lease_state_is_stale_past_the_limit() -> None:
-    state = LeaseState("free", at=1000.0)
-    assert not state.stale(1000.0 + 3600) and state.stale(1000.0 + 3601)

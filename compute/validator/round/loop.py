@@ -334,10 +334,10 @@ class RoundLoop(BlockLoop):
         if len(windows) == 1 and not done and not skipped and not untested and targets:
             store.record_presence("round", [result_presence(r) for r in results])  # all at one moment
         not_skipped = [n for n in metagraph.neurons if n.uid not in skipped | untested]  # not missed
-        before = store.scores()
-        updates = score_updates(results, before, not_skipped, ctx.scoring, ctx.hotkey)
+        prior = store.scores()
+        updates = score_updates(results, prior, not_skipped, ctx.scoring, ctx.hotkey)
         store.finish_round(record.round_id, updates)
-        explained = self._report(record.round_id, results, metagraph, await self._factors(metagraph), before)
+        explained = self._report(record.round_id, results, metagraph, await self._factors(metagraph), prior)
         scores = {uid: rec.score for uid, rec in store.scores().items()}
         try:  # every tested miner reads why it scored what it did (best effort, bounded)
             await asyncio.wait_for(
