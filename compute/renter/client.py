@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -303,7 +304,7 @@ def _wanted(*, available_only: bool = True, idle_stop_s: int | None = None, **gi
         template=given.get("template"),
         volume=parse_volume(volume) if isinstance(volume, str) else volume,
         idle_stop_s=idle_stop_s,
-        max_price=None if given.get("max_price") is None else float(given["max_price"]),
+        max_price=_max_price(given.get("max_price")),
     )
     try:
         want.requirements()
@@ -312,6 +313,19 @@ def _wanted(*, available_only: bool = True, idle_stop_s: int | None = None, **gi
             f"bad machine requirements: {exc.errors()[0]['msg']} ({exc.errors()[0]['loc']})"
         ) from None
     return want
+
+
+def _max_price(value: Any) -> float | None:
+    """``max_price``: USD per hour, a finite number >= 0 (None: any price, or none)."""
+    if value is None:
+        return None
+    try:
+        price = float(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"max_price {value!r} is not a number of USD per hour") from None
+    if not math.isfinite(price) or price < 0:
+        raise UsageError(f"max_price must be a finite number >= 0, got {value!r}")
+    return price
 
 
 __all__ = ["AsyncRenter"]
