@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -16,10 +17,15 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import free_port
 from shellflow import REPO, allocate, cli, cli_text
 
 from compute.operator import EXIT_OK, EXIT_USAGE
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def _fetch(url: str, deadline_s: float = 20.0) -> bytes:
@@ -84,8 +90,6 @@ def test_a_local_port_reaches_a_server_inside_a_docker_lease(docker_subnet, tmp_
 
 def test_a_port_already_taken_here_is_one_line(subnet):
     lease = allocate(subnet)
-    import socket
-
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
