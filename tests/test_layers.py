@@ -28,7 +28,7 @@ ORDER: dict[str, list[set[str]]] = {
         {"settings"},
         {"chain", "scoring", "store", "specs"},
         {"pog", "transport"},
-        {"allocation", "collateral"},
+        {"allocation", "collateral", "interconnect"},  # interconnect: the proof of a cluster's links
         {"miner"},
         {"dashboard"},
         {"operator"},

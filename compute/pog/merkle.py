@@ -48,17 +48,24 @@ def _leaf_block(challenge_id: bytes, gpu_index: int, rows: np.ndarray, start: in
     return out
 
 
-def hash_rows(challenge_id: bytes, gpu_index: int, matrix: np.ndarray, threads: int = 4) -> list[bytes]:
-    """Leaf hashes of every row of ``matrix`` (2-D float32), in threads over row blocks."""
+def hash_rows(
+    challenge_id: bytes, gpu_index: int, matrix: np.ndarray, threads: int = 4, start: int = 0
+) -> list[bytes]:
+    """Leaf hashes of every row of ``matrix`` (2-D float32), in threads over row blocks.
+
+    ``start``: the leaf index of the first row (a block of a larger output, hashed as it arrives).
+    """
     matrix = np.ascontiguousarray(matrix, dtype="<f4")
     m = matrix.shape[0]
     threads = max(1, min(threads, m // 64 or 1))
     if threads == 1:
-        return _leaf_block(challenge_id, gpu_index, matrix, 0)
+        return _leaf_block(challenge_id, gpu_index, matrix, start)
     bounds = [m * k // threads for k in range(threads + 1)]
     with ThreadPoolExecutor(max_workers=threads) as pool:
         parts = pool.map(
-            lambda k: _leaf_block(challenge_id, gpu_index, matrix[bounds[k] : bounds[k + 1]], bounds[k]),
+            lambda k: _leaf_block(
+                challenge_id, gpu_index, matrix[bounds[k] : bounds[k + 1]], start + bounds[k]
+            ),
             range(threads),
         )
         return [leaf for part in parts for leaf in part]
