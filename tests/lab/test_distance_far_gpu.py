@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from compute.lab.bench.distance import main
 
 
@@ -26,3 +28,15 @@ def test_a_rise_beyond_the_allowance_fails_the_honest_seat(capsys) -> None:
     """The control: the bench can fail; a 1.6 s rise is more than a GPU seat's slack (1.3 s)."""
     code, report = run(capsys, "--step", "1.6")
     assert code == 1 and all(row["transient_failed"] == 3 for row in report["far_gpu"]), report
+
+
+@pytest.mark.slow
+def test_an_honest_far_seat_end_to_end_is_present_while_its_way_back_rises_after_the_pings(capsys) -> None:
+    """``--far-e2e``: the real capacity proof and presence checks of an honest miner on the emulated
+    device at 70 % of its table, its SSH through the rising proxy: a transient and a sustained 1 s
+    rise, both inside the chain and after the pings, both windows present (under a GPU seat's slack)."""
+    code = main(["--far-e2e", "2", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["failed"] == 0, report
+    assert report["risen_windows"] == 2 and report["rtt_before_s_max"] < 0.25, report
+    assert report["rtt_after_s"][1] > 1.0  # the sustained rise: seen by the pings after the chain

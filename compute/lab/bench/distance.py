@@ -37,18 +37,28 @@ from compute.lab.bench.validator import _listening_socket
 PROXY = Path(__file__).resolve().parents[2] / "localnet" / "latency_proxy.py"
 
 
-async def _serve_miner(root: Path, pace_gflops: float = 0.0) -> None:
-    """Child: one honest miner; prints its endpoint as a JSON line, exits on stdin EOF."""
+async def _serve_miner(root: Path, pace_gflops: float = 0.0, device_fraction: float = 0.0) -> None:
+    """Child: one honest miner; prints its endpoint as a JSON line, exits on stdin EOF. With
+    ``device_fraction``, its memory passes run on ``localnet.one_device``'s emulated device at that
+    fraction of the CPU table's bandwidth (a device of fixed speed keeping its pace)."""
     from bittensor.sp_core import Keypair
 
     from compute.allocation import AllocationManager, EmbeddedBackend, LeaseStore, ManagerLimits
+    from compute.localnet.one_device import TABLE_GBS, device_bin
     from compute.miner import build_miner_app
     from compute.miner.specs import fixed_specs
     from compute.transport import KeyWallet, ServerLimits, serve
 
     keypair = Keypair.create_from_uri("//DistanceMiner")
+    prefix = []
+    if device_fraction > 0:
+        prefix = [device_bin(root / "bins", root / "device.lock", "wait-build", TABLE_GBS * device_fraction)]
     backend = EmbeddedBackend(
-        root / "miner", bind_host="127.0.0.1", port_range=(46800, 46830), pace_gflops=pace_gflops
+        root / "miner",
+        bind_host="127.0.0.1",
+        port_range=(46800, 46830),
+        pace_gflops=pace_gflops,
+        path_prefix=prefix,
     )
     manager = AllocationManager(
         LeaseStore(root / "miner" / "leases.db"), backend, [], ManagerLimits(max_cpu=2, max_memory_gb=4)
@@ -95,20 +105,10 @@ def _flood(url: str, stop: threading.Event) -> int:
     return pages
 
 
-async def _bench(args: argparse.Namespace, root: Path, miner: dict) -> dict[str, Any]:
-    from bittensor.sp_core import Keypair
+def _base_params(args: argparse.Namespace) -> Any:
+    from compute.validator.params import RoundParams
 
-    from compute.dashboard import serve_dashboard
-    from compute.scoring import ScoringConfig, load_gpu_table
-    from compute.store import ValidatorStore
-    from compute.transport import KeyWallet, MinerClient
-    from compute.validator.check.context import MinerCheck
-    from compute.validator.check.miner import check_miner
-    from compute.validator.params import MinerTarget, RoundParams
-
-    client = MinerClient(KeyWallet(Keypair.create_from_uri("//DistanceValidator")), timeout=60)
-    target = MinerTarget(1, miner["hotkey"], f"127.0.0.1:{miner['port']}")
-    base = RoundParams(
+    return RoundParams(
         round_id=1,
         block=1,
         miner_timeout=args.miner_timeout,
@@ -121,6 +121,22 @@ async def _bench(args: argparse.Namespace, root: Path, miner: dict) -> dict[str,
         distance_share=args.share,
         min_timed_s=args.min_timed,
     )
+
+
+async def _bench(args: argparse.Namespace, root: Path, miner: dict) -> dict[str, Any]:
+    from bittensor.sp_core import Keypair
+
+    from compute.dashboard import serve_dashboard
+    from compute.scoring import ScoringConfig, load_gpu_table
+    from compute.store import ValidatorStore
+    from compute.transport import KeyWallet, MinerClient
+    from compute.validator.check.context import MinerCheck
+    from compute.validator.check.miner import check_miner
+    from compute.validator.params import MinerTarget
+
+    client = MinerClient(KeyWallet(Keypair.create_from_uri("//DistanceValidator")), timeout=60)
+    target = MinerTarget(1, miner["hotkey"], f"127.0.0.1:{miner['port']}")
+    base = _base_params(args)
     stop, pages = threading.Event(), 0
     pool = ThreadPoolExecutor(max(1, args.clients))
     floods, dashboard = [], None
@@ -218,6 +234,30 @@ def _summary(args: argparse.Namespace, runs: dict[float, list[Any]], pages: int,
     }
 
 
+async def _far_e2e(args: argparse.Namespace, root: Path, miner: dict) -> dict[str, Any]:
+    from bittensor.sp_core import Keypair
+
+    from compute.lab.bench.far_e2e import far_presence
+    from compute.transport import KeyWallet, MinerClient
+    from compute.validator.params import MinerTarget
+
+    client = MinerClient(KeyWallet(Keypair.create_from_uri("//DistanceValidator")), timeout=60)
+    target = MinerTarget(1, miner["hotkey"], f"127.0.0.1:{miner['port']}")
+    try:
+        return await far_presence(args, root, client, target, _base_params(args))
+    finally:
+        await client.aclose()
+
+
+def _far_e2e_text(report: dict[str, Any]) -> str:
+    lines = [json.dumps(window) for window in report["windows"]]
+    lines.append(
+        f"presence windows failed: {report.get('failed')} of {len(report['windows'])} "
+        f"(the rise reached {report.get('risen_windows')}), wall {report.get('wall_s')} s"
+    )
+    return "\n".join(lines)
+
+
 def _far_gpu(args: argparse.Namespace) -> int:
     from compute.lab.bench.far_gpu import far_gpu
     from compute.scoring import load_gpu_table
@@ -284,18 +324,34 @@ def main(argv: list[str] | None = None) -> int:
         "--step", type=float, default=1.0, help="--far-gpu: the delay rise after the pings (1 s)"
     )
     parser.add_argument("--fraction", type=float, default=0.7, help="--far-gpu: the honest pace (0.7)")
-    parser.add_argument("--seed", type=int, default=36, help="--far-gpu: the simulation's seed")
+    parser.add_argument("--seed", type=int, default=36, help="--far-gpu, --far-e2e: the seed")
+    parser.add_argument(
+        "--far-e2e",
+        type=int,
+        default=0,
+        help="instead: this many presence windows of an honest far seat end to end, its way back rising "
+        "by --step after the pings (compute.lab.bench.far_e2e)",
+    )
+    parser.add_argument(
+        "--rise-after",
+        default="2.5,6",
+        help="--far-e2e: the rise begins this many s after the session opened, drawn in [a,b] (2.5,6)",
+    )
+    parser.add_argument("--device-fraction", type=float, default=0.0, help=argparse.SUPPRESS)
     parser.add_argument("--serve-miner", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.far_gpu:
         return _far_gpu(args)
+    args.rise_after = [float(x) for x in args.rise_after.split(",")]
     if args.serve_miner:
-        asyncio.run(_serve_miner(Path(args.serve_miner), args.pace_gflops))
+        asyncio.run(_serve_miner(Path(args.serve_miner), args.pace_gflops, args.device_fraction))
         return 0
     args.latencies = [float(x) for x in args.latencies.split(",") if x.strip()]
     with tempfile.TemporaryDirectory(prefix="distance-bench-") as tmp:
         command = [sys.executable, "-m", "compute.lab.bench.distance", "--serve-miner", tmp]
         command += ["--pace-gflops", str(args.pace_gflops)]
+        if args.far_e2e:
+            command += ["--device-fraction", str(args.fraction)]
         child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert child.stdout is not None and child.stdin is not None
         try:
@@ -303,10 +359,14 @@ def main(argv: list[str] | None = None) -> int:
             if not line:
                 print(f"distance-bench: the miner exited {child.wait(30)} before serving", file=sys.stderr)
                 return 1
-            report = asyncio.run(_bench(args, Path(tmp), json.loads(line)))
+            runner = _far_e2e if args.far_e2e else _bench
+            report = asyncio.run(runner(args, Path(tmp), json.loads(line)))
         finally:
             child.stdin.close()
             child.wait(30)
+    if args.far_e2e:
+        print(json.dumps(report) if args.json else _far_e2e_text(report))
+        return 0 if report.get("failed", 1) == 0 else 1
     if args.json:
         print(json.dumps(report))
     else:
