@@ -192,7 +192,7 @@ def judge(
     cpu0 = time.process_time()
     failures = _commit_failures(challenge, started_at, arrivals)
     wanted = sorted({i for request in requests.values() for i in request.chunks})
-    sums = reduced_rows(challenge.master, challenge.world, wanted, challenge.chunk_len) if wanted else []
+    sums = reduced_rows(challenge.master, challenge.world, wanted, challenge.chunk_len)
     expected = dict(zip(wanted, sums, strict=True))
     for rank, request in sorted(requests.items()):
         arrival = arrivals.get(rank)
