@@ -70,6 +70,7 @@ class PlainResult:
 class InterconnectSession:
     def __init__(self, channels: list[Channel], clock: Callable[[], float] = time.monotonic) -> None:
         self.channels, self.clock = channels, clock
+        self.last_commits: dict[int, Commit] = {}  # the last proof's commitments (their advisory phases)
         self.lines: queue.Queue[tuple[int, float, bytes]] = queue.Queue()
         for rank, channel in enumerate(channels):
             threading.Thread(
@@ -142,6 +143,7 @@ class InterconnectSession:
         commits = self._collect(Commit, started + challenge.deadline_s + grace, ranks)
         arrivals = {rank: Arrival(message, at) for rank, (at, message) in commits.items()}  # type: ignore[arg-type]
         arrivals.update({rank: Arrival(message, at) for rank, (at, message) in early.items()})
+        self.last_commits = {rank: a.commit for rank, a in arrivals.items()}
         requests = choose_openings(challenge)
         for rank, channel in enumerate(self.channels):
             channel.send(encode(requests[rank]))

@@ -42,6 +42,10 @@ ENTRIES: dict[str, Entry] = {
         "compute.lab.bench.distance:main",
         "an honest miner proven from near and far (latency proxy), optionally under a dashboard flood",
     ),
+    "interconnect": Entry(
+        "compute.lab.bench.interconnect:main",
+        "the interconnect proof's bandwidth vs a plain all-reduce on the same links; verify CPU",
+    ),
     "check-cost": Entry("compute.lab.bench.check_cost:main", "GPU seconds of one test's GEMM proofs"),
     "fleet": Entry(
         "compute.lab.bench.fleet:main", "one real validator round against N simulated 8-GPU miners"
