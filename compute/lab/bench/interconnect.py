@@ -15,6 +15,7 @@ from __future__ import annotations
 import statistics
 
 from compute.interconnect import InterconnectSession, local_participants, new_challenge
+from compute.interconnect.wire import PhaseTimes
 
 RATIO_TARGET = 0.9
 VERIFY_MS_TARGET = 10.0
@@ -33,7 +34,8 @@ def measure(world: int, mib: float, repeats: int, chunk_len: int, device: str, s
         words = challenge().chunks * chunk_len
         session.prove(challenge())  # warm-up: first touch, allocator, thread pools
         session.plain(words)
-        proofs, plains, phases = [], [], []
+        proofs, plains = [], []
+        phases: list[PhaseTimes] = []
         for _ in range(max(1, repeats)):
             proofs.append(session.prove(challenge()))
             phases.extend(c.phases for c in session.last_commits.values() if c.phases is not None)
