@@ -87,8 +87,14 @@ class InterconnectSession:
             if not line:
                 return
 
-    def _collect(self, want: type, until: float, ranks: set[int]) -> dict[int, tuple[float, object]]:
-        """The first ``want`` message per rank in ``ranks`` read before ``until`` (validator's clock)."""
+    def _collect(
+        self, want: type, until: float, ranks: set[int], challenge_id: str | None = None
+    ) -> dict[int, tuple[float, object]]:
+        """The first ``want`` message per rank in ``ranks`` read before ``until`` (validator's clock).
+
+        With ``challenge_id``, a message of another challenge (a stale answer to an earlier proof)
+        is skipped, not taken for this one's.
+        """
         got: dict[int, tuple[float, object]] = {}
         while set(got) < ranks:
             left = until - self.clock()
@@ -113,6 +119,9 @@ class InterconnectSession:
                     exc,
                 )
                 continue
+            if challenge_id is not None and getattr(message, "challenge_id", challenge_id) != challenge_id:
+                log.info("interconnect: rank=%d sent an answer to another challenge", rank)
+                continue
             if isinstance(message, want) and rank in ranks and rank not in got:
                 got[rank] = (at, message)
         return got
@@ -135,19 +144,20 @@ class InterconnectSession:
     def prove(self, challenge: InterconnectChallenge, open_timeout_s: float = 30.0) -> InterconnectVerdict:
         """Reveal, collect commitments on the clock, open random chunks, judge."""
         ranks = set(range(challenge.world))
-        early = self._drain()  # anything already waiting came before the reveal
+        cid = challenge.challenge_id.hex()
+        early = self._drain(cid)  # anything already waiting came before the reveal
         started = self.clock()
         for rank, channel in enumerate(self.channels):
             channel.send(encode(challenge.reveal(rank)))
         grace = min(1.0, challenge.deadline_s)
-        commits = self._collect(Commit, started + challenge.deadline_s + grace, ranks)
+        commits = self._collect(Commit, started + challenge.deadline_s + grace, ranks, cid)
         arrivals = {rank: Arrival(message, at) for rank, (at, message) in commits.items()}  # type: ignore[arg-type]
         arrivals.update({rank: Arrival(message, at) for rank, (at, message) in early.items()})
         self.last_commits = {rank: a.commit for rank, a in arrivals.items()}
         requests = choose_openings(challenge)
         for rank, channel in enumerate(self.channels):
             channel.send(encode(requests[rank]))
-        replies = self._collect(Opening, self.clock() + open_timeout_s, ranks)
+        replies = self._collect(Opening, self.clock() + open_timeout_s, ranks, cid)
         openings = {rank: message for rank, (_, message) in replies.items()}
         verdict = judge(challenge, started, arrivals, requests, openings)  # type: ignore[arg-type]
         log.info(
@@ -160,8 +170,9 @@ class InterconnectSession:
         )
         return verdict
 
-    def _drain(self) -> dict[int, tuple[float, Commit]]:
-        """Commitments read before the reveal (a precomputed answer): kept, to fail them by name."""
+    def _drain(self, challenge_id: str) -> dict[int, tuple[float, Commit]]:
+        """This challenge's commitments read before its reveal (its id leaked): kept, to fail them by
+        name; stale lines of earlier proofs are dropped."""
         early: dict[int, tuple[float, Commit]] = {}
         while True:
             try:
@@ -172,7 +183,7 @@ class InterconnectSession:
                 message = parse_to_validator(line) if line else None
             except WireError:
                 continue
-            if isinstance(message, Commit) and rank not in early:
+            if isinstance(message, Commit) and message.challenge_id == challenge_id and rank not in early:
                 early[rank] = (at, message)
 
     def plain(self, words: int, timeout_s: float = 60.0) -> PlainResult:

@@ -87,3 +87,10 @@ def test_commitment_after_the_clock_stopped_fails(cluster) -> None:
     assert not verdict.passed
     rank2 = [f for f in verdict.failures if f.startswith(f"rank 2 ({taps[2].endpoint}): ")]
     assert rank2 and ("late by" in rank2[0] or "no commitment" in rank2[0])  # past the grace: not seen
+
+
+def test_a_stale_answer_from_an_earlier_proof_does_not_fail_the_next(cluster) -> None:
+    """Runs after the late commitment above: that answer, still in the pipe, belongs to another id."""
+    session, taps = cluster
+    verdict = session.prove(_challenge(taps))
+    assert verdict.passed, verdict.failures
