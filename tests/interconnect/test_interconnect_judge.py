@@ -304,3 +304,11 @@ def test_session_fails_a_commitment_sent_before_the_reveal() -> None:
     assert not verdict.passed
     assert "rank 0 (hostA:22): committed before the reveal" in verdict.failures
     assert "rank 1 (hostB:22): no commitment" in verdict.failures
+
+
+def test_the_validator_side_never_imports_torch() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, compute.interconnect; assert 'torch' not in sys.modules, 'torch imported'"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -65,3 +65,12 @@ def test_path_of_missing_leaf_is_an_error() -> None:
         MerkleTree(_leaves(3)).path(3)
     with pytest.raises(ValueError):
         MerkleTree([])
+
+
+def test_row_blocks_hashed_from_a_start_leaf_are_the_whole_matrix_leaves() -> None:
+    matrix = np.arange(300 * 8, dtype=np.float32).reshape(300, 8)
+    whole = hash_rows(b"c" * 16, 3, matrix, threads=2)
+    blocks = hash_rows(b"c" * 16, 3, matrix[:130], threads=2) + hash_rows(
+        b"c" * 16, 3, matrix[130:], threads=2, start=130
+    )
+    assert blocks == whole
