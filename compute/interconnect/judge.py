@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -42,7 +42,9 @@ class InterconnectError(ValueError):
 @dataclass(frozen=True)
 class InterconnectChallenge:
     challenge_id: bytes  # 16 random bytes
-    master: bytes  # 16 random bytes, never sent: each participant gets only its own derived key
+    master: bytes = field(
+        repr=False
+    )  # 16 random bytes, never sent nor logged: each participant gets its own key
     endpoints: tuple[str, ...]  # rank -> the endpoint the validator reaches it at
     chunks: int
     chunk_len: int
