@@ -23,15 +23,12 @@ from dotenv.parser import parse_stream
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from compute.argv import Parser
+from compute.flags import SettingsError
 
 MAINNET_NETUID = 27
 _FLAG_ENV_PREFIX = "COMPUTE_"
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
-
-
-class SettingsError(ValueError):
-    """A flag, variable or ``.env`` line has a bad value; the message names it."""
 
 
 # ---------------------------------------------------------------- .env and value lookup

@@ -25,6 +25,7 @@ ORDER: dict[str, list[set[str]]] = {
         {"peertext", "argv"},
         {"__init__", "logs", "sqlitedb", "safejson", "dispatch"},
         {"protocol"},
+        {"flags"},  # settings declared once (pydantic-settings): each room's settings build on it
         {"settings"},
         {"chain", "scoring", "store", "specs"},
         {"pog", "transport"},
