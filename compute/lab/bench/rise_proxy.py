@@ -1,6 +1,6 @@
 """``localnet/latency_proxy.py`` whose way back rises by ``--rise-s`` during a stretch of the session.
 
-Run by path as a lease's SSH ProxyCommand (``bench distance --far-e2e``)::
+Run by path as a lease's SSH ProxyCommand (``bench distance --far-e2e``; a script, not a benchmark)::
 
     rise_proxy.py --rtt-ms 150 --jitter 0.2 --rise-s 1.0 --rise-at-s 4 --rise-for-s 30 {host} {port}
 
@@ -51,7 +51,7 @@ def rising(rise_s: float, at_s: float, for_s: float, trace: Path | None) -> type
     return Rising
 
 
-def main(argv: list[str] | None = None) -> int:
+def run_proxy(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rtt-ms", type=float, required=True)
     parser.add_argument("--jitter", type=float, default=0.2)
@@ -73,4 +73,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_proxy())
