@@ -73,9 +73,16 @@ def flagged(model: type[BaseSettings]) -> Iterator[tuple[str, str]]:
             yield field, str(_meta(info)["flag"])
 
 
-def add_flags(group: argparse._ActionsContainer, model: type[BaseSettings]) -> None:
-    """One argument per flagged field of ``model``, default ``None`` so lower layers can fill it."""
+def add_flags(
+    group: argparse._ActionsContainer, model: type[BaseSettings], prefixes: tuple[str, ...] = ("",)
+) -> None:
+    """One argument per flagged field of ``model`` (those whose flag starts with one of ``prefixes``).
+
+    Every default is ``None``, so the environment, ``.env`` and the model's default can fill it.
+    """
     for field, name in flagged(model):
+        if not name.startswith(prefixes):
+            continue
         info = model.model_fields[field]
         kind = info.annotation
         if get_origin(kind) in (Union, UnionType):
