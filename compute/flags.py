@@ -57,7 +57,7 @@ def flag(
     ``rules``: pydantic's ``Field`` constraints (``ge``, ``max_length``, ``default_factory``...).
     """
     names = [*env, PREFIX + name.replace(".", "_").upper()] if name else list(env)
-    extra = {"flag": name, "env": names, "nargs": nargs}
+    extra: dict[str, Any] = {"flag": name, "env": names, "nargs": nargs}
     return Field(default, description=help, json_schema_extra=extra, **rules)
 
 
