@@ -95,6 +95,7 @@ async def run(s: ValidatorSettings) -> int:
         canary_renters=identities,
         canary_dir=s.data_dir / "canary",
         canary_timing=CanaryTiming.for_dwell(s.canary_dwell),
+        offers=store.record_offer,  # the public feed's price and free-now (informational)
     )
     api_key = common.wandb_api_key.get_secret_value() if common.wandb_api_key else None
     wandb_on, why = wandb_wanted(s.wandb_off, s.wandb_on, api_key)

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from compute.store.history import MinerOverview, Overview, RoundProgress, overview
+from compute.store.offers import Offer
 from compute.store.presence import PresenceEntry, PresenceRecord
 from compute.store.readonly import verified_machines
 from compute.store.records import PogResult, RoundRecord, ScoreRecord, ScoreUpdate, WeightsRecord
@@ -21,6 +22,7 @@ from compute.store.store import (
 __all__ = [
     "SCHEMA_VERSION",
     "MinerOverview",
+    "Offer",
     "Overview",
     "PogResult",
     "PresenceEntry",

@@ -3,7 +3,9 @@ and how often its tests found the machine there, over the last 7 and 30 days.
 
 Everything comes from the validator's own results (``pog_results``: one row per test it ran, at a
 moment it chose): the latest proven figures (a passing, non-rented test), the first and last proof,
-counts per UTC day of tests run / passed / passed-while-rented, and the last few verdicts. A miner's
+counts per UTC day of tests run / passed / passed-while-rented, and the last few verdicts; and,
+beside them, each miner's latest answer to the validator's availability probe (``offers``: its signed
+price, free GPUs, active leases; what the miner said, shown as such). A miner's other
 reported names, UUIDs, endpoints and refusal texts are never read here.
 
 Cost stays flat in the store's age and small per read: ``FeedReader`` keeps the daily counts of
@@ -17,10 +19,11 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from compute.store.history import _VERIFIED_PER_MINER, DAY_S, _parse_results
+from compute.store.offers import Offer, read_offers
 from compute.store.readonly import open_readonly
 from compute.store.records import PogResult
 
@@ -49,6 +52,7 @@ class MachineHistory:
     last_passed: float | None  # the latest passing test (rented or not)
     days: tuple[DayCount, ...]  # one per UTC day, today first (``days`` of them)
     recent: tuple[tuple[float, str], ...]  # (time, "verified" | "rented" | "failed"), the newest last
+    offer: Offer | None = None  # its latest answer to the validator's availability probe (what it said)
 
     def window(self, days: int) -> DayCount:
         """Today and the ``days - 1`` UTC days before it."""
@@ -91,8 +95,12 @@ class FeedReader:
             live = self._advance(conn, first_day)
             miners = conn.execute("SELECT uid, hotkey FROM miners ORDER BY uid").fetchall()
             proven = {r.hotkey: r for r in _parse_results(conn.execute(_VERIFIED_PER_MINER).fetchall())}
+            offers = read_offers(conn)
             machines = tuple(
-                self._machine(conn, uid, hotkey, proven.get(hotkey), first_day, live)
+                replace(
+                    self._machine(conn, uid, hotkey, proven.get(hotkey), first_day, live),
+                    offer=offers.get(hotkey),
+                )
                 for uid, hotkey in miners
             )
             conn.execute("COMMIT")

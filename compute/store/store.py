@@ -1,7 +1,8 @@
 """The validator's durable state in one SQLite file (WAL).
 
 Tables: ``miners`` (uid -> hotkey, first seen), ``rounds`` (bookkeeping), ``presence_checks`` and
-``presence_verdicts`` (the presence log, ``compute.store.presence``), ``pog_results`` (one row
+``presence_verdicts`` (the presence log, ``compute.store.presence``), ``offers`` (each miner's
+latest availability answer, informational: ``compute.store.offers``), ``pog_results`` (one row
 per (round, uid), with the in-depth figures and the reported GPU UUID set since schema 2, the rental-truth factors
 and shared-device uids since schema 3), ``scores`` (moving averages), ``score_updates`` (the log that makes applying a
 round idempotent) and ``weights_set`` (every attempt to set weights).
@@ -29,6 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from compute.sqlitedb import immediate, open_db
+from compute.store.offers import OFFERS_SCHEMA, OfferTables
 from compute.store.presence import PRESENCE_SCHEMA, PresenceTables
 from compute.store.records import PogResult, RoundRecord, ScoreRecord, ScoreUpdate, WeightsRecord
 
@@ -162,7 +164,7 @@ class RoundAlreadyFinished(StoreError):
     """A round was closed twice; its score updates were applied exactly once."""
 
 
-class ValidatorStore(PresenceTables):
+class ValidatorStore(PresenceTables, OfferTables):
     """Durable validator state; see the module docstring for the crash-safety contract."""
 
     def __init__(self, path: str | Path, clock=time.time) -> None:
@@ -174,6 +176,7 @@ class ValidatorStore(PresenceTables):
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.executescript(_SCHEMA)
         self._db.executescript(PRESENCE_SCHEMA)
+        self._db.executescript(OFFERS_SCHEMA)
         self._check_schema()
 
     def _check_schema(self) -> None:

@@ -34,10 +34,11 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from compute.chain import MetagraphSnapshot
+from compute.store import Offer
 from compute.validator.params import MinerTarget
 from compute.validator.rentals.canary import CanaryOutcome, CanaryRenter, CanaryTiming, run_canary
 from compute.validator.rentals.ledger import RentalLedger
@@ -67,6 +68,9 @@ class CanaryDesk:
     rng: random.Random
     timing: CanaryTiming = field(default_factory=CanaryTiming)
     dwell_s: float | None = None  # fixed dwell (tests, the demo); None: drawn from ``timing``
+    # keeps each miner's answer to a canary's look (the store's ``record_offer``: the public feed's
+    # price and free-now); informational, no score reads it
+    offers: Callable[[int, str, Offer], None] | None = None
     _decks: dict[str, list[CanaryRenter]] = field(default_factory=dict, init=False, repr=False)
     _closed: set[str] = field(default_factory=set, init=False, repr=False)  # miners open to validators only
     _pending: dict[int, asyncio.Task[CanaryOutcome | None]] = field(
@@ -137,6 +141,11 @@ class CanaryDesk:
             self.ledger.canary(target.hotkey, outcome)
         if notes is not None:
             notes.canary = outcome
+        if outcome.offer is not None and self.offers is not None:
+            try:
+                self.offers(target.uid, target.hotkey, outcome.offer)
+            except Exception:  # the feed's bookkeeping never fails a canary
+                log.exception("uid=%d offer not recorded", target.uid)
         return outcome
 
     def start(

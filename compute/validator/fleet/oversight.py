@@ -15,12 +15,12 @@ from __future__ import annotations
 import logging
 import random
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from compute.chain import MetagraphSnapshot
-from compute.store import PogResult
+from compute.store import Offer, PogResult
 from compute.transport import MinerClient
 from compute.validator.fleet.canaries import CanaryDesk
 from compute.validator.fleet.dedup import DeviceRegistry, Fingerprint, credit_once, suspect_groups
@@ -57,6 +57,7 @@ class Oversight:
     canary_dir: Path | None = None
     canary_timing: CanaryTiming = field(default_factory=CanaryTiming)
     canary_dwell_s: float | None = None  # a fixed dwell (the demo, tests); None: drawn
+    offers: Callable[[int, str, Offer], None] | None = None  # keeps what a canary's look heard (the feed)
     _desk: CanaryDesk | None = field(default=None, init=False, repr=False)
 
     def canaries(self, client: MinerClient) -> CanaryDesk:
@@ -66,7 +67,12 @@ class Oversight:
             timeout = self.canary_timing.timeout_s
             own = CanaryRenter(client.hotkey, client, where / client.hotkey[:16], timeout, validator=True)
             self._desk = CanaryDesk(
-                [own, *self.canary_renters], self.ledger, self.rng, self.canary_timing, self.canary_dwell_s
+                [own, *self.canary_renters],
+                self.ledger,
+                self.rng,
+                self.canary_timing,
+                self.canary_dwell_s,
+                offers=self.offers,
             )
         return self._desk
 

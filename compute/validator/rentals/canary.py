@@ -50,6 +50,7 @@ from compute.operator import (
     remove_generated_key,
 )
 from compute.protocol import MAX_LEASE_SECONDS, ErrorCode, HealthRequest, Requirements
+from compute.store import Offer
 from compute.transport import KeyWallet, MinerClient, Rejected, TransportError, load_wallet
 from compute.validator.params import MinerTarget
 from compute.validator.rentals.shapes import RENTER_ASKS, Machine, RentalShape, draw_shape
@@ -81,7 +82,9 @@ class CanaryOutcome:
     verified rentals held the GPUs, or its access policy openly refuses this renter (not counted);
     ``closed``: the latter (the miner admits no ordinary renter: a validator's hotkey canaries it);
     ``held_s``: seconds the lease was held (allocate to release, the canary's own load on the
-    miner); ``signer``: the renter hotkey that signed it.
+    miner); ``signer``: the renter hotkey that signed it; ``offer``: what the miner answered the
+    look before it (its signed price, free GPUs, active leases), informational: for the public feed,
+    never for a score.
     """
 
     ok: bool
@@ -93,6 +96,7 @@ class CanaryOutcome:
     gpus: int = 0
     signer: str = ""
     closed: bool = False
+    offer: Offer | None = None
 
 
 @dataclass(frozen=True)
@@ -190,9 +194,11 @@ def canary_identities(
 
 async def _look(
     renter: CanaryRenter, ref: MinerRef, rng: random.Random, timeout: float
-) -> Machine | CanaryOutcome:
-    """The machine as ``register.py resources`` (and sometimes ``templates``) shows it; or why not."""
+) -> tuple[Machine, Offer] | CanaryOutcome:
+    """The machine as ``register.py resources`` (and sometimes ``templates``) shows it, and what it
+    answered (``Offer``); or why not."""
     try:
+        asked = time.time()
         machine = await asyncio.wait_for(probe(renter.client, ref, Requirements(), None), timeout)
         if not machine.online:
             if machine.refused_us and not renter.validator and await _closed_to(renter, ref, timeout):
@@ -207,6 +213,12 @@ async def _look(
             templates = tuple(t.name for t in found.templates)
     except (OperatorError, asyncio.TimeoutError) as exc:
         return CanaryOutcome(False, f"canary: miner did not answer ({exc or 'timeout'})")
+    offer = Offer(
+        at=asked,
+        price_json=machine.price.model_dump_json() if machine.price is not None else None,
+        free_gpus=machine.free_gpus,
+        active_leases=machine.active_leases,
+    )
     return Machine(
         gpus=machine.gpu_count,
         cpus=machine.cpu,
@@ -214,7 +226,7 @@ async def _look(
         disk_gb=machine.disk_gb,
         max_term_s=machine.max_duration_s or MAX_LEASE_SECONDS,
         templates=templates,
-    )
+    ), offer
 
 
 async def _closed_to(renter: CanaryRenter, ref: MinerRef, timeout: float) -> bool:
@@ -347,13 +359,14 @@ async def run_canary(
     """Rent ``target`` as a renter, use it, release it; never raises (cancellation releases too)."""
     started = time.monotonic()
     ref = MinerRef(target.hotkey, target.endpoint, target.uid)
-    machine = await _look(renter, ref, rng, timing.timeout_s)
-    if isinstance(machine, CanaryOutcome):
-        return replace(machine, seconds=time.monotonic() - started, signer=renter.hotkey)
+    looked = await _look(renter, ref, rng, timing.timeout_s)
+    if isinstance(looked, CanaryOutcome):
+        return replace(looked, seconds=time.monotonic() - started, signer=renter.hotkey)
+    machine, offer = looked
     shape = draw_shape(rng, machine)
     got = await _allocate(renter, ref, shape, machine.gpus, rng, timing, excuse)
     if isinstance(got, CanaryOutcome):
-        return replace(got, seconds=time.monotonic() - started, signer=renter.hotkey)
+        return replace(got, seconds=time.monotonic() - started, signer=renter.hotkey, offer=offer)
     held_from = time.monotonic()
     problem: str | None = "canary cancelled"
     try:
@@ -379,6 +392,7 @@ async def run_canary(
         held_s=now - held_from,
         gpus=shape.gpu_count,
         signer=renter.hotkey,
+        offer=offer,
     )
 
 
