@@ -46,7 +46,7 @@ class SettingsError(ValueError):
 def flag(
     name: str | None,
     default: Any,
-    help: str | None = None,  # noqa: A002
+    help: str | None = None,
     *,
     env: tuple[str, ...] = (),
     nargs: str | None = None,
@@ -54,8 +54,13 @@ def flag(
 ) -> Any:
     """A field set by ``--name`` (None: by ``env`` only), else by ``env``, then ``COMPUTE_<NAME>``.
 
+    ``{default}`` in ``help`` stands for the default (``30.0`` shows as ``30``).
+
     ``rules``: pydantic's ``Field`` constraints (``ge``, ``max_length``, ``default_factory``...).
     """
+    if help is not None:  # the default written once: "(default {default})" in the help shows it
+        shown = str(int(default)) if isinstance(default, float) and default.is_integer() else str(default)
+        help = help.replace("{default}", shown)
     names = [*env, PREFIX + name.replace(".", "_").upper()] if name else list(env)
     extra: dict[str, Any] = {"flag": name, "env": names, "nargs": nargs}
     return Field(default, description=help, json_schema_extra=extra, **rules)

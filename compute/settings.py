@@ -55,7 +55,7 @@ class CommonSettings(Layered):
     network: str = flag(
         "subtensor.network",
         "finney",
-        "finney|test|local|ws://...|sim:PATH (default finney; env BT_NETWORK)",
+        "finney|test|local|ws://...|sim:PATH (default {default}; env BT_NETWORK)",
         env=("BT_NETWORK",),
         min_length=1,
     )
@@ -82,7 +82,7 @@ class CommonSettings(Layered):
     wallet_path: Path = flag(
         "wallet.path",
         Path("~/.bittensor/wallets"),
-        "wallets directory (default ~/.bittensor/wallets; env BT_WALLET_PATH)",
+        "wallets directory (default {default}; env BT_WALLET_PATH)",
         env=("BT_WALLET_PATH",),
     )
     debug: bool = flag("logging.debug", False, "debug logging")
@@ -125,8 +125,8 @@ class MinerSettings(Layered):
     """Everything ``neurons/miner.py`` needs, resolved once."""
 
     common: CommonSettings
-    axon_port: int = flag("axon.port", 8091, "HTTP port of the miner API (default 8091)", ge=1, le=65535)
-    axon_ip: str = flag("axon.ip", "0.0.0.0", "bind address of the miner API (default 0.0.0.0)")
+    axon_port: int = flag("axon.port", 8091, "HTTP port of the miner API (default {default})", ge=1, le=65535)
+    axon_ip: str = flag("axon.ip", "0.0.0.0", "bind address of the miner API (default {default})")
     external_ip: str | None = flag("axon.external_ip", None, "public ip published on chain")
     external_port: int | None = flag(
         "axon.external_port",
@@ -136,7 +136,7 @@ class MinerSettings(Layered):
         le=65535,
     )
     backend: Literal["docker", "embedded"] = flag(
-        "miner.backend", "docker", "rental backend: docker|embedded (default docker)"
+        "miner.backend", "docker", "rental backend: docker|embedded (default {default})"
     )
     ssh_port_range: tuple[int, int] = flag(
         "miner.ssh_port_range", (40000, 40999), "host ports for lease SSH/extra ports (default 40000-40999)"
@@ -147,7 +147,7 @@ class MinerSettings(Layered):
     base_image: str = flag(
         "miner.base_image",
         "compute-base:cuda",
-        "docker image of rental containers (default compute-base:cuda)",
+        "docker image of rental containers (default {default})",
     )
     templates: Path | None = flag(
         "miner.templates", None, "YAML file of lease templates to offer (default: base_image only)"
@@ -164,14 +164,14 @@ class MinerSettings(Layered):
     health_interval: float = flag(
         "miner.health_interval",
         30.0,
-        "seconds between lease health checks; 0 = off (default 30)",
+        "seconds between lease health checks; 0 = off (default {default})",
         ge=0,
         le=3600,
     )
     lease_lost_after: float = flag(
         "miner.lease_lost_after",
         600.0,
-        "seconds a lease may stay down before it is reported lost (600)",
+        "seconds a lease may stay down before it is reported lost ({default})",
         ge=0,
         le=86_400,
     )
@@ -183,9 +183,11 @@ class MinerSettings(Layered):
         "miner.max_disk_gb", None, "most disk (GB) one lease may ask for", gt=0, le=1_000_000
     )
     max_lease_days: float = flag(
-        "miner.max_lease_days", 30.0, "longest lease, in days (default 30)", gt=0, le=90
+        "miner.max_lease_days", 30.0, "longest lease, in days (default {default})", gt=0, le=90
     )
-    min_stake: float = flag("miner.min_stake", 1000.0, "minimum caller stake in TAO (default 1000)", ge=0)
+    min_stake: float = flag(
+        "miner.min_stake", 1000.0, "minimum caller stake in TAO (default {default})", ge=0
+    )
     allow_non_validators: bool = flag(
         "miner.allow_non_validators",
         False,
@@ -206,7 +208,7 @@ class MinerSettings(Layered):
     data_dir: Path = flag(
         "miner.data_dir",
         Path("~/.compute/miner"),
-        "lease database and backend state (default ~/.compute/miner)",
+        "lease database and backend state (default {default})",
     )
     force_embedded: bool = flag(
         "miner.force_embedded", False, "allow the embedded backend on the mainnet subnet (not recommended)"
@@ -226,26 +228,30 @@ class MinerSettings(Layered):
         "run Docker leases without the miner's firewall rules (when iptables is unavailable)",
     )
     volume_max_gb: float = flag(
-        "miner.volume_max_gb", 1000.0, "GB of persistent volumes in all; 0 = none (1000)", ge=0, le=1_000_000
+        "miner.volume_max_gb",
+        1000.0,
+        "GB of persistent volumes in all; 0 = none ({default})",
+        ge=0,
+        le=1_000_000,
     )
     volume_max_gb_per_renter: float = flag(
         "miner.volume_max_gb_per_renter",
         200.0,
-        "GB of persistent volumes per renter (200)",
+        "GB of persistent volumes per renter ({default})",
         ge=0,
         le=1_000_000,
     )
     volume_retention_days: float = flag(
         "miner.volume_retention_days",
         7.0,
-        "days an unused volume is kept after its last lease ended (7)",
+        "days an unused volume is kept after its last lease ended ({default})",
         ge=0,
         le=365,
     )
     volume_quota: Literal["auto", "hard", "watch"] = flag(
         "miner.volume_quota",
         "auto",
-        "auto|hard|watch: ext4 image per volume (hard, needs root) or measured usage (auto)",
+        "auto|hard|watch: ext4 image per volume (hard, needs root) or measured usage ({default})",
     )
     hosts_file: Path | None = flag(
         "miner.hosts_file",
@@ -270,7 +276,7 @@ class MinerSettings(Layered):
     host_check_interval: float = flag(
         "miner.host_check_interval",
         30.0,
-        "seconds between checks of the hosts file's hosts; a host back up is reconciled (30)",
+        "seconds between checks of the hosts file's hosts; a host back up is reconciled ({default})",
         ge=1,
         le=3600,
     )

@@ -36,19 +36,19 @@ class CollateralSettings(Layered):
         max_length=64,
     )
     floor: float = flag(
-        "collateral.floor", 0.5, "credit factor of a machine with no deposit (default 0.5)", ge=0, le=1
+        "collateral.floor", 0.5, "credit factor of a machine with no deposit (default {default})", ge=0, le=1
     )
     port: int = flag(
         "collateral.port",
         0,
-        "serve evidence, probes and lease reports on this port; 0 = off (0)",
+        "serve evidence, probes and lease reports on this port; 0 = off ({default})",
         ge=0,
         le=65535,
     )
     host: str = flag(
         "collateral.host",
         "127.0.0.1",
-        "bind address of the evidence surface (default 127.0.0.1)",
+        "bind address of the evidence surface (default {default})",
         min_length=1,
         max_length=255,
     )
@@ -58,15 +58,23 @@ class CollateralSettings(Layered):
     dead_seconds: float = flag(
         "collateral.dead_seconds",
         600.0,
-        "a reported lease found dead this long inside its term is a failed rental (default 600)",
+        "a reported lease found dead this long inside its term is a failed rental (default {default})",
         gt=0,
         le=86_400,
     )
     probe_seconds: float = flag(
-        "collateral.probe_seconds", 60.0, "seconds between probes of a reported lease (60)", gt=0, le=3600
+        "collateral.probe_seconds",
+        60.0,
+        "seconds between probes of a reported lease ({default})",
+        gt=0,
+        le=3600,
     )
     sync_seconds: float = flag(
-        "collateral.sync_seconds", 30.0, "seconds between fetches from peers (default 30)", gt=0, le=3600
+        "collateral.sync_seconds",
+        30.0,
+        "seconds between fetches from peers (default {default})",
+        gt=0,
+        le=3600,
     )
     cheat_window: float = flag(
         "collateral.cheat_window",
@@ -87,7 +95,7 @@ class CollateralSettings(Layered):
     rpc_timeout: float = flag(
         "collateral.rpc_timeout",
         10.0,
-        "seconds one JSON-RPC call to the EVM may take in all, retries included (default 10); the "
+        "seconds one JSON-RPC call to the EVM may take in all, retries included (default {default}); the "
         "weights read every deposit within three times that, else fall back (docs/collateral.md)",
         gt=0,
         le=120,

@@ -29,9 +29,11 @@ class ValidatorSettings(Layered):
 
     common: CommonSettings
     round_blocks: int = flag(
-        "validator.round_blocks", 360, "blocks between PoG rounds (default 360)", ge=1, le=100_000
+        "validator.round_blocks", 360, "blocks between PoG rounds (default {default})", ge=1, le=100_000
     )
-    concurrency: int = flag("validator.concurrency", 16, "miners tested at once (default 16)", ge=1, le=1024)
+    concurrency: int = flag(
+        "validator.concurrency", 16, "miners tested at once (default {default})", ge=1, le=1024
+    )
     verify_workers: int = flag(
         "validator.verify_workers",
         -1,
@@ -40,35 +42,53 @@ class ValidatorSettings(Layered):
         le=256,
     )
     miner_timeout: float = flag(
-        "validator.miner_timeout", 300.0, "seconds allowed per miner test (default 300)", gt=0, le=3600
+        "validator.miner_timeout", 300.0, "seconds allowed per miner test (default {default})", gt=0, le=3600
     )
     retries: int = flag(
-        "validator.retries", 1, "retries of an unreachable miner within a round (default 1)", ge=0, le=5
+        "validator.retries",
+        1,
+        "retries of an unreachable miner within a round (default {default})",
+        ge=0,
+        le=5,
     )
     pog_m: int = flag(
-        "validator.pog_m", 8192, "rows of the PoG product per GPU (default 8192)", ge=8, le=65536
+        "validator.pog_m", 8192, "rows of the PoG product per GPU (default {default})", ge=8, le=65536
     )
     pog_n: int = flag(
-        "validator.pog_n", 0, "inner size; 0 = sized from the GPU table (default 0)", ge=0, le=1 << 26
+        "validator.pog_n", 0, "inner size; 0 = sized from the GPU table (default {default})", ge=0, le=1 << 26
     )
     pog_p: int = flag(
-        "validator.pog_p", 8192, "columns of the PoG product per GPU (default 8192)", ge=8, le=65536
+        "validator.pog_p", 8192, "columns of the PoG product per GPU (default {default})", ge=8, le=65536
     )
     target_seconds: float = flag(
-        "validator.target_seconds", 3.0, "expected compute seconds per precision (default 3)", gt=0, le=120
+        "validator.target_seconds",
+        3.0,
+        "expected compute seconds per precision (default {default})",
+        gt=0,
+        le=120,
     )
-    rows_per_gpu: int = flag("validator.rows_per_gpu", 8, "rows opened per GPU (default 8)", ge=1, le=64)
+    rows_per_gpu: int = flag(
+        "validator.rows_per_gpu", 8, "rows opened per GPU (default {default})", ge=1, le=64
+    )
     cols_per_row: int = flag(
-        "validator.cols_per_row", 4, "entries checked per opened row (default 4)", ge=1, le=64
+        "validator.cols_per_row", 4, "entries checked per opened row (default {default})", ge=1, le=64
     )
     ema_alpha: float = flag(
-        "validator.ema_alpha", 0.3, "weight of the newest round in the score EMA (default 0.3)", gt=0, le=1
+        "validator.ema_alpha",
+        0.3,
+        "weight of the newest round in the score EMA (default {default})",
+        gt=0,
+        le=1,
     )
     missed_decay: float = flag(
-        "validator.missed_decay", 0.9, "score factor per round a miner was not tested (0.9)", ge=0, le=1
+        "validator.missed_decay", 0.9, "score factor per round a miner was not tested ({default})", ge=0, le=1
     )
     weights_blocks: int = flag(
-        "validator.weights_blocks", 100, "blocks between weight settings (default 100)", ge=1, le=100_000
+        "validator.weights_blocks",
+        100,
+        "blocks between weight settings (default {default})",
+        ge=1,
+        le=100_000,
     )
     rented_bonus: float = flag(
         "validator.rented_bonus",
@@ -78,69 +98,85 @@ class ValidatorSettings(Layered):
         le=10,
     )
     rented_max_age: int = flag(
-        "validator.rented_max_age", 24, "rounds a verification stays fresh while rented (24)", ge=0, le=10_000
+        "validator.rented_max_age",
+        24,
+        "rounds a verification stays fresh while rented ({default})",
+        ge=0,
+        le=10_000,
     )
     rented_decay: float = flag(
-        "validator.rented_decay", 0.95, "factor per round past rented_max_age (0.95)", ge=0, le=1
+        "validator.rented_decay", 0.95, "factor per round past rented_max_age ({default})", ge=0, le=1
     )
     lease_seconds: int = flag(
-        "validator.lease_seconds", 600, "duration of the validation lease (default 600)", ge=60, le=86_400
+        "validator.lease_seconds",
+        600,
+        "duration of the validation lease (default {default})",
+        ge=60,
+        le=86_400,
     )
     device: str = flag(
         "validator.device",
         "auto",
-        "worker device: auto|cpu|cuda (default auto)",
+        "worker device: auto|cpu|cuda (default {default})",
         pattern=r"^(auto|cpu|cuda)$",
     )
     data_dir: Path = flag(
-        "validator.data_dir", Path("~/.compute/validator"), "state directory (default ~/.compute/validator)"
+        "validator.data_dir", Path("~/.compute/validator"), "state directory (default {default})"
     )
     rounds: int = flag(
-        "validator.rounds", 0, "stop after this many rounds; 0 = run forever (default 0)", ge=0
+        "validator.rounds", 0, "stop after this many rounds; 0 = run forever (default {default})", ge=0
     )
     memory_passes: int = flag(
-        "validator.memory_passes", 16, "dependent passes of the memory proof (default 16)", ge=2, le=256
+        "validator.memory_passes",
+        16,
+        "dependent passes of the memory proof (default {default})",
+        ge=2,
+        le=256,
     )
     sustained_every: int = flag(
         "validator.sustained_every",
         10,
-        "rounds between sustained runs and host probes per miner (10)",
+        "rounds between sustained runs and host probes per miner ({default})",
         ge=1,
         le=10_000,
     )
     sustained_seconds: float = flag(
         "validator.sustained_seconds",
         60.0,
-        "length of the sustained-throughput run (default 60)",
+        "length of the sustained-throughput run (default {default})",
         ge=1,
         le=3600,
     )
     probe_ram_mb: int = flag(
         "validator.probe_ram_mb",
         512,
-        "host RAM proven resident by the memory proof on the host: the most RAM credited (default 512)",
+        "host RAM proven resident by the memory proof on the host: the most RAM credited (default {default})",
         ge=1,
         le=1 << 20,
     )
     probe_disk_mb: int = flag(
         "validator.probe_disk_mb",
         512,
-        "disk written, then read back later in the round: the most disk credited (default 512)",
+        "disk written, then read back later in the round: the most disk credited (default {default})",
         ge=1,
         le=1 << 20,
     )
     cpu_memory_mb: float = flag(
         "validator.cpu_memory_mb",
         2.0,
-        "memory proof size for machines without GPUs (default 2)",
+        "memory proof size for machines without GPUs (default {default})",
         gt=0,
         le=1 << 16,
     )
     cpu_bandwidth_gbs: float = flag(
-        "validator.cpu_bandwidth_gbs", 0.1, "reference GB/s for machines without GPUs (0.1)", gt=0, le=10_000
+        "validator.cpu_bandwidth_gbs",
+        0.1,
+        "reference GB/s for machines without GPUs ({default})",
+        gt=0,
+        le=10_000,
     )
     cpu_sustained_seconds: float = flag(
-        "validator.cpu_sustained_seconds", 1.0, "sustained run without GPUs (default 1)", gt=0, le=600
+        "validator.cpu_sustained_seconds", 1.0, "sustained run without GPUs (default {default})", gt=0, le=600
     )
     trusted_renters: tuple[str, ...] = flag(
         "validator.trusted_renters",
@@ -150,7 +186,7 @@ class ValidatorSettings(Layered):
     canary_rate: float = flag(
         "validator.canary_rate",
         0.1,
-        "chance per miner per round (times the schedule's chance) of a canary rental (default 0.1)",
+        "chance per miner per round (times the schedule's chance) of a canary rental (default {default})",
         ge=0,
         le=1,
     )
@@ -167,7 +203,7 @@ class ValidatorSettings(Layered):
     canary_dwell: float = flag(
         "validator.canary_dwell",
         60.0,
-        "longest time a canary stays on its lease between its two logins, in s (default 60)",
+        "longest time a canary stays on its lease between its two logins, in s (default {default})",
         ge=0,
         le=3600,
     )
@@ -181,49 +217,49 @@ class ValidatorSettings(Layered):
     load_budget: float = flag(
         "validator.load_budget",
         0.05,
-        "share of a miner's GPU time all validators' proofs may take; 0 = test every round (0.05)",
+        "share of a miner's GPU time all validators' proofs may take; 0 = test every round ({default})",
         ge=0,
         le=1,
     )
     check_seconds: float = flag(
         "validator.check_seconds",
         45.0,
-        "GPU-seconds one validation lease holds a miner, for the load budget (default 45)",
+        "GPU-seconds one validation lease holds a miner, for the load budget (default {default})",
         gt=0,
         le=3600,
     )
     credit_step: float = flag(
         "validator.credit_step",
         0.0,
-        "consensus step: floor credits onto a (1+step)^k grid before weights; 0 = off (0)",
+        "consensus step: floor credits onto a (1+step)^k grid before weights; 0 = off ({default})",
         ge=0,
         le=1,
     )
     presence_share: float = flag(
         "validator.presence_share",
         0.4,
-        "share of the load budget spent on presence checks of every miner; the rest on throughput (0.4)",
+        "share of the load budget spent on presence checks of every miner; the rest on throughput ({default})",
         ge=0,
         le=1,
     )
     presence_seconds: float = flag(
         "validator.presence_seconds",
         10.0,
-        "GPU-seconds one presence check holds a miner, for the load budget (default 10)",
+        "GPU-seconds one presence check holds a miner, for the load budget (default {default})",
         gt=0,
         le=3600,
     )
     presence_window: int = flag(
         "validator.presence_window",
         16,
-        "presence checks a miner's presence share is taken over; a new hotkey ramps up over them (16)",
+        "presence checks a miner's presence share is taken over; a new hotkey ramps up over them ({default})",
         ge=1,
         le=10_000,
     )
     presence_interval: float = flag(
         "validator.presence_interval",
         0.0,
-        "mean seconds between this validator's presence checks; 0 = from the budget (default 0)",
+        "mean seconds between this validator's presence checks; 0 = from the budget (default {default})",
         ge=0,
         le=10_000_000,
     )
@@ -236,31 +272,35 @@ class ValidatorSettings(Layered):
     distance_share: float = flag(
         "validator.distance_share",
         0.02,
-        "timed work is sized so the measured round trip is at most this share of it (default 0.02)",
+        "timed work is sized so the measured round trip is at most this share of it (default {default})",
         gt=0,
         le=1,
     )
     min_timed_s: float = flag(
         "validator.min_timed_s",
         1.0,
-        "every timed GEMM run is made at least this long, near or far, so fixed costs weigh alike (default 1)",
+        "every timed GEMM run is made at least this long, near or far, so fixed costs weigh alike (default {default})",
         ge=0,
         le=30,
     )
     wandb_project: str = flag(
         "wandb.project",
         "compute-subnet",
-        "wandb project (default compute-subnet)",
+        "wandb project (default {default})",
         min_length=1,
         max_length=128,
     )
     dashboard_port: int = flag(
-        "dashboard.port", 0, "serve the read-only dashboard on this port; 0 = off (default 0)", ge=0, le=65535
+        "dashboard.port",
+        0,
+        "serve the read-only dashboard on this port; 0 = off (default {default})",
+        ge=0,
+        le=65535,
     )
     dashboard_host: str = flag(
         "dashboard.host",
         "127.0.0.1",
-        "dashboard bind address (default 127.0.0.1, loopback only)",
+        "dashboard bind address (default {default}, loopback only)",
         min_length=1,
         max_length=255,
     )
