@@ -55,6 +55,11 @@ class VerifiedGpus:
     uptime_7d: float | None = None  # share of the validator's tests it passed (a machine feed)
     uptime_30d: float | None = None
     first_proven_at: float | None = None
+    # a machine feed's last look: free / partly rented / rented, and when (None: not in the feed)
+    seen_state: str | None = None
+    seen_at: float | None = None
+    # the feed's copy of the miner's signed price, for the proven GPUs (USD/h; informational)
+    feed_price_hour: float | None = None
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,9 @@ own clock, when) and how often its tests found the machine there (uptime over 7 
 is fetched like the dashboard's proven figures (``compute.transport.signed_json``: a fresh nonce,
 one deadline, a size cap) and believed only when a validator hotkey the caller trusts signed it
 for this request; the feed must also name that same hotkey as its validator. Its machines become
-``VerifiedGpus`` with their uptime, which ``rank`` orders by.
+``VerifiedGpus`` with their uptime, which ``rank`` orders by, and, when the feed has them, whether
+the validator last saw the machine free or rented (and when) and the miner's signed price as the
+validator last heard it (newer feeds; an older feed's machines simply lack them).
 
 Deliberately not here: ranking (``discovery.rank``) or who is trusted (``proven.validator_signers``).
 """
@@ -53,6 +55,9 @@ def _verified(machine: FeedMachine) -> VerifiedGpus | None:
         uptime_7d=week.uptime if week is not None else None,
         uptime_30d=month.uptime if month is not None else None,
         first_proven_at=machine.first_proven_at,
+        seen_state=machine.now.state if machine.now is not None else None,
+        seen_at=machine.now.seen_at if machine.now is not None else None,
+        feed_price_hour=machine.price.hourly(machine.gpu_count) if machine.price is not None else None,
     )
 
 

@@ -95,6 +95,9 @@ def proof_json(proof: VerifiedGpus | None) -> dict[str, Any] | None:
         "uptime_7d": proof.uptime_7d,
         "uptime_30d": proof.uptime_30d,
         "first_proven_at": proof.first_proven_at,
+        "seen_state": proof.seen_state,
+        "seen_at": proof.seen_at,
+        "feed_price_per_hour": proof.feed_price_hour,
     }
 
 
@@ -161,7 +164,14 @@ _STATE_STYLE = {
 }
 
 
-_PROOF_COLUMNS = ("Proven TFLOPS fp16/fp32", "Proven mem", "Proven BW", "Verified", "Uptime 7d/30d")
+_PROOF_COLUMNS = (
+    "Proven TFLOPS fp16/fp32",
+    "Proven mem",
+    "Proven BW",
+    "Verified",
+    "Uptime 7d/30d",
+    "Validator saw",
+)
 
 
 def _sig(value: float | None, unit: str = "") -> str:
@@ -178,6 +188,9 @@ def _proof_cells(proof: VerifiedGpus | None, now: float) -> tuple[str, ...]:
         _sig(proof.bandwidth_gbs, " GB/s"),
         duration_text(now - proof.verified_at) + " ago",
         f"{_pct(proof.uptime_7d)} / {_pct(proof.uptime_30d)}",
+        f"{proof.seen_state} {duration_text(now - proof.seen_at)} ago"
+        if proof.seen_state and proof.seen_at is not None
+        else "-",
     )
 
 

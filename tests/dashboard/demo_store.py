@@ -20,6 +20,7 @@ from pathlib import Path
 
 from bittensor.sp_core import Keypair
 
+from compute.protocol import Price
 from compute.scoring import (
     HolisticConfig,
     HostEvidence,
@@ -31,7 +32,7 @@ from compute.scoring import (
     update_score,
     value_shape,
 )
-from compute.store import PogResult, PresenceEntry, ScoreUpdate, ValidatorStore
+from compute.store import Offer, PogResult, PresenceEntry, ScoreUpdate, ValidatorStore
 
 ROUNDS = 8
 ROUND_S = 600.0
@@ -144,6 +145,12 @@ def build_demo_store(path: Path, now: float) -> Path:
             entries[2] = PresenceEntry(3, hotkey(3), 1.0, "2 rented GPU(s) present beside their tenants")
         store.record_presence("presence", entries, at=clock.now + 120)
         clock.now += ROUND_S - 60
+    # what canaries' looks heard (the feed's price and free-now): uid 1 free at $2.49/GPU-h,
+    # uid 3 one lease of two GPUs a minute ago, uid 2 names no price
+    price = Price(base_hour=0.05, gpu_hour={"NVIDIA H100 80GB HBM3": 2.49}).model_dump_json()
+    store.record_offer(1, hotkey(1), Offer(now - 240, price, free_gpus=2, active_leases=0))
+    store.record_offer(3, hotkey(3), Offer(now - 60, price, free_gpus=0, active_leases=1))
+    store.record_offer(2, hotkey(2), Offer(now - 300, None, free_gpus=2, active_leases=0))
     store.close()
     return path
 

@@ -60,6 +60,8 @@ FEED = (
         "bandwidth_gbs", "hosts_credited", "first_proven_at", "last_proven_at", "last_passed_at",
         "windows[].days", "windows[].tests", "windows[].passed", "windows[].rented",
         "windows[].uptime", "daily[][]", "recent[].at", "recent[].verdict", "collateral",
+        # the miner's signed price (None here: no probe heard one) and the latest look, with its time
+        "price", "now.state", "now.source", "now.seen_at", "now.free_gpus",
     )),
 )  # fmt: skip
 
