@@ -260,23 +260,28 @@ def finish(summary: dict, started: float, options: Options, args: argparse.Names
     return problems
 
 
+def renter_command(flags: str, feed_url: str) -> str:
+    """The register.py line a renter copies: the demo's chain and wallet, and its validator's
+    signed feed (without it every machine shows unverified)."""
+    return f"python3 neurons/register.py {flags} resources --feed {feed_url}"
+
+
 def hold_for_renters(net: LocalNet, hold_s: float, console: Console) -> None:
-    """Keep the miners (and the dashboard) up for renters; print how to reach them."""
+    """Keep the miners and the validator's dashboard (its signed machine feed) up for renters;
+    print how to reach them."""
     validator = net.validator
     assert validator is not None
     wallets, chain = net.wallet_root, net.chain_path
     flags = f"--subtensor.network sim:{chain} --wallet.path {wallets} --wallet.name {validator.name}"
-    console.print(f"renters: python3 neurons/register.py {flags} resources", highlight=False, soft_wrap=True)
+    app = build_app(net.store_path, keypair=validator.wallet.hotkey)  # signs /api/machines and the feed
+    server = serve_in_thread(app, "127.0.0.1", net.options.dashboard_port or free_port())
+    console.print(f"renters: {renter_command(flags, server.url)}", highlight=False, soft_wrap=True)
     console.print(
         f"renters (SDK, docs/sdk.md): BT_NETWORK=sim:{chain} BT_WALLET_PATH={wallets} BT_WALLET={validator.name}",
         highlight=False,
         soft_wrap=True,
     )
-    server = None
-    if net.options.dashboard_port:
-        app = build_app(net.store_path, keypair=validator.wallet.hotkey)  # signs /api/machines and the feed
-        server = serve_in_thread(app, "127.0.0.1", net.options.dashboard_port)
-        console.print(f"dashboard still serving {server.url}/", highlight=False)
+    console.print(f"dashboard still serving {server.url}/", highlight=False)
     until = "Ctrl-C or SIGTERM" if hold_s < 0 else f"{hold_s:g}s"
     console.print(f"holding for renters (until {until})", highlight=False)
     try:
@@ -284,8 +289,7 @@ def hold_for_renters(net: LocalNet, hold_s: float, console: Console) -> None:
     except KeyboardInterrupt:
         pass
     finally:
-        if server is not None:
-            server.stop()
+        server.stop()
 
 
 def _numbers(text: str, flag: str, low: float, high: float) -> tuple[float, ...]:
