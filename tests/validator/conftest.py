@@ -28,6 +28,7 @@ def start_miner(tmp_path: Path, make_wallet):
         gpus: tuple[GpuSpec, ...] = (),
         policy=None,
         path_prefix: tuple[Path, ...] = (),
+        price=None,
     ) -> Miner:
         wallet = make_wallet(name)
         data = tmp_path / name
@@ -50,6 +51,7 @@ def start_miner(tmp_path: Path, make_wallet):
             lambda: specs,
             ServerLimits(rate_per_s=100, burst=100),
             verdicts=VerdictLog(data / FILE_NAME),
+            price=price,
         )
         server = serve_in_thread(app, "127.0.0.1", 0)
         running.append(server)

@@ -76,3 +76,36 @@ def test_nothing_that_scores_reads_the_offers_or_the_price() -> None:
         if names & {"price", "price_json", "gpu_hour", "base_hour", "read_offers", "price_per_hour"}:
             readers.append(str(path.relative_to(REPO)))
     assert readers == ["compute/validator/rentals/canary.py"]
+
+
+@pytest.mark.slow
+async def test_a_real_canary_keeps_the_signed_price_and_the_feed_shows_it(
+    tmp_path: Path, start_miner, validator_client
+) -> None:
+    """A miner asking $3.20/GPU-h, canaried for real (look, rent, log in, release): the desk keeps
+    its answer in the validator's store and the public feed shows the price and that it was free."""
+    from validator_helpers import FAKE_GPU
+
+    from compute.dashboard.feed import build_feed
+    from compute.store import ValidatorStore
+    from compute.store.feed import FeedReader
+    from compute.validator.rentals.canary import CanaryTiming
+
+    price = Price(gpu_hour={FAKE_GPU.name: 3.2})
+    miner = start_miner("priced", gpus=(FAKE_GPU,), price=price)
+    store = ValidatorStore(tmp_path / "validator.db")
+    store.sync_miners([(1, miner.hotkey)])
+    renter = CanaryRenter(validator_client.hotkey, validator_client, tmp_path / "canary", validator=True)
+    desk = CanaryDesk(
+        [renter], RentalLedger(), random.Random(2), CanaryTiming.for_dwell(0.3), 0.3, store.record_offer
+    )
+    outcome = await desk.one(MinerTarget(1, miner.hotkey, miner.endpoint), None, renter)
+    assert outcome.ok, outcome.reason
+    store.close()
+    (machine,) = build_feed(FeedReader(tmp_path / "validator.db").read()).machines
+    assert machine.price is not None and machine.price.gpu_hour == {FAKE_GPU.name: 3.2}
+    assert machine.now is not None and (machine.now.state, machine.now.source, machine.now.free_gpus) == (
+        "free",
+        "probe",
+        1,
+    )
