@@ -12,18 +12,18 @@ a second after its round trip was measured.
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Callable
 
 import pytest
 
+from compute.lab.bench.far_gpu import schedules, two_chains
 from compute.pog import judge_memory_timing
 from compute.scoring import load_gpu_table
 from compute.validator.lockstep.residency import Residency, exclusivity
 from compute.validator.params import DepthParams, LockstepParams, RoundParams
 from compute.validator.proofs.depth import ChainPlan, plan_chain
-from compute.validator.proofs.physics import SAFETY, ChainPhysics
+from compute.validator.proofs.physics import SAFETY
 
 TABLE = load_gpu_table()
 POLICY = LockstepParams()
@@ -54,62 +54,8 @@ def honest(p: ChainPlan, rtt: float, fraction: float = 0.7, delay: Callable[[flo
 
 
 # ---------------------------------------------------------------- one device, two chains
-def two_chains(ph: ChainPhysics, passes: int, holder: Callable[[float, list[int]], int]) -> list[tuple]:
-    """Pass times of two chains on one device at its claimed figures, ``holder(t, done)`` naming the
-    chain whose matrix the device holds (-1: none). The holder reads at the table's bandwidth; a chain
-    without its matrix (including a new holder's first pass, which rebuilds it) shares the device's
-    regeneration and host link. Both chains start at 0 (the window's moment)."""
-    dt = ph.pass_s / 8
-    slow = 1.0 / ph.regen_s + (0.0 if math.isinf(ph.stream_s) else 1.0 / ph.stream_s)
-    progress, done, times = [0.0, 0.0], [0, 0], ([], [])
-    resident = [False, False]
-    t, current = 0.0, -2
-    while min(done) < passes and t < 10 * passes * ph.regen_s:
-        now = holder(t, done)
-        if now != current:
-            resident = [False, False]  # the new holder rebuilds (its next pass regenerates and stores)
-            current = now
-        fast = [c == current and resident[c] and done[c] < passes for c in (0, 1)]
-        starving = [c for c in (0, 1) if not fast[c] and done[c] < passes]
-        for c in (0, 1):
-            if done[c] >= passes:
-                continue
-            rate = 1.0 / ph.pass_s if fast[c] else slow / len(starving)
-            progress[c] += rate * dt
-            if progress[c] >= 1.0:
-                progress[c] -= 1.0
-                done[c] += 1
-                times[c].append(t + dt)
-                if c == current:
-                    resident[c] = True
-        t += dt
-    return [tuple(times[0]), tuple(times[1])]
-
-
-Schedule = Callable[[float, list[int]], int]
-
-
-def regen_first(passes: int) -> Schedule:
-    """The first chain holds the device to its end; the second regenerates meanwhile, then takes it."""
-    return lambda t, done: 0 if done[0] < passes else 1
-
-
-def handover(at: int, passes: int) -> Schedule:
-    """The first chain holds the device for ``at`` passes, the second to its end, then the first."""
-    return lambda t, done: 0 if done[0] < at else (1 if done[1] < passes else 0)
-
-
-def alternate(slice_s: float) -> Schedule:
-    """The device changes hands every ``slice_s`` seconds."""
-    return lambda t, done: int(t // slice_s) % 2
-
-
-def schedules(passes: int) -> dict[str, Schedule]:
-    return {
-        "regen-first": regen_first(passes),
-        **{f"hand-over after {k}/4": handover(passes * k // 4, passes) for k in (1, 2, 3)},
-        **{f"alternate every {s} s": alternate(s) for s in (0.05, 0.2, 0.5, 1.0, 2.0)},
-    }
+# ``two_chains`` and ``schedules`` (the simulated device and who holds it) are the benchmark's own
+# (``bench distance --far-gpu`` plays the same cheats): one simulator, judged here.
 
 
 @pytest.mark.parametrize("model", [None, "H100 SXM", "L4", "RTX 5090"])
@@ -145,7 +91,7 @@ def test_regenerating_the_first_passes_passed_the_mean_but_not_the_pace() -> Non
     hotkey's chain, then takes the device. Its mean pass passes the memory time judge and its start
     estimate is within the former bound (RTT + 0.3 s); its pass 1 .. k cannot keep the pace."""
     p = plan("H100 SXM")
-    first, second = two_chains(p.physics, p.challenge.passes, regen_first(p.challenge.passes))
+    first, second = two_chains(p.physics, p.challenge.passes, schedules(p.challenge.passes)["regen-first"])
     timing = judge_memory_timing(p.challenge, 0.0, [list(second)], p.policy, p.bandwidth_gbs)
     assert timing.ok, timing.reasons  # the mean
     judged = residency(p, (second,), 0.05)
