@@ -203,14 +203,15 @@ class LeaseShell:
 
     async def process(self, command: str) -> asyncssh.SSHClientProcess:
         """A raw session running ``command`` (bytes both ways), for a caller that pumps it itself."""
+        where = f"lease {self.access.lease_id}"
         try:
             return await asyncio.wait_for(self._conn.create_process(command, encoding=None), OPEN_TIMEOUT_S)
         except asyncio.TimeoutError:
             raise SshUnreachable(
-                f"lease {self.access.lease_id}: the session did not open within {OPEN_TIMEOUT_S:g} s"
+                f"{where}: the session for {command!r} did not open within {OPEN_TIMEOUT_S:g} s"
             ) from None
         except (OSError, asyncssh.Error) as exc:
-            raise SshUnreachable(f"lease {self.access.lease_id}: cannot open a session: {exc}") from exc
+            raise SshUnreachable(f"{where}: cannot start {command!r}: {exc}") from exc
 
     async def run(
         self,
@@ -229,16 +230,7 @@ class LeaseShell:
         with the session); ``progress`` counts the bytes moved each way (a copy through ``cat``)."""
         started = time.monotonic()
         where = f"lease {self.access.lease_id}"
-        try:
-            process = await asyncio.wait_for(
-                self._conn.create_process(command, encoding=None), OPEN_TIMEOUT_S
-            )
-        except asyncio.TimeoutError:
-            raise SshUnreachable(
-                f"{where}: the session for {command!r} did not open within {OPEN_TIMEOUT_S:g} s"
-            ) from None
-        except (OSError, asyncssh.Error) as exc:
-            raise SshUnreachable(f"{where}: cannot start {command!r}: {exc}") from exc
+        process = await self.process(command)
         out, err = Capture(max_capture), Capture(max_capture)  # used only without a sink
 
         async def pump(reader: asyncssh.SSHReader, sink: Sink) -> None:
