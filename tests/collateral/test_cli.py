@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import DELAY, TAO, TTL, WINDOWS
+from evm_world import DELAY, TAO, TTL, WINDOWS
 
 from compute.__main__ import main
 from compute.collateral.chain import CollateralConfig

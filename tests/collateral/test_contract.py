@@ -6,7 +6,7 @@ Each bad input is a transaction the contract must refuse; each test fails if it 
 from __future__ import annotations
 
 import pytest
-from conftest import BOND, DELAY, TAO, TTL, WINDOWS, World, make_world
+from evm_world import BOND, DELAY, TAO, TTL, WINDOWS, World, make_world
 
 from compute.collateral.chain import (
     KIND_CHEAT,

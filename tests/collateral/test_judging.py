@@ -13,7 +13,7 @@ import time
 
 import httpx
 import pytest
-from conftest import World
+from evm_world import World
 from test_evidence import DEAD_S, ENDPOINT, LEASE, MINER, VALIDATORS, failed_rental, later
 
 from compute.chain import MetagraphSnapshot, NeuronInfo

@@ -16,7 +16,7 @@ import time
 import asyncssh
 import pytest
 from bittensor.sp_core import Keypair
-from conftest import TAO, WINDOWS, make_world
+from evm_world import TAO, WINDOWS, make_world
 from story import build_story, start_desks
 
 from compute.allocation import AllocationManager, EmbeddedBackend, LeaseStore, ManagerLimits

@@ -15,6 +15,7 @@ import asyncio
 import time
 
 import pytest
+from evm_world import RATE, make_world
 from story import NETUID, TAO, _wallet
 
 from compute import VERSION_KEY
@@ -242,7 +243,6 @@ def test_a_slow_endpoint_is_cut_off_at_the_readings_budget(tmp_path) -> None:
     """Every answer honest but 0.4 s late (under the deadline): the reading ends at its budget, what was
     read counts, the rest falls back."""
     from bittensor.sp_core import Keypair
-    from conftest import make_world
     from hostile_rpc import HostileRpc
 
     from compute.collateral.devchain import rpc_app
@@ -279,7 +279,6 @@ def test_a_misbehaving_endpoint_never_holds_the_weights_and_credit_falls_back(tm
     set within the deadline; a deposit read within the hour keeps its credit, an unread one earns the
     floor; past the hour every deposit is unread: the floor."""
     from bittensor.sp_core import Keypair
-    from conftest import RATE, make_world
     from hostile_rpc import HostileRpc
 
     world = make_world()
