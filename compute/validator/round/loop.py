@@ -321,8 +321,10 @@ class RoundLoop(BlockLoop):
                     seats = {t.uid: window.seat(f"uid {t.uid}") for t in batch}
                     window.start()
                     await asyncio.gather(*(one(t, seats[t.uid]) for t in batch))
-            if canaries:  # those still running past the deadline go on: the desk holds them
-                await asyncio.wait(canaries.values(), timeout=max(0.0, deadline - time.monotonic()))
+            if canaries:  # the round waits one canary's bound at most, never to its deadline: those
+                # still running go on, and the desk holds them (their outcome counts when it comes)
+                left = min(deadline - time.monotonic(), desk.timing.bound_s)
+                await asyncio.wait(canaries.values(), timeout=max(0.0, left))
         finally:
             beat.cancel()
             progress.close()
