@@ -42,6 +42,10 @@ ENTRIES: dict[str, Entry] = {
         "compute.lab.bench.distance:main",
         "an honest miner proven from near and far (latency proxy), optionally under a dashboard flood",
     ),
+    "rise-proxy": Entry(
+        "compute.lab.bench.rise_proxy:run_proxy",
+        "the latency proxy whose way back rises during the session (distance --far-e2e's SSH path)",
+    ),
     "interconnect": Entry(
         "compute.lab.bench.interconnect:main",
         "the interconnect proof's bandwidth vs a plain all-reduce on the same links; verify CPU",

@@ -52,16 +52,20 @@ def rising(rise_s: float, at_s: float, for_s: float, trace: Path | None) -> type
 
 
 def run_proxy(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rtt-ms", type=float, required=True)
-    parser.add_argument("--jitter", type=float, default=0.2)
+    parser = argparse.ArgumentParser(
+        prog="python -m compute bench rise-proxy", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--rtt-ms", type=float, required=True, help="round trip added, in ms")
+    parser.add_argument("--jitter", type=float, default=0.2, help="relative jitter per chunk (default 0.2)")
     parser.add_argument("--rise-s", type=float, default=1.0, help="added to the way back (s)")
     parser.add_argument("--rise-at-s", type=float, default=0.0, help="from this long after the connection")
     parser.add_argument("--rise-for-s", type=float, default=float("inf"), help="for this long")
-    parser.add_argument("--trace", type=Path, default=None)
-    parser.add_argument("--seed", type=int, default=None)
-    parser.add_argument("host")
-    parser.add_argument("port", type=int)
+    parser.add_argument(
+        "--trace", type=Path, default=None, help="append one JSON line per chunk to this file"
+    )
+    parser.add_argument("--seed", type=int, default=None, help="seed of the jitter")
+    parser.add_argument("host", help="host to connect to")
+    parser.add_argument("port", type=int, help="TCP port to connect to")
     args = parser.parse_args(argv)
     latency_proxy.Delay = rising(args.rise_s, args.rise_at_s, args.rise_for_s, args.trace)  # type: ignore[misc]
     try:
