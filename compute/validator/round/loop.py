@@ -321,8 +321,10 @@ class RoundLoop(BlockLoop):
                     seats = {t.uid: window.seat(f"uid {t.uid}") for t in batch}
                     window.start()
                     await asyncio.gather(*(one(t, seats[t.uid]) for t in batch))
-            if canaries:  # the round waits one canary's bound at most, never to its deadline: those
-                # still running go on, and the desk holds them (their outcome counts when it comes)
+            if canaries and self.schedule.interval_s <= 0:  # canaries begun with the round: waited
+                # for, one canary's bound at most. Canaries drawn at random moments of the whole
+                # interval are not: the desk holds them and their outcome counts when it comes (a
+                # round that waited for them lasted to its deadline: a demo round past 589 s)
                 left = min(deadline - time.monotonic(), desk.timing.bound_s)
                 await asyncio.wait(canaries.values(), timeout=max(0.0, left))
         finally:
