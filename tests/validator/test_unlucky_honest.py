@@ -27,6 +27,7 @@ from compute.transport import KeyWallet, MinerClient
 from compute.validator import MinerCheck, MinerTarget, RoundLoop, chain_block_source, check_miner
 from compute.validator.check import miner as check_module
 from compute.validator.check.rented import per_gpu_value
+from compute.validator.params import LockstepParams
 
 SCORING = ScoringConfig()
 RENTER_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
@@ -149,7 +150,13 @@ async def test_partly_rented_machine_proves_its_free_gpu_and_is_credited_the_ren
     whole = PogResult(
         3, 1, miner.hotkey, ok=True, sample=whole_sample, gpu_count=2, gpu_uuids=("GPU-a", "GPU-b")
     )
-    params = emulated_params(round_id=5, trusted_renters=frozenset({renter.hotkey.ss58_address}))
+    # the residency judge off: at the small table's figures a chain's physical bound is 5e-05 s, which
+    # no CPU emulating the model meets (residency has its own tests); here: the rented credit
+    params = emulated_params(
+        round_id=5,
+        trusted_renters=frozenset({renter.hotkey.ss58_address}),
+        lockstep=LockstepParams(lead_slack_s=1.8, judge=False),
+    )
     result = await check_miner(
         MinerCheck(validator_client, target(miner), params, small_gpu_table, SCORING, whole)
     )
@@ -179,7 +186,13 @@ async def test_partly_rented_machine_never_verified_whole_gets_only_its_proven_g
     miner = start_miner("fresh", gpus=GPUS)
     renter = make_wallet("renter")
     await rent_one(renter, miner)
-    params = emulated_params(round_id=5, trusted_renters=frozenset({renter.hotkey.ss58_address}))
+    # the residency judge off: at the small table's figures a chain's physical bound is 5e-05 s, which
+    # no CPU emulating the model meets (residency has its own tests); here: the rented credit
+    params = emulated_params(
+        round_id=5,
+        trusted_renters=frozenset({renter.hotkey.ss58_address}),
+        lockstep=LockstepParams(lead_slack_s=1.8, judge=False),
+    )
     result = await check_miner(MinerCheck(validator_client, target(miner), params, small_gpu_table, SCORING))
     assert result.ok and result.gpu_count == 1 and result.sample > 0, result.reasons
     assert "earn nothing until the whole machine" in result.reasons[0]
