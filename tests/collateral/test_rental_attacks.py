@@ -164,6 +164,12 @@ def test_one_dead_lease_slashes_once_however_its_genuine_probes_are_re_served(tm
             d: s for v in story.validators for d, s in v.parts.desk.book.all_evidence().items()
         }.values()
         probes: list[LeaseProbe] = list(genuine.evidence.probes)
+        signers = {p.validator for p in probes}
+        for v in story.validators:  # every genuine probe signed for the lease, not only the evidence's
+            own = v.parts.desk.book.probe(lease.lease_id)
+            if own is not None and own.validator not in signers:
+                probes.append(own)
+                signers.add(own.validator)
         assert len(probes) >= 2
         attacker = CollateralClient(contract.w3, story.evm.address, story.renter_evm)
         documents = []
