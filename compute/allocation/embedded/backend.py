@@ -52,7 +52,7 @@ import socket
 import sys
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -398,19 +398,12 @@ class EmbeddedBackend:
             pacer.input()  # the command itself started now
         feeder = asyncio.ensure_future(_feed_stdin(process.stdin, proc.stdin, pacer))
         try:
-            finished = asyncio.ensure_future(_finish(proc, process, pacer))
-            closed = asyncio.ensure_future(process.channel.wait_closed())
-            done, _ = await asyncio.wait({finished, closed}, return_when=asyncio.FIRST_COMPLETED)
-            if finished in done:
-                closed.cancel()
-                process.exit(_exit_status(finished.result()))
-                state.note(f"session ended: exit status {_exit_status(finished.result())}")
+            status = await _unless_closed(_finish(proc, process, pacer), process, proc)
+            if status is not None:
+                process.exit(_exit_status(status))
+                state.note(f"session ended: exit status {_exit_status(status)}")
             else:
                 state.note("session closed by the client; its command was ended")
-                _kill_group(proc)
-                finished.cancel()
-                await asyncio.gather(finished, return_exceptions=True)
-                await asyncio.wait_for(proc.wait(), _KILL_GRACE_S)
         except (OSError, asyncio.TimeoutError, asyncssh.Error) as exc:
             logger.debug("embedded: session of lease=%s ended: %s", state.record.lease_id, exc)
         finally:
@@ -434,17 +427,9 @@ class EmbeddedBackend:
         state.processes.add(proc)
         state.groups.add(proc.pid)
         try:
-            served = asyncio.ensure_future(terminal.serve(process, proc, controller))
-            closed = asyncio.ensure_future(process.channel.wait_closed())
-            done, _ = await asyncio.wait({served, closed}, return_when=asyncio.FIRST_COMPLETED)
-            if served in done:
-                closed.cancel()
-                process.exit(_exit_status(served.result()))
-            else:
-                _kill_group(proc)
-                served.cancel()
-                await asyncio.gather(served, return_exceptions=True)
-                await asyncio.wait_for(proc.wait(), _KILL_GRACE_S)
+            status = await _unless_closed(terminal.serve(process, proc, controller), process, proc)
+            if status is not None:
+                process.exit(_exit_status(status))
         except (OSError, asyncio.TimeoutError, asyncssh.Error) as exc:
             logger.debug("embedded: terminal session of lease=%s ended: %s", state.record.lease_id, exc)
         finally:
@@ -509,6 +494,24 @@ def _limit(memory_bytes: int | None) -> None:  # runs in the child before exec
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if memory_bytes:
         resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+
+
+async def _unless_closed(
+    work: Awaitable[int], process: asyncssh.SSHServerProcess, proc: asyncio.subprocess.Process
+) -> int | None:
+    """``work``'s result (the command's status), or None when the client closed the channel first:
+    then the command's group is ended (SIGKILL) and waited for, at most ``_KILL_GRACE_S``."""
+    finished = asyncio.ensure_future(work)
+    closed = asyncio.ensure_future(process.channel.wait_closed())
+    done, _ = await asyncio.wait({finished, closed}, return_when=asyncio.FIRST_COMPLETED)
+    if finished in done:
+        closed.cancel()
+        return finished.result()
+    _kill_group(proc)
+    finished.cancel()
+    await asyncio.gather(finished, return_exceptions=True)
+    await asyncio.wait_for(proc.wait(), _KILL_GRACE_S)
+    return None
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:
