@@ -29,6 +29,24 @@ from compute.validator import RoundParams, ValidatorContext, WeightSetter, Weigh
 from compute.validator.collateral.credit import CollateralCredit
 
 FLOOR = 0.5
+
+
+def weights_loop(chain, store: ValidatorStore, validator, credit: CollateralCredit) -> WeightsLoop:
+    """The real weights loop of ``validator``, its credit factors from ``credit``, every block."""
+    setter = WeightSetter(chain, validator, store, VERSION_KEY, backoff_s=0.1)
+    ctx = ValidatorContext(
+        chain,
+        store,
+        None,
+        validator.hotkey.ss58_address,
+        RoundParams(round_id=0, block=0),
+        load_gpu_table(),
+        ScoringConfig(),
+        credit_factors=credit,
+    )
+    return WeightsLoop(ctx, setter, interval_blocks=1)
+
+
 # name -> (verified GPU UUIDs, credited GPUs, TAO deposited in how many parts, reclaim asked)
 MINERS = {
     "honest": (("GPU-h1", "GPU-h2"), 2, 2.0, 1, False),
@@ -103,18 +121,7 @@ def test_weights_scale_by_collateral_and_every_dodge_earns_the_floor_at_most(tmp
         credit = CollateralCredit(
             CollateralClient(w3, evm.address), store, FLOOR, publish=standing_path(tmp_path)
         )
-        setter = WeightSetter(chain, validator, store, VERSION_KEY, backoff_s=0.1)
-        ctx = ValidatorContext(
-            chain,
-            store,
-            None,
-            validator.hotkey.ss58_address,
-            RoundParams(round_id=0, block=0),
-            load_gpu_table(),
-            ScoringConfig(),
-            credit_factors=credit,
-        )
-        loop = WeightsLoop(ctx, setter, interval_blocks=1)
+        loop = weights_loop(chain, store, validator, credit)
         asyncio.run(loop.run_step(chain.block()))
         weights = chain.weights(0)
         hotkeys = {name: state.neurons(NETUID)[uid].hotkey for name, uid in uids.items()}
@@ -294,18 +301,7 @@ def test_a_misbehaving_endpoint_never_holds_the_weights_and_credit_falls_back(tm
     store = scored_store(tmp_path / "validator.db", [validator.hotkey.ss58_address, *hotkeys])
     store.record_presence("round", [PresenceEntry(uid, h, 1.0) for uid, h in zip(uids, hotkeys, strict=True)])
     credit = CollateralCredit(world.miner.client, store, FLOOR, timeout_s=DEADLINE + 5, budget_s=3 * DEADLINE)
-    setter = WeightSetter(chain, validator, store, VERSION_KEY, backoff_s=0.1)
-    ctx = ValidatorContext(
-        chain,
-        store,
-        None,
-        validator.hotkey.ss58_address,
-        RoundParams(round_id=0, block=0),
-        load_gpu_table(),
-        ScoringConfig(),
-        credit_factors=credit,
-    )
-    loop = WeightsLoop(ctx, setter, interval_blocks=1)
+    loop = weights_loop(chain, store, validator, credit)
     expected = {1: 1.0 / (1 + 20 * FLOOR), **{uid: FLOOR / (1 + 20 * FLOOR) for uid in uids[1:]}}
     try:
         asyncio.run(loop.run_step(chain.block()))  # the honest reading
