@@ -368,3 +368,32 @@ def test_the_stage_sampler_counts_work_not_a_reader_blocked_on_the_timing_proces
     writer_end.close()
     assert sampler.counts and "ssh" not in sampler.counts, sampler.frames
     assert not any("_recv_exactly" in frame for frame in sampler.frames), sampler.frames
+
+
+def test_the_instruments_count_their_own_cpu_so_the_validators_is_not_inflated_by_a_longer_wall() -> None:
+    """The loop-lag timer and the stack sampler cost the validator's process CPU per wall second
+    (about 0.035 s/s here): each reports its own, which the round's figure leaves out. The sampler's
+    is its thread's; the timer's is the control's identical timer in an idle process."""
+    import threading
+    import time
+
+    from compute.lab.bench.fleet.monitor import ControlLoop, SpoolWatch, StackSampler
+
+    idle = threading.Event()
+    waiting = [threading.Thread(target=idle.wait, daemon=True) for _ in range(8)]
+    for thread in waiting:
+        thread.start()
+    control = ControlLoop()
+    sampler, spool = StackSampler(interval=0.001), SpoolWatch(lambda: None, interval=0.001)
+    sampler.start()
+    spool.start()
+    busy_until = time.monotonic() + 1.0
+    while time.monotonic() < busy_until:  # this thread's work: not the instruments'
+        sum(range(1000))
+    sampler.stop()
+    spool.stop()
+    figures = control.stop()
+    idle.set()
+    assert sampler.samples > 100 and 0 < sampler.cpu_s < 1.0
+    assert 0 < spool.cpu_s < 1.0
+    assert figures["n"] > 0 and 0 < figures["cpu_s"] < 1.0
