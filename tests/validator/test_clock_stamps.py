@@ -43,3 +43,24 @@ def test_a_later_packet_is_stamped_by_the_clock(monkeypatch) -> None:
     now[0] = 100.5
     channel.data_received(b"c\n", None)
     assert _stamps(channel) == [100.0, 100.0 + clock_child.TIE_S, 100.5]
+
+
+async def test_a_waiting_line_is_taken_at_once_and_a_silent_worker_times_out() -> None:
+    """Lines already stamped are handed over without a timer; with none, the wait ends at its
+    timeout as a "timeout" failure (the channel is not failed by it: a later line still comes)."""
+    import asyncio
+    import time
+
+    import pytest
+
+    channel = clock_child.Channel()
+    channel.data_received(b'{"op":"memory_pass","ok":true,"gpu":0,"pass":1}\n', None)
+    stamp, raw = await channel.line(0.0)  # a zero timeout would expire any timer at once
+    assert raw.startswith(b'{"op":"memory_pass"') and stamp <= time.monotonic()
+    started = time.monotonic()
+    with pytest.raises(clock_child.Failure) as failed:
+        await channel.line(0.2)
+    assert failed.value.kind == "timeout" and 0.15 <= time.monotonic() - started < 2
+    asyncio.get_running_loop().call_later(0.05, channel.data_received, b'{"op":"ping","ok":true}\n', None)
+    _, raw = await channel.line(5)
+    assert raw == b'{"op":"ping","ok":true}\n' and not channel.failed
