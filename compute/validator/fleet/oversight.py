@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import logging
 import random
+import shutil
 import tempfile
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,7 +65,7 @@ class Oversight:
     def canaries(self, client: MinerClient) -> CanaryDesk:
         """The canary desk: the validator's own hotkey (``client``) plus ``canary_renters``."""
         if self._desk is None:
-            where = self.canary_dir or Path(tempfile.mkdtemp(prefix="compute-canary-"))
+            where = self.canary_dir or self._temporary_dir()
             timeout = self.canary_timing.timeout_s
             own = CanaryRenter(client.hotkey, client, where / client.hotkey[:16], timeout, validator=True)
             self._desk = CanaryDesk(
@@ -75,6 +77,13 @@ class Oversight:
                 offers=self.offers,
             )
         return self._desk
+
+    def _temporary_dir(self) -> Path:
+        """A directory for the canary book that goes with this oversight (or at exit): tests and
+        benchmarks left one in /tmp per validator they built."""
+        where = Path(tempfile.mkdtemp(prefix="compute-canary-"))
+        weakref.finalize(self, shutil.rmtree, where, True)
+        return where
 
     def canary_seconds(self) -> float:
         """Expected GPU-held seconds of canaries per test drawn (counted in the load budget)."""
