@@ -8,7 +8,8 @@ Before an allocate request leaves, its *intent* is written here (the request as 
 signed, its idempotency key, the miner asked and the key file): a process interrupted or killed
 at any moment after that leaves the intent behind, and the operator settles it (the same request
 again gets the lease the first one made, which is then released), so no lease runs that the book
-does not know. Each lease also keeps the price per hour the miner signed when it rented it.
+does not know. Leases rented together as a cluster are listed under a cluster id (a table of its
+own, added to older books when opened). Each lease also keeps the price per hour the miner signed when it rented it.
 
 Deliberately not stored: secrets of any kind. Private keys live as 0600 files in the data
 directory; the database only points at them. The miner stays the authority on a lease's state;
@@ -65,6 +66,13 @@ CREATE TABLE IF NOT EXISTS intents (
     request TEXT NOT NULL,
     private_key_path TEXT,
     key_generated INTEGER NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS clusters (
+    cluster_id TEXT PRIMARY KEY,
+    owner_hotkey TEXT NOT NULL,
+    lease_ids TEXT NOT NULL,
+    gpus_per_node INTEGER NOT NULL,
     created_at REAL NOT NULL
 );
 """
@@ -134,6 +142,17 @@ class Intent:
     request: str
     private_key_path: str | None
     key_generated: bool
+    created_at: float
+
+
+@dataclass(frozen=True)
+class ClusterRecord:
+    """Leases rented together (``register.py allocate --nodes``), in rank order."""
+
+    cluster_id: str
+    owner_hotkey: str
+    lease_ids: tuple[str, ...]
+    gpus_per_node: int
     created_at: float
 
 
@@ -261,3 +280,36 @@ class LeaseBook:
                 "SELECT * FROM intents WHERE owner_hotkey = ? ORDER BY created_at", (owner_hotkey,)
             ).fetchall()
         return [Intent(**{**dict(row), "key_generated": bool(row["key_generated"])}) for row in rows]
+
+    # ------------------------------------------------------------ clusters
+
+    def add_cluster(self, record: ClusterRecord) -> None:
+        with self._connect() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO clusters (cluster_id, owner_hotkey, lease_ids, gpus_per_node, "
+                "created_at) VALUES (?, ?, ?, ?, ?)",
+                (
+                    record.cluster_id,
+                    record.owner_hotkey,
+                    json.dumps(list(record.lease_ids)),
+                    record.gpus_per_node,
+                    record.created_at,
+                ),
+            )
+
+    def clusters(self, owner_hotkey: str) -> list[ClusterRecord]:
+        """The owner's clusters, newest first (ended ones too: their members' states say)."""
+        with self._connect() as conn:
+            rows = conn.execute(
+                "SELECT * FROM clusters WHERE owner_hotkey = ? ORDER BY created_at DESC", (owner_hotkey,)
+            ).fetchall()
+        return [
+            ClusterRecord(
+                row["cluster_id"],
+                row["owner_hotkey"],
+                tuple(json.loads(row["lease_ids"])),
+                int(row["gpus_per_node"]),
+                float(row["created_at"]),
+            )
+            for row in rows
+        ]

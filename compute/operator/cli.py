@@ -27,6 +27,14 @@ from compute.logs import configure_logging
 from compute.operator.book import BookError, LeaseBook
 from compute.operator.capture import write_json
 from compute.operator.commands import HANDLERS, LEASE_HELP, Result, check_args
+from compute.operator.commands_cluster import (
+    add_cluster_commands,
+    add_cluster_flags,
+    check_cluster_args,
+    cmd_allocate_cluster,
+    cmd_cluster,
+    cmd_deallocate_cluster,
+)
 from compute.operator.commands_collateral import COLLATERAL_HANDLERS, add_collateral_commands
 from compute.operator.commands_shell import SHELL_HANDLERS, add_shell_commands
 from compute.operator.cover import CollateralReader
@@ -154,8 +162,11 @@ def _add_feed(sub: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_lease_target(sub: argparse.ArgumentParser) -> None:
-    sub.add_argument("lease", help=LEASE_HELP)
+def _add_lease_target(sub: argparse.ArgumentParser, optional: bool = False) -> None:
+    if optional:
+        sub.add_argument("lease", nargs="?", help=LEASE_HELP + "; left out with --cluster")
+    else:
+        sub.add_argument("lease", help=LEASE_HELP)
     sub.add_argument("--miner-hotkey", help="the miner holding the lease, if it is not in your book")
     sub.add_argument("--uid", type=count, help="the miner's uid, if the lease is not in your book")
 
@@ -213,6 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
     allocate.add_argument("--hotkey", help="rent this miner (by hotkey) instead of choosing")
     allocate.add_argument("--uid", type=count, help="rent this miner (by uid) instead of choosing")
     allocate.add_argument("--ssh-key", help="your OpenSSH public key file (default: create a key pair)")
+    add_cluster_flags(allocate)
     listing = sub("list", "my leases with the time left")
     listing.add_argument("--refresh", action="store_true", help="ask the miners for the current state")
     listing.add_argument("--all", action="store_true", help="include released and expired leases")
@@ -224,9 +236,11 @@ def build_parser() -> argparse.ArgumentParser:
     for name, text in (
         ("status", "a lease's state, from its miner"),
         ("restart", "restart a lease's machine"),
-        ("deallocate", "end a lease now"),
     ):
         _add_lease_target(sub(name, text))
+    deallocate = sub("deallocate", "end a lease (or every lease of a cluster) now")
+    _add_lease_target(deallocate, optional=True)  # the lease: left out with --cluster
+    deallocate.add_argument("--cluster", help="end every lease of this cluster (id, unique prefix, or last)")
     extend = sub("extend", "add time to a lease")
     _add_lease_target(extend)
     _add_term(extend, "time to add: 90m, 2h, 3d or seconds (--until: up to that time)")
@@ -241,6 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
     volume_delete.add_argument("--hotkey", help="the miner holding it (default: from your book)")
     volume_delete.add_argument("--uid", type=count, help="the miner holding it, by uid")
     add_shell_commands(sub)
+    add_cluster_commands(sub)
     add_collateral_commands(sub)
     interactive = sub("interactive", "a simple menu driving the same commands")
     interactive.add_argument(
@@ -317,13 +332,22 @@ async def _run(
             return await run_menu(op, parser, out, yes=args.yes)
         args.out_stream, args.err_stream = out.file, err.file  # exec streams a command's output
         handler = (
-            HANDLERS.get(args.command)
+            _cluster_handler(args)
+            or HANDLERS.get(args.command)
             or SHELL_HANDLERS.get(args.command)
             or COLLATERAL_HANDLERS[args.command]
         )
         result = await handler(op, args)
         emit(out, result, bool(args.json))
     return result.exit_code
+
+
+def _cluster_handler(args: argparse.Namespace) -> Any:
+    if args.command == "allocate" and args.nodes is not None:
+        return cmd_allocate_cluster
+    if args.command == "deallocate" and args.cluster is not None:
+        return cmd_deallocate_cluster
+    return cmd_cluster if args.command == "cluster" else None
 
 
 def _cancel_on_signals(args: argparse.Namespace) -> None:
@@ -413,6 +437,7 @@ def _main(argv: list[str] | None, out: Console, err: Console) -> int:
         return int(exc.code or 0)
     as_json = bool(args.json)
     try:
+        check_cluster_args(args)
         check_args(args)  # bad values refused here, before a wallet, a chain or a miner is touched
         settings = common_from_args(args)
         configure_logging(settings.debug, settings.trace, settings.logging_dir, name="register")

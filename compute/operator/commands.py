@@ -349,6 +349,7 @@ async def cmd_list(op: Operator, args: argparse.Namespace) -> Result:
     now = time.time()
     adopted = [e.lease_id for e in op.adopted]
     unsettled = len(op.book.intents(op.hotkey))
+    clusters = _clusters(op, {e.lease_id for e in entries})
     payload = {
         "leases": [
             {
@@ -360,6 +361,7 @@ async def cmd_list(op: Operator, args: argparse.Namespace) -> Result:
         "problems": problems,
         "adopted": adopted,
         "unsettled": unsettled,
+        "clusters": clusters,
     }
 
     def render(console: Console) -> None:
@@ -375,8 +377,26 @@ async def cmd_list(op: Operator, args: argparse.Namespace) -> Result:
                 f"{unsettled} interrupted allocation(s) not yet settled: `list --refresh` releases what they made",
                 highlight=False,
             )
+        for cluster in clusters:
+            console.print(
+                f"Cluster {cluster['cluster_id']} ({cluster['state']}): leases by rank "
+                + ", ".join(cluster["lease_ids"]),
+                highlight=False,
+            )
 
     return Result(payload, render)
+
+
+def _clusters(op: Operator, listed: set[str]) -> list[dict[str, Any]]:
+    """The clusters (``allocate --nodes``) with a member among the listed leases."""
+    shown = []
+    for record in op.book.clusters(op.hotkey):
+        if not listed.intersection(record.lease_ids):
+            continue
+        states = [(e.state if (e := op.book.get(i)) is not None else "unknown") for i in record.lease_ids]
+        state = "active" if "active" in states else states[0]
+        shown.append({"cluster_id": record.cluster_id, "lease_ids": list(record.lease_ids), "state": state})
+    return shown
 
 
 async def cmd_status(op: Operator, args: argparse.Namespace) -> Result:
