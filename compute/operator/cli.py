@@ -255,7 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
     volume_delete.add_argument("--hotkey", help="the miner holding it (default: from your book)")
     volume_delete.add_argument("--uid", type=count, help="the miner holding it, by uid")
     add_shell_commands(sub)
-    add_cluster_commands(sub)
+    add_cluster_commands(sub, lambda child: _add_shared(child, dests))
     add_collateral_commands(sub)
     interactive = sub("interactive", "a simple menu driving the same commands")
     interactive.add_argument(

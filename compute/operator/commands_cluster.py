@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import shlex
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from typing import IO, Any
 
@@ -60,16 +61,24 @@ def add_cluster_flags(allocate: argparse.ArgumentParser) -> None:
     )
 
 
-def add_cluster_commands(sub) -> None:  # noqa: ANN001 - the parser factory of compute.operator.cli
-    cluster = sub("cluster", "run a command on every node of a cluster (`run`), or show its nodes (`show`)")
-    cluster.add_argument("action", choices=("run", "show"), help="run a command, or show the nodes")
-    cluster.add_argument("cluster", help=CLUSTER_HELP)
-    cluster.add_argument(
-        "remote_command", nargs="*", metavar="COMMAND", help="with run, after --: the command for every node"
+def add_cluster_commands(sub, shared: Callable[[argparse.ArgumentParser], None]) -> None:  # noqa: ANN001
+    """``cluster run|show``: ``sub`` is compute.operator.cli's parser factory, ``shared`` adds the
+    global flags to a nested command."""
+    cluster = sub("cluster", "run a command on every node of a cluster, or show its nodes")
+    actions = cluster.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    def nested(name: str, text: str) -> argparse.ArgumentParser:
+        child = actions.add_parser(name, help=text, description=text)
+        shared(child)
+        child.add_argument("cluster", help=CLUSTER_HELP)
+        return child
+
+    run = nested("run", "run a command on every node at once, each line prefixed [rank N]")
+    run.add_argument(
+        "remote_command", nargs="+", metavar="COMMAND", help="the command for every node, after --"
     )
-    cluster.add_argument(
-        "--timeout", type=positive, help="with run: end every node's command after this many seconds"
-    )
+    run.add_argument("--timeout", type=positive, help="end every node's command after this many seconds")
+    nested("show", "a cluster's nodes and each one's rendezvous variables")
 
 
 def check_cluster_args(args: argparse.Namespace) -> None:
@@ -98,11 +107,6 @@ def check_cluster_args(args: argparse.Namespace) -> None:
     elif command == "deallocate":
         if (args.lease is None) == (args.cluster is None):
             raise UsageError("deallocate needs a lease id or --cluster ID (one of them)")
-    elif command == "cluster":
-        if args.action == "run" and not args.remote_command:
-            raise UsageError("cluster run needs a command: cluster run CLUSTER -- python train.py")
-        if args.action == "show" and args.remote_command:
-            raise UsageError("cluster show takes no command (did you mean `cluster run`?)")
 
 
 def cluster_wanted(args: argparse.Namespace) -> ClusterWanted:

@@ -2,7 +2,8 @@
 
 ``Renter`` (synchronous) and ``AsyncRenter`` wrap the operator client behind ``register.py``
 (``compute.operator``): the same miner calls, the same lease book and keys, the same pinned host
-keys. ``rent`` is a context manager that always releases; ``Lease.run``/``put``/``get`` reach into
+keys. ``rent`` (one machine) and ``rent_cluster`` (several, all or none) are context managers that
+always release; ``Lease.run``/``put``/``get`` reach into
 the lease over SSH with the host key the miner signed. Errors: ``compute.renter.errors``.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from compute.operator import Machine, RunResult
 from compute.renter.client import AsyncRenter
+from compute.renter.cluster import AsyncCluster
 from compute.renter.errors import (
     CommandFailed,
     CommandTimeout,
@@ -26,11 +28,13 @@ from compute.renter.errors import (
     TransferStalled,
 )
 from compute.renter.lease import AsyncLease
-from compute.renter.sync import Lease, Renter
+from compute.renter.sync import Cluster, Lease, Renter
 
 __all__ = [
+    "AsyncCluster",
     "AsyncLease",
     "AsyncRenter",
+    "Cluster",
     "CommandFailed",
     "CommandTimeout",
     "ConfigError",

@@ -18,6 +18,7 @@ import logging
 import math
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -36,11 +37,13 @@ from compute.operator import (
     load_verified,
     metagraph_reader,
 )
+from compute.operator.cluster import DEFAULT_MAX_SPREAD, ClusterWanted, allocate_cluster
 from compute.operator.commands import resolve_lease_id
 from compute.operator.cover import CollateralReader, Cover
 from compute.operator.feed import fetch_feed
 from compute.operator.proven import DEFAULT_SIGNER_SHARE, fetch_proven, validator_signers
 from compute.operator.volumes import parse_volume
+from compute.renter.cluster import AsyncCluster, release_cluster_quietly
 from compute.renter.errors import LeaseNotFound, RenterError
 from compute.renter.lease import AsyncLease
 from compute.renter.terms import idle_seconds, term_seconds
@@ -238,6 +241,47 @@ class AsyncRenter:
             await release_quietly(lease)  # never hide what went wrong in the block
             raise
         await asyncio.shield(lease.release())
+
+    async def allocate_cluster(
+        self,
+        *,
+        nodes: int,
+        gpus_per_node: int = 0,
+        max_spread: float = DEFAULT_MAX_SPREAD,
+        ttl: str | float | None = None,
+        until: str | float | datetime | None = None,
+        wait: bool = True,
+        wait_timeout: float = 180.0,
+        **wanted: Any,
+    ) -> AsyncCluster:
+        """Rent ``nodes`` machines of ``gpus_per_node`` GPUs whose proven fp16 TFLOPS per GPU lie within
+        ``max_spread`` of each other, all or none (a failure or a cancellation releases every lease
+        made); with ``wait``, returns once a login works on every node (else all are released)."""
+        seconds = term_seconds(ttl, until)
+        want = ClusterWanted(
+            nodes=nodes, wanted=replace(_wanted(**wanted), gpu_count=gpus_per_node), max_spread=max_spread
+        )
+        cluster = AsyncCluster(self, await allocate_cluster(self.operator, want, seconds))
+        logger.info("rented cluster=%s leases=%s", cluster.id, [lease.id for lease in cluster.leases])
+        if wait:
+            try:
+                await cluster.wait_ssh(wait_timeout)
+            except BaseException:
+                await release_cluster_quietly(cluster)
+                raise
+        return cluster
+
+    @asynccontextmanager
+    async def rent_cluster(self, **kwargs: Any) -> AsyncIterator[AsyncCluster]:
+        """``async with renter.rent_cluster(nodes=2, gpus_per_node=8, ttl="2h") as cluster:``
+        (``allocate_cluster``'s arguments); every lease is released when the block ends."""
+        cluster = await self.allocate_cluster(**kwargs)
+        try:
+            yield cluster
+        except BaseException:
+            await release_cluster_quietly(cluster)
+            raise
+        await asyncio.shield(cluster.release())
 
     async def _release_late(self, task: asyncio.Future[Allocation]) -> None:
         """An allocation was cancelled: let it finish (bounded), then release what it made."""

@@ -25,6 +25,7 @@ from compute.operator.cover import Cover
 from compute.operator.shell import MAX_CAPTURE_BYTES, Sink
 from compute.protocol import LeaseIdle
 from compute.renter.client import ALLOCATE_GRACE_S, AsyncRenter, release_quietly
+from compute.renter.cluster import AsyncCluster, release_cluster_quietly
 from compute.renter.errors import ReleaseFailed
 from compute.renter.lease import IDLE_TIMEOUT_S, AsyncLease
 
@@ -138,6 +139,21 @@ class Renter:
             self._run(release_quietly(lease.async_lease))
             raise
         lease.release()
+
+    def allocate_cluster(self, **kwargs: Any) -> Cluster:
+        """``AsyncRenter.allocate_cluster``: rent N nodes all or none; release them yourself."""
+        return Cluster(self, self._run(self._async.allocate_cluster(**kwargs)))
+
+    @contextmanager
+    def rent_cluster(self, **kwargs: Any) -> Iterator[Cluster]:
+        """``with renter.rent_cluster(nodes=2, ttl="1h") as cluster:`` every lease released at the end."""
+        cluster = self.allocate_cluster(**kwargs)
+        try:
+            yield cluster
+        except BaseException:
+            self._run(release_cluster_quietly(cluster.async_cluster))
+            raise
+        cluster.release()
 
     def leases(self, *, refresh: bool = False, include_ended: bool = False) -> list[Lease]:
         found = self._run(self._async.leases(refresh=refresh, include_ended=include_ended))
@@ -271,4 +287,37 @@ class Lease:
             logger.error("%s", exc.message)
 
 
-__all__ = ["Lease", "Renter"]
+class Cluster:
+    """The synchronous ``AsyncCluster``: member leases by rank, their variables, run, release."""
+
+    def __init__(self, renter: Renter, cluster: AsyncCluster) -> None:
+        self._renter = renter
+        self.async_cluster = cluster
+        self.leases = [Lease(renter, lease) for lease in cluster.leases]
+
+    def __repr__(self) -> str:
+        return repr(self.async_cluster).replace("AsyncCluster", "Cluster", 1)
+
+    @property
+    def id(self) -> str:
+        return self.async_cluster.id
+
+    @property
+    def master_addr(self) -> str | None:
+        return self.async_cluster.master_addr
+
+    @property
+    def master_port(self) -> int | None:
+        return self.async_cluster.master_port
+
+    def env(self, rank: int) -> dict[str, str]:
+        return self.async_cluster.env(rank)
+
+    def run(self, command: str | Sequence[str], *, timeout: float | None = None) -> list[RunResult]:
+        return self._renter._run(self.async_cluster.run(command, timeout=timeout))
+
+    def release(self) -> None:
+        self._renter._run(self.async_cluster.release())
+
+
+__all__ = ["Cluster", "Lease", "Renter"]

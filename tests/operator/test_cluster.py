@@ -12,6 +12,7 @@ import asyncio
 import io
 import json
 import random
+import shlex
 import signal
 import subprocess
 import sys
@@ -261,7 +262,8 @@ def test_a_miner_that_refuses_makes_the_cluster_release_every_lease(tmp_path, ma
         (["allocate", "--nodes", "1"], "--nodes"),
         (["allocate", "--nodes", "2", "--max-spread", "1.5"], "--max-spread"),
         (["deallocate"], "a lease id or --cluster"),
-        (["cluster", "run", "abcd"], "needs a command"),
+        (["cluster", "run", "abcd"], "COMMAND"),
+        (["cluster", "abcd"], "unknown command"),
     ],
 )
 def test_bad_cluster_command_lines_are_one_line_and_exit_2(three, argv, says):
@@ -352,3 +354,85 @@ def test_sigint_and_sigterm_at_moments_of_allocate_nodes_leave_no_lease(three, t
         driver.close()
     print("interrupted allocate --nodes 2:", outcomes)
     assert outcomes["interrupted"] >= 4 and outcomes["released_made"] >= 1  # cut while leases were made
+
+
+# ------------------------------------------------------------------ the SDK
+
+
+def _sdk_settings(net: Net) -> dict:
+    return {
+        "wallet_name": "renter",
+        "wallet_path": str(net.wallets_dir),
+        "network": f"sim:{net.chain_path}",
+        "netuid": NETUID,
+        "data_dir": net.root / "register",
+        "pog_db": net.pog_db,
+        "timeout": 20.0,
+    }
+
+
+@pytest.mark.slow
+def test_sdk_rent_cluster_runs_on_every_node_and_releases_them_all_when_the_block_raises(three):
+    from compute.renter import Renter
+
+    with Renter(**_sdk_settings(three)) as renter:
+        with pytest.raises(ZeroDivisionError):
+            with renter.rent_cluster(nodes=2, gpus_per_node=1, ttl="10m") as cluster:
+                assert [lease.miner.uid for lease in cluster.leases] == [
+                    three.miners[0][1],
+                    three.miners[2][1],
+                ]
+                results = cluster.run('echo "$RANK/$WORLD_SIZE $MASTER_ADDR:$MASTER_PORT"')
+                port = cluster.master_port
+                assert [r.stdout.strip() for r in results] == [
+                    f"0/2 127.0.0.1:{port}",
+                    f"1/2 127.0.0.1:{port}",
+                ]
+                raise ZeroDivisionError("the job failed")
+    assert three.live() == {hk: set() for hk, _, _ in three.miners}
+
+
+@pytest.mark.slow
+async def test_sdk_cluster_allocation_cancelled_half_way_releases_what_was_made(three, slowed_start):
+    from compute.renter import AsyncRenter
+
+    async with AsyncRenter(**_sdk_settings(three)) as renter:
+        task = asyncio.create_task(renter.allocate_cluster(nodes=2, ttl="10m"))
+        await asyncio.sleep(0.3)  # the miners are starting the leases (each start takes 0.4 s more)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert three.live() == {hk: set() for hk, _, _ in three.miners}
+    made = [
+        s for _, _, where in three.miners for s in LeaseStore(where / "leases.db").by_owner(three.operator)
+    ]
+    assert made and {s.state for s in made} == {"released"}
+    assert three.book().intents(three.operator) == [] and three.book().entries(three.operator) == []
+
+
+GLOO_ALL_REDUCE = """
+import os, torch, torch.distributed as dist
+dist.init_process_group("gloo", init_method=f"tcp://{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}",
+                        rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]))
+value = torch.tensor([float(os.environ["RANK"]) + 1.0])
+dist.all_reduce(value)
+print("sum", value.item())
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.slow
+def test_a_gloo_all_reduce_runs_across_the_cluster_through_cluster_run(three, tmp_path):
+    pytest.importorskip("torch")
+    code, body, err = three.cli("allocate", "--nodes", "2", "--ttl", "30m")
+    assert code == EXIT_OK, (body, err)
+    script = tmp_path / "allreduce.py"
+    script.write_text(GLOO_ALL_REDUCE)
+    argv = [sys.executable, str(REPO / "neurons" / "register.py"), *three.flags(), "cluster", "run", "last"]
+    command = f"GLOO_SOCKET_IFNAME=lo {shlex.quote(sys.executable)} {shlex.quote(str(script))}"
+    done = subprocess.run(
+        [*argv, "--timeout", "120", "--", command], capture_output=True, text=True, timeout=180
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert sorted(done.stdout.splitlines()) == ["[rank 0] sum 3.0", "[rank 1] sum 3.0"], done.stdout
+    assert three.cli("deallocate", "--cluster", "last")[0] == EXIT_OK
