@@ -50,6 +50,9 @@ ENTRIES: dict[str, Entry] = {
         "compute.lab.bench.interconnect:main",
         "the interconnect proof's bandwidth vs a plain all-reduce on the same links; verify CPU",
     ),
+    "cluster-allocate": Entry(
+        "compute.lab.bench.cluster_allocate:main", "N leases all or none, reachable: vs one"
+    ),
     "check-cost": Entry("compute.lab.bench.check_cost:main", "GPU seconds of one test's GEMM proofs"),
     "fleet": Entry(
         "compute.lab.bench.fleet:main", "one real validator round against N simulated 8-GPU miners"

@@ -175,7 +175,7 @@ async def allocate_cluster(op: Operator, want: ClusterWanted, duration_s: int) -
     ``op.undone`` says what was released before ``CancelledError`` goes on."""
     chosen = select(await op.resources(want.wanted), want)
     logger.info("cluster of %d: uids %s", want.nodes, [m.uid for m in chosen])
-    tasks = [asyncio.ensure_future(op.allocate(want.wanted, duration_s, None, m.ref)) for m in chosen]
+    tasks = [asyncio.ensure_future(op.allocate(want.wanted, duration_s, probed=m)) for m in chosen]
     try:
         allocations = await asyncio.shield(asyncio.gather(*tasks))
     except asyncio.CancelledError:

@@ -189,10 +189,19 @@ class Operator:
     # ------------------------------------------------------------ allocation
 
     async def allocate(
-        self, wanted: Wanted, duration_s: int, key: RenterKey | None = None, target: MinerRef | None = None
+        self,
+        wanted: Wanted,
+        duration_s: int,
+        key: RenterKey | None = None,
+        target: MinerRef | None = None,
+        *,
+        probed: Machine | None = None,
     ) -> Allocation:
-        """Rent the best machine for ``wanted`` (or ``target``) for ``duration_s`` seconds."""
-        if target is not None:
+        """Rent the best machine for ``wanted`` (or ``target``) for ``duration_s`` seconds;
+        ``probed``: rent this machine, already probed and matched, as a target (a cluster's member)."""
+        if probed is not None:
+            target, candidates = probed.ref, [probed]
+        elif target is not None:
             machine = await probe(
                 self.client, target, wanted.requirements(), self.verified.get(target.hotkey)
             )

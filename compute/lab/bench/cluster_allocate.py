@@ -1,0 +1,199 @@
+"""Cluster allocate benchmark: N leases reachable by SSH and by their peers, against one lease.
+
+``python -m compute bench cluster-allocate [--nodes N] [--iterations K] [--json]`` starts N real
+miner apps (embedded backend, signed transport, a simulated chain, throw-away wallets, a validator
+store proving each one's fp16 TFLOPS) on 127.0.0.1 and times, with the renter's own code
+(``compute.operator``):
+
+- *one lease*: ``Operator.allocate`` -> a login over SSH works (``wait_for_ssh``);
+- *cluster*: ``allocate_cluster`` (all or none) -> a login works on every node and every node
+  opens a TCP connection to every other node's SSH port and to rank 0's ``MASTER_PORT`` address
+  (nothing listens there until a job does: the check is that the address is reachable, and a
+  refused connection counts as reached), run from inside each lease.
+
+Each is released after it is timed. The figure is the ratio of the medians (issue 39: <= 2).
+What it deliberately does not do: Docker (whose tenant policy blocks lease-to-lease traffic,
+docs/cluster.md), a GPU, or any existing wallet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shlex
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from compute.lab.bench.allocation import FAKE_GPU, _wallet
+
+NETUID = 27
+RATE_PAUSE_S = 2.5  # a miner answers a hotkey 10 requests a second (burst 20): start each step rested
+PEER_CHECK = (
+    "import socket, sys\n"
+    "for a in sys.argv[1:]:\n"
+    "    h, p = a.rsplit(':', 1)\n"
+    "    try:\n"
+    "        socket.create_connection((h, int(p)), 5).close()\n"
+    "    except ConnectionRefusedError:\n"
+    "        pass\n"
+)
+
+
+def _specs() -> Any:
+    from compute import __version__
+    from compute.protocol import MachineSpecs
+
+    specs = MachineSpecs(
+        cpu_model="bench cpu", cpu_cores=4, cpu_freq_mhz=2000.0, ram_bytes=16 << 30,
+        disk_total_bytes=200 * 10**9, disk_free_bytes=100 * 10**9, gpus=[FAKE_GPU], backend="embedded",
+        miner_version=__version__,
+    )  # fmt: skip
+    return lambda: specs
+
+
+def _start(root: Path, nodes: int) -> tuple[Any, list[Any], Any, Path]:
+    """A simulated chain, ``nodes`` serving miners, a renter wallet and a validator store."""
+    from compute.allocation import AllocationManager, EmbeddedBackend, LeaseStore
+    from compute.chain import SimChainState, connect
+    from compute.miner import build_miner_app
+    from compute.store import PogResult, ValidatorStore
+    from compute.transport import AccessPolicy, serve_in_thread
+
+    chain_path = root / "chain.db"
+    state = SimChainState.create(chain_path, netuid=NETUID, block_time=1.0)
+    renter = _wallet(root / "wallets", "renter")
+    state.register(renter.hotkey.ss58_address, renter.coldkeypub.ss58_address, 1000.0, True)
+    chain = connect(f"sim:{chain_path}", NETUID)
+    policy = AccessPolicy(chain.metagraph, min_stake=100.0, require_permit=True, refresh_s=60.0)
+    store = ValidatorStore(root / "validator.db")
+    round_id = store.begin_round(1).round_id
+    servers = []
+    for index in range(nodes):
+        wallet = _wallet(root / "wallets", f"miner{index}")
+        uid = state.register(wallet.hotkey.ss58_address, wallet.coldkeypub.ss58_address, 0.0)
+        base = 42000 + 100 * index
+        backend = EmbeddedBackend(
+            root / f"miner{index}", ssh_host="127.0.0.1", bind_host="127.0.0.1", port_range=(base, base + 99)
+        )
+        manager = AllocationManager(
+            LeaseStore(root / f"miner{index}" / "leases.db"), backend, gpus=[FAKE_GPU]
+        )
+        server = serve_in_thread(build_miner_app(wallet.hotkey, policy, manager, _specs()), "127.0.0.1", 0)
+        chain.serve(wallet, "127.0.0.1", server.port)
+        servers.append(server)
+        store.record_result(
+            PogResult(
+                round_id, uid, wallet.hotkey.ss58_address, ok=True, sample=1.0, models=(FAKE_GPU.name,),
+                gpu_count=1, tflops_fp16=250.0 - index, created=time.time(),
+            )
+        )  # fmt: skip
+    store.finish_round(round_id, [])
+    store.close()
+    return renter, servers, chain, root / "validator.db"
+
+
+async def _measure(root: Path, renter: Any, pog_db: Path, nodes: int, iterations: int) -> dict[str, Any]:
+    from compute.operator import (
+        LeaseAccess,
+        LeaseBook,
+        LeaseShell,
+        Operator,
+        Wanted,
+        load_verified,
+        metagraph_reader,
+        wait_for_ssh,
+    )
+    from compute.operator.cluster import ClusterWanted, allocate_cluster, release_cluster
+    from compute.transport import MinerClient
+
+    async with MinerClient(renter, timeout=20, max_concurrency=32) as client:
+        op = Operator(
+            hotkey=renter.hotkey.ss58_address,
+            client=client,
+            metagraph=metagraph_reader(f"sim:{root / 'chain.db'}", NETUID),
+            book=LeaseBook(root / "register" / "leases.db"),
+            data_dir=root / "register",
+            network="sim",
+            netuid=NETUID,
+            verified=load_verified(str(pog_db)),
+        )
+
+        async def peers_reached(rank: int, cluster: Any) -> None:
+            entry = cluster.members[rank]
+            peers = [f"{m.ssh_host}:{m.ssh_port}" for i, m in enumerate(cluster.members) if i != rank]
+            if rank != 0:
+                peers.append(f"{cluster.master_addr}:{cluster.master_port}")
+            line = " ".join(shlex.quote(a) for a in (sys.executable, "-c", PEER_CHECK, *peers))
+            async with await LeaseShell.open(LeaseAccess.of(entry)) as shell:
+                result = await shell.run(line, timeout=30)
+            if result.exit_status != 0:
+                raise RuntimeError(f"rank {rank} could not reach its peers: {result.stderr.strip()}")
+
+        single: list[float] = []
+        phases: list[tuple[float, float, float]] = []  # allocated, every login works, peers reached
+        for _ in range(iterations):
+            await asyncio.sleep(RATE_PAUSE_S)
+            started = time.perf_counter()
+            allocation = await op.allocate(Wanted(), 1800)
+            await wait_for_ssh(LeaseAccess.of(allocation.entry), 60)
+            single.append(time.perf_counter() - started)
+            await op.deallocate(allocation.entry.lease_id)
+            await asyncio.sleep(RATE_PAUSE_S)
+            started = time.perf_counter()
+            cluster = await allocate_cluster(op, ClusterWanted(nodes=nodes, wanted=Wanted()), 1800)
+            allocated = time.perf_counter() - started
+            await asyncio.gather(*(wait_for_ssh(LeaseAccess.of(m), 60) for m in cluster.members))
+            logged_in = time.perf_counter() - started
+            await asyncio.gather(*(peers_reached(rank, cluster) for rank in range(nodes)))
+            phases.append((allocated, logged_in, time.perf_counter() - started))
+            await release_cluster(op, cluster)
+    one = statistics.median(single)
+    ssh, whole = statistics.median(p[1] for p in phases), statistics.median(p[2] for p in phases)
+    return {
+        "nodes": nodes,
+        "iterations": iterations,
+        "single_allocate_to_ssh_s": [round(s, 3) for s in single],
+        "cluster_allocated_s": [round(p[0], 3) for p in phases],
+        "cluster_every_ssh_s": [round(p[1], 3) for p in phases],
+        "cluster_every_peer_s": [round(p[2], 3) for p in phases],
+        "single_median_s": round(one, 3),
+        "cluster_ssh_median_s": round(ssh, 3),
+        "cluster_median_s": round(whole, 3),
+        "ratio_ssh": round(ssh / one, 2),
+        "ratio": round(whole / one, 2),
+        "target_ratio": 2.0,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m compute bench cluster-allocate", description=__doc__)
+    parser.add_argument("--nodes", type=int, default=2, help="nodes per cluster (default 2)")
+    parser.add_argument("--iterations", type=int, default=5, help="timed rounds of each (default 5)")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    args = parser.parse_args(argv)
+    if not 2 <= args.nodes <= 16 or not 1 <= args.iterations <= 100:
+        parser.error("--nodes must be 2-16 and --iterations 1-100")
+    with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp:
+        root = Path(tmp)
+        renter, servers, chain, pog_db = _start(root, args.nodes)
+        try:
+            result = asyncio.run(_measure(root, renter, pog_db, args.nodes, args.iterations))
+        finally:
+            for server in servers:
+                server.stop()
+            chain.close()
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(
+            f"{args.nodes} nodes, medians of {args.iterations}: one lease allocate -> SSH "
+            f"{result['single_median_s']:.3f} s; cluster allocate -> SSH on every node "
+            f"{result['cluster_ssh_median_s']:.3f} s (ratio {result['ratio_ssh']:.2f}), -> every node reached "
+            f"its peers {result['cluster_median_s']:.3f} s (ratio {result['ratio']:.2f}; target <= 2)"
+        )
+    return 0
