@@ -52,3 +52,18 @@ def test_ordinary_replies_parse_as_json_does() -> None:
             continue
         assert safejson.loads(text) == expected
     assert safejson.loads(b"[1,2]") == [1, 2]
+
+
+def test_a_text_with_fewer_opening_brackets_than_the_bound_is_not_counted(monkeypatch) -> None:
+    """Nesting never exceeds the opening brackets, so a worker line with a handful of them parses
+    without the vectorised count; one with more than the bound is still counted, flat or deep."""
+    counted: list[int] = []
+    real = safejson.nesting_depth
+    monkeypatch.setattr(safejson, "nesting_depth", lambda raw: counted.append(len(raw)) or real(raw))
+    line = b'{"op":"memory_pass","ok":true,"gpu":3,"pass":17}\n'
+    assert safejson.loads(line) == json.loads(line) and counted == []
+    flat = "[" + ",".join(["[]"] * 64) + "]"  # 65 opening brackets, nested 2 deep
+    assert safejson.loads(flat, max_depth=64) == json.loads(flat) and counted == [len(flat)]
+    with pytest.raises(safejson.TooDeep, match="65 deep"):
+        safejson.loads("[" * 65 + "]" * 65, max_depth=64)
+    assert safejson.loads("[" * 64 + "]" * 64, max_depth=64) == json.loads("[" * 64 + "]" * 64)
