@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 
 from compute.operator.book import BookEntry, ClusterRecord
 from compute.operator.discovery import Machine, Wanted, rank
-from compute.operator.errors import NoMatchingMachine, Refused, UsageError
+from compute.operator.errors import LeaseNotFound, NoMatchingMachine, Refused, UsageError
 from compute.operator.service import UNDO_GRACE_S, Allocation, Operator, Settled
 
 logger = logging.getLogger(__name__)
@@ -152,11 +152,11 @@ def load_cluster(op: Operator, cluster_id: str) -> Cluster:
     if text == "last":
         found = [r for r in records if _active(op, r)][:1]
         if not found:
-            raise UsageError("you have no active cluster (`last` names your newest one)")
+            raise LeaseNotFound("you have no active cluster (`last` names your newest one)")
     else:
         found = [r for r in records if r.cluster_id.startswith(text)] if len(text) >= 4 else []
     if not found:
-        raise UsageError(f"no cluster of yours starts with {text[:40]!r} (`list` shows them)")
+        raise LeaseNotFound(f"no cluster of yours starts with {text[:40]!r} (`list` shows them)")
     if len(found) > 1:
         raise UsageError(f"{text} matches {len(found)} clusters; give more characters")
     record = found[0]

@@ -271,6 +271,11 @@ def test_bad_cluster_command_lines_are_one_line_and_exit_2(three, argv, says):
     assert code == EXIT_USAGE and says in body["error"]["message"], body
 
 
+def test_an_unknown_cluster_is_not_found(three):
+    code, body, _ = three.cli("deallocate", "--cluster", "abcdef")
+    assert code == EXIT_REFUSED and "no cluster of yours starts with" in body["error"]["message"]
+
+
 def test_min_link_gbps_is_refused_until_a_link_is_proven(three):
     code, body, _ = three.cli("allocate", "--nodes", "2", "--min-link-gbps", "100")
     assert code == EXIT_REFUSED and "no miner has a proven link figure yet" in body["error"]["message"]
@@ -350,6 +355,11 @@ def test_sigint_and_sigterm_at_moments_of_allocate_nodes_leave_no_lease(three, t
                 outcomes["released_made"] += "was made and is released" in done["stderr"]
             assert three.live() == {hk: set() for hk, _, _ in three.miners}, (signum, delay, done)
             assert three.book().intents(three.operator) == [], (signum, delay, done)
+        done = driver.run(argv, int(signal.SIGKILL), moments[4])  # killed: its intents are left behind
+        three.cli("list", "--refresh")  # ...and settled here: what they made is released
+        assert three.leaked() == set() and three.book().intents(three.operator) == [], done
+        _release_all(three)
+        assert three.live() == {hk: set() for hk, _, _ in three.miners}
     finally:
         driver.close()
     print("interrupted allocate --nodes 2:", outcomes)
