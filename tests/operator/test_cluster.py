@@ -446,3 +446,15 @@ def test_a_gloo_all_reduce_runs_across_the_cluster_through_cluster_run(three, tm
     assert done.returncode == 0, done.stdout + done.stderr
     assert sorted(done.stdout.splitlines()) == ["[rank 0] sum 3.0", "[rank 1] sum 3.0"], done.stdout
     assert three.cli("deallocate", "--cluster", "last")[0] == EXIT_OK
+
+
+@pytest.mark.slow
+def test_the_cluster_allocate_benchmark_runs_and_reports_its_ratios():
+    done = subprocess.run(
+        [sys.executable, "-m", "compute", "bench", "cluster-allocate", "--iterations", "1", "--json"],
+        capture_output=True, text=True, timeout=300, cwd=REPO,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["nodes"] == 2 and result["ratio"] > 0 and result["ratio_ssh"] > 0
+    assert result["cluster_median_s"] >= result["cluster_ssh_median_s"] > 0
