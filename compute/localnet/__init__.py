@@ -99,6 +99,12 @@ def _parser() -> argparse.ArgumentParser:
         "the validators' quorum slash and the renter's claim (fails if the renter is not compensated)",
     )
     parser.add_argument(
+        "--cluster",
+        action="store_true",
+        help="two hosts in network namespaces joined by a virtual link (root): the validator proves the "
+        "link, a renter rents both as a cluster and runs a gloo all-reduce training step across it",
+    )
+    parser.add_argument(
         "--speeds",
         default="",
         help="comma-separated speed of each miner (share of full speed), e.g. 1,0.5 (cycled; default: from 1.0 "
@@ -163,6 +169,10 @@ def main(argv: list[str] | None = None) -> int:
         print(str(exc), file=sys.stderr)
         return 2
     console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+    if args.cluster:
+        from .cluster_demo import run_cluster_demo
+
+        return run_cluster_demo(args, REPO_ROOT, console)
     logging.basicConfig(
         level=logging.DEBUG if args.debug else logging.INFO,
         format="%(asctime)s %(levelname)s %(message)s",
