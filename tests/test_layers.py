@@ -69,10 +69,10 @@ ORDER: dict[str, list[set[str]]] = {
         {"lifecycle"},
     ],
     "compute.localnet": [
-        {"processes", "cheaters", "one_device", "latency_proxy"},
+        {"processes", "cheaters", "one_device", "latency_proxy", "netns"},
         {"cheat_miners", "lease_killer"},
         {"network"},
-        {"images", "report", "consensus", "collateral"},
+        {"images", "report", "consensus", "collateral", "cluster_demo"},
     ],
 }
 

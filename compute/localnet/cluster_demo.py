@@ -323,6 +323,15 @@ def run_cluster_demo(args: Any, repo_root: Path, console: Any) -> int:
 
     from .processes import Terminated, stop_on_signals
 
+    alone = {"--cheaters": args.cheaters, "--collateral": args.collateral, "--hosts 2": args.hosts > 1,
+             "--backend docker": args.backend != "embedded", "--dashboard": args.dashboard, "--hold": args.hold,
+             "--latency-ms": args.latency_ms, "--validators": args.validators > 1}  # fmt: skip
+    named = [flag for flag, value in alone.items() if value]
+    if named:
+        console.print(
+            f"--cluster runs alone (its own two hosts, one validator); leave out {', '.join(named)}"
+        )
+        return 2
     logging.basicConfig(
         level=logging.DEBUG if args.debug else logging.INFO,
         format="%(asctime)s %(levelname)s %(message)s",
