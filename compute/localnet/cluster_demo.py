@@ -160,6 +160,7 @@ class ClusterDemo:
     def prove_link(self, hosts: list[Host]) -> dict[str, Any]:
         """The interconnect proof and a plain all-reduce, participants in the namespaces."""
         env = {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "GLOO_SOCKET_IFNAME": LINK_IFNAME}
+        counted = self.hosts.link_bytes()
         procs = [
             subprocess.Popen(
                 ["ip", "netns", "exec", h.netns, sys.executable, "-m", "compute.interconnect.participant"],
@@ -170,7 +171,7 @@ class ClusterDemo:
             )  # fmt: skip
             for h in hosts
         ]
-        counted = self.hosts.link_bytes()
+        grace = 0.0  # interrupted or failed: the participants may wait in a rendezvous; kill them now
         try:
             channels = [
                 PipeChannel(f"netns:{h.netns}", p.stdin, p.stdout)  # type: ignore[arg-type]
@@ -184,6 +185,7 @@ class ClusterDemo:
             )
             verdict = session.prove(challenge)
             plain = session.plain(challenge.chunks * challenge.chunk_len)
+            grace = 10.0  # done: they leave at the end of their input
         except TimeoutError as exc:
             raise LocalnetError(f"--cluster: the link proof: {exc}") from None
         finally:
@@ -192,7 +194,7 @@ class ClusterDemo:
                     proc.stdin.close()
             for proc in procs:
                 try:
-                    proc.wait(timeout=10)
+                    proc.wait(timeout=grace)
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
