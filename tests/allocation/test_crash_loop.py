@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 
 import pytest
+from portspace import OFFSET
 
 from compute.lab.harness.crashloop import STEPS, run_crash_loop
 
-BASE = 46200 + os.getpid() % 50 * 10
+BASE = OFFSET + 46200 + os.getpid() % 50 * 10
 
 
 @pytest.mark.slow

@@ -11,12 +11,13 @@ from pathlib import Path
 import asyncssh
 import pytest
 from allockit import RenterKey, new_renter_key, ssh_run
+from portspace import OFFSET
 
 from compute.allocation.embedded.backend import EmbeddedBackend
 from compute.allocation.lease.backend import BackendError
 from compute.allocation.lease.records import LeaseRecord
 
-PORTS = (41000 + os.getpid() % 500, 41000 + os.getpid() % 500 + 40)
+PORTS = (OFFSET + 41000 + os.getpid() % 500, OFFSET + 41000 + os.getpid() % 500 + 40)
 
 
 def record(

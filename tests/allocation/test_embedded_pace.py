@@ -11,12 +11,13 @@ from pathlib import Path
 
 import asyncssh
 import pytest
+from portspace import OFFSET
 from test_embedded_backend import record
 
 from compute.allocation.embedded.backend import EmbeddedBackend
 from compute.allocation.embedded.pace import Pacer, paced_copy, reference_seconds
 
-PORTS = (43500 + os.getpid() % 300, 43500 + os.getpid() % 300 + 20)
+PORTS = (OFFSET + 43500 + os.getpid() % 300, OFFSET + 43500 + os.getpid() % 300 + 20)
 
 
 def commit_line(m: int = 512, n: int = 4096, p: int = 512, op: str = "commit", gpus: int = 1) -> bytes:

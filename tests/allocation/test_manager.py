@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 from allockit import new_renter_key, ssh_run
+from portspace import OFFSET
 
 from compute.allocation import AllocationManager, EmbeddedBackend, LeaseStore, ManagerLimits
 from compute.protocol import AllocateRequest, ErrorCode, GpuSpec, RequestFailed, Requirements
 
 GPUS = [GpuSpec(index=i, name="NVIDIA RTX 4090", memory_bytes=24 * 10**9) for i in range(2)]
 OWNER, OTHER = "5" + "A" * 47, "5" + "B" * 47
-PORTS = (43000 + os.getpid() % 90 * 10, 43000 + os.getpid() % 90 * 10 + 9)
+PORTS = (OFFSET + 43000 + os.getpid() % 90 * 10, OFFSET + 43000 + os.getpid() % 90 * 10 + 9)
 
 
 class Clock:

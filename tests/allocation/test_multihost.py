@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from allockit import new_renter_key, ssh_run
+from portspace import OFFSET
 
 from compute.allocation import AllocationManager, EmbeddedBackend, LeaseStore
 from compute.allocation.hosts.backend import MultiHostBackend
@@ -22,7 +23,7 @@ from compute.allocation.lifecycle.hostwatch import check_and_recover
 from compute.protocol import AllocateRequest, ErrorCode, GpuSpec, RequestFailed, Requirements
 
 OWNER = "5" + "A" * 47
-BASE = 46000 + os.getpid() % 50 * 20
+BASE = OFFSET + 46000 + os.getpid() % 50 * 20
 
 
 def _entry(name: str, gpus: list[int], **extra: object) -> dict[str, object]:

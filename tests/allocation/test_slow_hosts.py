@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from portspace import OFFSET
 from slowengine import SlowEngine
 
 from compute.allocation.hosts.check import check_host
@@ -60,7 +61,7 @@ class MinerProcess:
         for name, permit in (("miner", False), ("validator", True)):
             w = self.wallets[name]
             state.register(w.hotkey.ss58_address, w.coldkeypub.ss58_address, 5000.0, permit)
-        base = 46000 + (os.getpid() % 20) * 40
+        base = OFFSET + 46000 + (os.getpid() % 20) * 40
         hosts = {"hosts": [
             {"name": "rack-a", "endpoint": "unix:///var/run/docker.sock", "gpus": [], "ssh_host": "127.0.0.1",
              "ssh_port_range": f"{base}-{base + 19}", "isolate": False},

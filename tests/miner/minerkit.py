@@ -13,6 +13,7 @@ from pathlib import Path
 
 import asyncssh
 import pytest
+from portspace import OFFSET
 
 from compute.allocation import AllocationManager, EmbeddedBackend
 from compute.chain import MetagraphSnapshot, NeuronInfo
@@ -52,7 +53,7 @@ async def ssh_run(ssh, key: RenterKey, command: str) -> asyncssh.SSHCompletedPro
 
 
 def port_block() -> tuple[int, int]:
-    base = 42000 + (os.getpid() % 40) * 100 + (next(_PORT_BLOCKS) % 10) * 10
+    base = OFFSET + 42000 + (os.getpid() % 40) * 100 + (next(_PORT_BLOCKS) % 10) * 10
     return base, base + 9
 
 

@@ -17,6 +17,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from portspace import OFFSET
+
 from compute.allocation import AllocationManager, EmbeddedBackend
 from compute.chain import SimChainState, connect
 from compute.protocol import GpuSpec
@@ -40,7 +42,7 @@ def cheat_bin(root: Path, mode: str) -> Path:
 
 
 def port_block() -> tuple[int, int]:
-    base = 44000 + (os.getpid() % 50) * 60 + (next(_PORTS) % 12) * 5
+    base = OFFSET + 44000 + (os.getpid() % 50) * 60 + (next(_PORTS) % 12) * 5
     return base, base + 4
 
 

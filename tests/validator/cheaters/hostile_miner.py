@@ -78,7 +78,7 @@ def worker_bin(workdir: Path) -> Path:
 
 def _app(workdir: Path, name: str, index: int, wallet: bt.Wallet):  # noqa: ANN202 - a FastAPI app
     data = workdir / name
-    low = 45000 + (os.getpid() % 40) * 50 + index * 20
+    low = _worker_offset() + 45000 + (os.getpid() % 40) * 50 + index * 20
     prefix = [worker_bin(workdir)] if name == "worker" else []
     backend = EmbeddedBackend(data, bind_host="127.0.0.1", port_range=(low, low + 19), path_prefix=prefix)
     limits = ManagerLimits(max_cpu=2, max_memory_gb=4, max_disk_gb=10)
@@ -127,3 +127,9 @@ async def run(workdir: Path, chain_path: Path) -> None:
 
 if __name__ == "__main__":
     asyncio.run(run(Path(sys.argv[1]), Path(sys.argv[2])))
+
+
+def _worker_offset() -> int:
+    """``portspace.worker_offset`` (this file also runs as a script, where tests/ is not on the path)."""
+    digits = os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:]
+    return 7000 * (int(digits) % 3 if digits.isdigit() else 0)
