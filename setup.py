@@ -42,6 +42,7 @@ setup(
             "pytest>=8,<10",
             "pytest-asyncio>=0.23,<2",
             "pytest-timeout>=2.3,<3",
+            "pytest-xdist>=3.5,<4",  # .ci/run's slow lane runs on workers (mostly waiting: rounds, SSH, Docker)
             "hypothesis>=6.100,<7",
             "ruff>=0.5",
             "mypy>=1.10",

@@ -41,7 +41,7 @@ def start_demo(workdir: Path, *args: str) -> tuple[subprocess.Popen, dict[str, s
             "--miners",
             "2",
             "--rounds",
-            "1",
+            "2",  # a miner whose first test a loaded CI machine made late is tested again
             "--hold",
             "-1",
             "--workdir",

@@ -76,6 +76,12 @@ def worker_bin(workdir: Path) -> Path:
     return directory
 
 
+def _worker_offset() -> int:
+    """``portspace.worker_offset`` (this file also runs as a script, where tests/ is not on the path)."""
+    digits = os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:]
+    return 7000 * (int(digits) % 3 if digits.isdigit() else 0)
+
+
 def _app(workdir: Path, name: str, index: int, wallet: bt.Wallet):  # noqa: ANN202 - a FastAPI app
     data = workdir / name
     low = _worker_offset() + 45000 + (os.getpid() % 40) * 50 + index * 20
@@ -127,9 +133,3 @@ async def run(workdir: Path, chain_path: Path) -> None:
 
 if __name__ == "__main__":
     asyncio.run(run(Path(sys.argv[1]), Path(sys.argv[2])))
-
-
-def _worker_offset() -> int:
-    """``portspace.worker_offset`` (this file also runs as a script, where tests/ is not on the path)."""
-    digits = os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:]
-    return 7000 * (int(digits) % 3 if digits.isdigit() else 0)
