@@ -9,6 +9,7 @@ A second registered miner serves an axon on a closed port, so discovery meets an
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import random
@@ -231,3 +232,15 @@ def start_docker_subnet(tmp_path: Path, make_wallet) -> Iterator[Callable[..., S
     yield start
     for stop in stops:
         stop()
+
+
+@pytest.fixture
+def slowed_start(monkeypatch):
+    """Each lease start takes 0.4 s longer: the window in which a miner is making a lease, widened."""
+    original = EmbeddedBackend.start
+
+    async def start(self, lease):
+        await asyncio.sleep(0.4)
+        return await original(self, lease)
+
+    monkeypatch.setattr(EmbeddedBackend, "start", start)

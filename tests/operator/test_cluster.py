@@ -311,18 +311,6 @@ def test_cluster_run_streams_each_rank_and_exits_with_the_failing_rank_status(th
 # ------------------------------------------------------------------ interrupts
 
 
-@pytest.fixture
-def slowed_start(monkeypatch):
-    """Each lease start takes 0.4 s longer: the window in which the miners make them, widened."""
-    original = EmbeddedBackend.start
-
-    async def start(self, lease):
-        await asyncio.sleep(0.4)
-        return await original(self, lease)
-
-    monkeypatch.setattr(EmbeddedBackend, "start", start)
-
-
 def _release_all(net: Net) -> None:
     for record in net.book().clusters(net.operator):
         if any((e := net.book().get(i)) is not None and e.state == "active" for i in record.lease_ids):

@@ -210,18 +210,6 @@ def _interrupt_everywhere(subnet, tmp_path: Path, count: int, kills: int) -> dic
     return outcomes
 
 
-@pytest.fixture
-def slowed_start(monkeypatch):
-    """Each lease start takes 0.4 s longer: the window in which the miner is making it, widened."""
-    original = EmbeddedBackend.start
-
-    async def start(self, lease):
-        await asyncio.sleep(0.4)
-        return await original(self, lease)
-
-    monkeypatch.setattr(EmbeddedBackend, "start", start)
-
-
 @pytest.mark.slow
 def test_sigint_sigterm_and_sigkill_at_every_moment_of_allocate_leak_no_lease(subnet, tmp_path, slowed_start):
     outcomes = _interrupt_everywhere(subnet, tmp_path, count=24, kills=3)
