@@ -33,7 +33,7 @@ from .collateral import CollateralDemo, collateral_problems, render_collateral, 
 from .consensus import collect_consensus, consensus_problems, render_consensus
 from .images import choose_lease_image
 from .network import LocalNet, LocalnetError, Options
-from .processes import Terminated, free_port, stop_on_signals
+from .processes import free_port, signal_number, stop_on_signals
 from .report import collect_summary, render_summary, summary_problems
 
 __all__ = ["LocalNet", "LocalnetError", "Options", "main"]
@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"[red]localnet failed:[/red] {exc}")
         return 1
     except KeyboardInterrupt as interrupt:
-        signum = interrupt.signum if isinstance(interrupt, Terminated) else signal.SIGINT
+        signum = signal_number(interrupt)
         console.print(f"[yellow]{signal.Signals(signum).name}: stopping[/yellow]")
         return 128 + signum
     finally:

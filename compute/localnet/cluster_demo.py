@@ -323,7 +323,7 @@ def run_cluster_demo(args: Any, repo_root: Path, console: Any) -> int:
     from rich.console import Console
     from rich.text import Text
 
-    from .processes import Terminated, stop_on_signals
+    from .processes import signal_number, stop_on_signals
 
     alone = {"--cheaters": args.cheaters, "--collateral": args.collateral, "--hosts 2": args.hosts > 1,
              "--backend docker": args.backend != "embedded", "--dashboard": args.dashboard, "--hold": args.hold,
@@ -353,7 +353,7 @@ def run_cluster_demo(args: Any, repo_root: Path, console: Any) -> int:
         console.print(f"[red]localnet failed:[/red] {exc}")
         return 1
     except KeyboardInterrupt as interrupt:
-        signum = interrupt.signum if isinstance(interrupt, Terminated) else signal.SIGINT
+        signum = signal_number(interrupt)
         console.print(f"[yellow]{signal.Signals(signum).name}: stopping[/yellow]")
         return 128 + signum
     finally:

@@ -119,6 +119,11 @@ class Terminated(KeyboardInterrupt):
         self.signum = signum
 
 
+def signal_number(interrupt: KeyboardInterrupt) -> int:
+    """The signal behind ``interrupt``: a :class:`Terminated`'s, else SIGINT (Ctrl-C)."""
+    return interrupt.signum if isinstance(interrupt, Terminated) else signal.SIGINT
+
+
 def stop_on_signals() -> None:
     """Main thread only: SIGTERM/SIGHUP raise :class:`Terminated`, SIGINT ``KeyboardInterrupt``;
     once one arrived, later ones are ignored so the stop that follows is not cut short."""
