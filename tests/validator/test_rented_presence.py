@@ -152,9 +152,14 @@ async def test_a_self_rental_through_a_second_coldkey_earns_what_its_gpu_earns_w
     cheat, control = last[uids["self-renter"]], last[uids["rented"]]
     assert not cheat.ok and "beside their tenants" in cheat.reasons[0], cheat.reasons  # a receipt, no GPU
     assert control.ok and control.rented and control.rented_fraction == 1.0, control.reasons
-    assert earned["yardstick"] > 0
-    assert earned["self-renter"] <= 1.05 * earned["yardstick"], earned
-    assert earned["rented"] >= 0.9 * earned["idle"], earned  # the honest rented control keeps its credit
+    # each miner's credit in units of its own GPU's first proven sample: the four GPUs are one model,
+    # but measured on a loaded machine their first samples differ by several percent, which is the
+    # measurement's noise and not the cheat's gain (that would be rented or present credit in the
+    # 24 rounds its GPU was away: ~24x, not a few percent)
+    per_sample = {name: earned[name] / first[uid].sample for name, uid in uids.items()}
+    assert per_sample["yardstick"] > 0, earned
+    assert per_sample["self-renter"] <= 1.05 * per_sample["yardstick"], (earned, per_sample)
+    assert per_sample["rented"] >= 0.9 * per_sample["idle"], (earned, per_sample)  # the control keeps it
 
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
