@@ -2,7 +2,9 @@
 
 ``local_participants(world)`` starts ``world`` processes of ``participant.serve`` and yields their
 ``PipeChannel``s (endpoint ``local:<pid>``) and the rendezvous ``init_method``; on exit it closes
-every stdin and waits, killing what is left. It sets nothing up beyond the processes.
+every stdin and waits, killing what is left. It sets nothing up beyond the processes: ``wrappers``
+(one command prefix per rank, e.g. ``ip netns exec NS``) and ``rendezvous`` (rank 0's address)
+place them in network namespaces someone else made.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 
 from .session import PipeChannel
 
@@ -24,20 +26,26 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def local_participants(world: int, threads: int = 1) -> Iterator[tuple[list[PipeChannel], str]]:
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONUNBUFFERED="1")
+def local_participants(
+    world: int,
+    threads: int = 1,
+    wrappers: Sequence[Sequence[str]] = (),
+    rendezvous: str = "127.0.0.1",
+    env: Mapping[str, str] | None = None,
+) -> Iterator[tuple[list[PipeChannel], str]]:
+    environ = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONUNBUFFERED="1", **(env or {}))
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "compute.interconnect.participant"],
+            [*(wrappers[rank] if wrappers else ()), sys.executable, "-m", "compute.interconnect.participant"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            env=env,
+            env=environ,
         )
-        for _ in range(world)
+        for rank in range(world)
     ]
     try:
         channels = [PipeChannel(f"local:{p.pid}", p.stdin, p.stdout) for p in procs]  # type: ignore[arg-type]
-        yield channels, f"tcp://127.0.0.1:{free_port()}"
+        yield channels, f"tcp://{rendezvous}:{free_port()}"
     finally:
         for proc in procs:
             with contextlib.suppress(OSError):

@@ -14,6 +14,10 @@ at rank 0's SSH host goes over the hosts' link, never through the root namespace
 nothing: no sysctl, bridge or firewall rule is touched). ``down()`` deletes both namespaces (their
 veth pairs go with them); ``remove_stale()`` deletes ``cdemo-<pid>-*`` namespaces whose process is
 gone (a run that was killed). Deliberately not here: any other address range, NAT, a way out.
+
+``Shaped`` serves ``bench interconnect --link-gbit``: N namespaces ``icbench-<pid>-h<i>`` on one
+bridge that lives in a namespace of its own, every host's egress held to a rate by ``tbf``; the
+same address range, the same clean-up of killed runs (``remove_stale(prefix)``).
 """
 
 from __future__ import annotations
@@ -62,11 +66,11 @@ def namespaces() -> list[str]:
     return [line.split()[0] for line in _ip("netns", "list").splitlines() if line.strip()]
 
 
-def remove_stale() -> list[str]:
-    """Delete the namespaces of demo runs whose process is gone; their names."""
+def remove_stale(prefix: str = PREFIX) -> list[str]:
+    """Delete the namespaces ``<prefix><pid>-<name>`` whose process is gone (a killed run); their names."""
     removed = []
     for name in namespaces():
-        match = re.fullmatch(rf"{PREFIX}(\d+)-[a-z]", name)
+        match = re.fullmatch(rf"{re.escape(prefix)}(\d+)-[a-z0-9]+", name)
         if match is None or _alive(int(match.group(1))):
             continue
         _ip("netns", "delete", name)
@@ -167,3 +171,93 @@ class Hosts:
         for outer in self.outer:  # a deleted namespace's veths go when the kernel frees it: now, here
             subprocess.run(["ip", "link", "delete", outer], capture_output=True, check=False)
         self.hosts, self.outer = [], []
+
+
+SHAPED_PREFIX = "icbench-"  # ``bench interconnect --link-gbit``: its namespaces, apart from the demo's
+SHAPED_IFNAME = "eth0"  # each shaped host's one link (GLOO_SOCKET_IFNAME)
+
+
+def shaping_unavailable() -> str | None:
+    """Why shaped links cannot be made here (None: they can): namespaces plus ``tc``."""
+    reason = unavailable()
+    if reason is None and shutil.which("tc") is None:
+        reason = "no `tc` command (iproute2)"
+    return reason
+
+
+def _tc(netns: str, *args: str) -> None:
+    cmd = ["ip", "netns", "exec", netns, "tc", *args]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise NetnsError(f"{' '.join(cmd)}: {done.stderr.strip()}")
+
+
+class Shaped:
+    """``world`` namespaces on one bridge, each one's egress held to a rate by ``tbf``.
+
+    The bridge lives in a namespace of its own (``<prefix><pid>-sw``), so the root namespace gets no
+    device, address or route: hosts ``<prefix><pid>-h<i>`` at ``10.199.n.<i+1>/24`` on their
+    ``eth0``, the other end of each veth a port of the bridge. Shaping every host's egress bounds
+    what each participant sends, the quantity a ring all-reduce's per-link figure counts.
+    """
+
+    def __init__(self, world: int, prefix: str = SHAPED_PREFIX, pid: int | None = None) -> None:
+        self.world, self.prefix, self.pid = world, prefix, pid or os.getpid()
+        self.switch = f"{prefix}{self.pid}-sw"
+        self.hosts: list[Host] = []
+
+    def up(self) -> list[Host]:
+        reason = shaping_unavailable()
+        if reason:
+            raise NetnsError(reason)
+        remove_stale(self.prefix)
+        net = f"10.199.{free_subnet()}"
+        self.hosts = [
+            Host(f"{self.prefix}{self.pid}-h{i}", f"{net}.{i + 1}", f"{net}.{i + 1}")
+            for i in range(self.world)
+        ]
+        try:
+            _ip("netns", "add", self.switch)
+            _ip("link", "add", "br0", "type", "bridge", netns=self.switch)
+            _ip("link", "set", "br0", "up", netns=self.switch)
+            for i, host in enumerate(self.hosts):
+                _ip("netns", "add", host.netns)
+                _ip("link", "set", "lo", "up", netns=host.netns)
+                _ip("link", "add", SHAPED_IFNAME, "netns", host.netns, "type", "veth", "peer", "name", f"p{i}",
+                    "netns", self.switch)  # fmt: skip
+                _ip("link", "set", f"p{i}", "master", "br0", "up", netns=self.switch)
+                _ip("addr", "add", f"{host.address}/24", "dev", SHAPED_IFNAME, netns=host.netns)
+                _ip("link", "set", SHAPED_IFNAME, "up", netns=host.netns)
+        except NetnsError:
+            self.down()
+            raise
+        return self.hosts
+
+    def shape(self, gbit: float) -> None:
+        """Every host's egress at ``gbit`` Gbit/s; the burst a millisecond of it (256 KiB at least)."""
+        burst = max(256 << 10, int(gbit * 1e9 / 8 / 1000))
+        for host in self.hosts:
+            _tc(host.netns, "qdisc", "replace", "dev", SHAPED_IFNAME, "root", "tbf", "rate", f"{gbit}gbit",
+                "burst", str(burst), "latency", "50ms")  # fmt: skip
+
+    def tx_bytes(self) -> list[int]:
+        """Bytes each host has sent on its link so far (its counters)."""
+        return [
+            int(
+                json.loads(_ip("-j", "-s", "link", "show", SHAPED_IFNAME, netns=h.netns))[0]["stats64"]["tx"][
+                    "bytes"
+                ]
+            )
+            for h in self.hosts
+        ]
+
+    def down(self) -> None:
+        """Delete every namespace of this run (their veths and qdiscs go with them); idempotent."""
+        present = set(namespaces()) if shutil.which("ip") else set()
+        for name in [h.netns for h in self.hosts] + [self.switch]:
+            if name in present:
+                try:
+                    _ip("netns", "delete", name)
+                except NetnsError as exc:
+                    log.warning("namespace %s not removed: %s", name, exc)
+        self.hosts = []
