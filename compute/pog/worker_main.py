@@ -49,9 +49,12 @@ def serve(stdin, stdout, device: str = "auto") -> int:
     engine_box: dict = {}
     lock = threading.Lock()
 
-    def emit(line: dict) -> None:  # intermediate lines (memory passes, segments), written at once
+    def emit(lines: dict | list[dict]) -> None:
+        """Intermediate lines (a segment; a memory pass's line per GPU), written at once: a list
+        in one write, so they travel in one SSH packet."""
+        batch = lines if isinstance(lines, list) else [lines]
         with lock:
-            stdout.write(json.dumps(line, separators=(",", ":")) + "\n")
+            stdout.write("".join(json.dumps(line, separators=(",", ":")) + "\n" for line in batch))
             stdout.flush()
 
     engine_box["emit"] = emit

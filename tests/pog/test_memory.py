@@ -50,8 +50,10 @@ def _challenge(n: int = 512, passes: int = 4, gpus: int = 1, seed: int = 7):
 def run_round(engine: MemoryEngine, challenge, policy, rng_seed: int = 3, start: dict | None = None):
     arrivals: list[list[float]] = [[] for _ in range(challenge.gpu_count)]
 
-    def emit(line: dict) -> None:
-        arrivals[line["gpu"]].append(time.perf_counter())
+    def emit(lines: list[dict]) -> None:
+        now = time.perf_counter()
+        for line in lines:
+            arrivals[line["gpu"]].append(now)
 
     engine.prepare(challenge.build_message())
     started = time.perf_counter()

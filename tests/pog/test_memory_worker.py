@@ -135,3 +135,46 @@ def test_sustained_scaling_and_probe_ops_through_the_worker(worker, tmp_path) ->
     assert check_cpu(cpu, reply["result"], at - started).ok
     send({"op": "memory_open", "request": {}})
     assert read()[1]["ok"] is False
+
+
+class _Writes:
+    """A worker's stdout that keeps each write apart (what one SSH packet would carry)."""
+
+    def __init__(self) -> None:
+        self.writes: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.writes.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+def test_a_memory_pass_leaves_the_worker_in_one_write_with_every_gpus_line() -> None:
+    """The validator's timing process pays per SSH packet: a pass's lines (one per GPU, each with
+    its own leaf) go out together, once the pass is done on every GPU, and in GPU order."""
+    from io import BytesIO
+
+    from compute.pog.worker_main import serve
+
+    gpus, passes = 3, 4
+    challenge = plan_memory(1.0, 100.0, gpus, passes=passes, rng=np.random.default_rng(5)).model_copy(
+        update={"n": 128, "hash_rounds": 2}
+    )
+    requests = [
+        {"op": "memory_build", "challenge": challenge.build_message()},
+        {"op": "memory_commit", "request": challenge.start_message()},
+        {"op": "exit"},
+    ]
+    out = _Writes()
+    assert serve(BytesIO("".join(json.dumps(r) + "\n" for r in requests).encode()), out, "cpu") == 0
+    pass_writes = [w for w in out.writes if '"memory_pass"' in w]
+    assert len(pass_writes) == passes, out.writes
+    for r, text in enumerate(pass_writes, 1):
+        lines = [json.loads(line) for line in text.splitlines()]
+        assert [(line["gpu"], line["pass"]) for line in lines] == [(g, r) for g in range(gpus)]
+        assert len({line["leaf"] for line in lines}) == gpus
+    commit = json.loads(out.writes[out.writes.index(pass_writes[-1]) + 1])
+    leaves = commit["commitment"]["leaves"]
+    assert [[json.loads(t.splitlines()[g])["leaf"] for t in pass_writes] for g in range(gpus)] == leaves

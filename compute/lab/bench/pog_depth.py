@@ -64,7 +64,12 @@ def _memory_round(engine: MemoryEngine, challenge, policy) -> tuple:
     engine.prepare(challenge.build_message())
     build_s = time.perf_counter() - started_build
     started = time.perf_counter()
-    emit = lambda line: arrivals[line["gpu"]].append(time.perf_counter())  # noqa: E731
+
+    def emit(lines: list[dict]) -> None:
+        now = time.perf_counter()
+        for line in lines:
+            arrivals[line["gpu"]].append(now)
+
     commitment = MemoryCommitment.model_validate(engine.commit(challenge.start_message(), emit))
     request = choose_memory_openings(challenge)
     opening = MemoryOpening.model_validate(engine.open(request.model_dump()))

@@ -4,7 +4,8 @@ Two worker steps. ``memory_build`` (no start nonce): every GPU builds its keyed 
 (``kernel.elements_*``, ``hash_rounds`` rounds per element) and keeps it resident. ``memory_commit``
 brings the validator's start nonce: ``passes`` dependent passes run on all GPUs at once, pass r on
 every GPU before pass r + 1 on any (the step of pass r needs the word of all GPUs' pass-r leaves).
-Each ``y_r`` is hashed into a leaf and streamed at once through ``emit``; opening a pass returns the
+Each ``y_r`` is hashed into a leaf; the pass's leaves are streamed at once through ``emit``, one
+line per GPU in one write; opening a pass returns the
 full ``y_{r-1}`` and ``y_r``. The same engine on device ``cpu`` proves host RAM.
 
 Plain dicts validated with plain code, stdlib + numpy (+ torch): embedded in the worker script. It
@@ -175,19 +176,26 @@ class MemoryEngine:
                 def one(g: int, r: int = r, xs: list[np.ndarray] = xs) -> bytes:
                     y = np.asarray(self.multiply(spec, g, self._matrices[g], xs[g]), dtype=np.uint32)
                     vectors[g].append(y)
-                    leaf = pass_leaf(spec.id_bytes, g, r, y)
-                    emit({"ok": True, "op": "memory_pass", "gpu": g, "pass": r, "leaf": leaf.hex()})
-                    return leaf
+                    return pass_leaf(spec.id_bytes, g, r, y)
 
                 leaves = list(pool.map(one, gpus))
+                # every GPU's pass-r line in one write: pass r + 1 starts on no GPU before the last
+                # pass-r leaf, so an earlier GPU's line gains nothing by leaving alone, and the
+                # validator's timing process decrypts one SSH packet per pass instead of one per GPU
+                emit(
+                    [
+                        {"ok": True, "op": "memory_pass", "gpu": g, "pass": r, "leaf": leaf.hex()}
+                        for g, leaf in enumerate(leaves)
+                    ]
+                )
                 if r < spec.passes:
                     word = lockstep_word(leaves)
                     xs = [next_x(vectors[g][-1], pass_offsets(key, start, g, r, spec.n), word) for g in gpus]
         return vectors
 
     def commit(self, request: object, emit=None) -> dict:
-        """Run the chain from ``request["start"]`` on the resident A; ``emit(line)`` gets each pass
-        line as it happens."""
+        """Run the chain from ``request["start"]`` on the resident A; ``emit(lines)`` gets each
+        pass's lines (one per GPU, in GPU order) as soon as the pass is done on every GPU."""
         built = self._built
         if built is None:
             raise EngineError("nothing built: send memory_build before memory_commit")

@@ -216,7 +216,7 @@ def next_encoded(
 
 async def _write_lines(process, lines, received: float, message: dict, stats, executor, owner: str) -> None:
     """Each line at its offset from ``received`` (computed and encoded in the prover's threads just
-    before)."""
+    before); a memory pass's lines, one per GPU, in one write, as the worker writes them."""
     loop = asyncio.get_running_loop()
     held: list[tuple[float, dict]] = []
     while group := await loop.run_in_executor(executor, next_encoded, lines, held):
@@ -225,6 +225,9 @@ async def _write_lines(process, lines, received: float, message: dict, stats, ex
             await asyncio.sleep(wait)
         if group[0][1] in PASS_OPS:
             stats.pass_late_max_s = max(stats.pass_late_max_s, -wait)
+            if all(op in PASS_OPS for _, op, _ in group):  # one pass, every GPU: one write, as the worker
+                await _send(process, b"".join(data for _, _, data in group))
+                continue
         for _, op, data in group:
             await _send(process, data)
             if op in TIMED_OPS:
