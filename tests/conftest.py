@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable
 from pathlib import Path
 
 import bittensor as bt
 import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C works as from a terminal. A run started in the background by a non-interactive shell
+    (``cmd &``, ``nohup``) ignores SIGINT, Python then keeps ignoring it, and so does every child it
+    starts: each test that presses Ctrl-C, in this process or in a child, would see nothing happen
+    (an interrupted allocate that ends with 0). A handler, unlike SIG_IGN, is not inherited by exec."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def create_wallet(root: Path, name: str, hotkey: str = "default") -> bt.Wallet:
