@@ -21,6 +21,8 @@ import pytest
 
 pytest.importorskip("torch")
 
+from required import skip_unless_able  # noqa: E402
+
 from compute.lab.bench import interconnect as bench  # noqa: E402
 from compute.localnet import netns  # noqa: E402
 
@@ -33,11 +35,9 @@ BURST_TOLERANCE = 1.15  # the tbf burst (256 KiB) lets a short run beat the rate
 
 @pytest.fixture(scope="module", autouse=True)
 def links_can_be_shaped() -> None:
-    reason = netns.shaping_unavailable()
-    if reason is not None:
-        if os.environ.get("COMPUTE_REQUIRE_NETNS") == "1":
-            pytest.fail(f"COMPUTE_REQUIRE_NETNS=1 but {reason}")
-        pytest.skip(f"--link-gbit needs network namespaces and tc: {reason}")
+    skip_unless_able(
+        netns.shaping_unavailable(), "COMPUTE_REQUIRE_NETNS", "--link-gbit needs namespaces and tc"
+    )
 
 
 def _ours(pid: int) -> list[str]:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from localnetkit import REPO, localnet_summary
+from required import skip_unless_able
 
 from compute.localnet import netns
 
@@ -35,11 +36,7 @@ def _netns_reason() -> str | None:
 
 @pytest.fixture(scope="module", autouse=True)
 def namespaces_can_be_made() -> None:
-    reason = _netns_reason()
-    if reason is not None:
-        if os.environ.get("COMPUTE_REQUIRE_NETNS") == "1":
-            pytest.fail(f"COMPUTE_REQUIRE_NETNS=1 but {reason}")
-        pytest.skip(f"localnet --cluster needs network namespaces: {reason}")
+    skip_unless_able(_netns_reason(), "COMPUTE_REQUIRE_NETNS", "localnet --cluster needs network namespaces")
 
 
 def _ours(pid: int) -> list[str]:
