@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("torch")
 
+from netnskit import ctrl_c_once_made  # noqa: E402
 from required import skip_unless_able  # noqa: E402
 
 from compute.lab.bench import interconnect as bench  # noqa: E402
@@ -87,19 +86,8 @@ def test_ctrl_c_during_a_run_removes_its_namespaces() -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
-    try:
-        deadline = time.monotonic() + 60
-        while len(_ours(proc.pid)) < 3 and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.2)
-        assert len(_ours(proc.pid)) == 3, "the bench never made its two hosts and their switch"
-        time.sleep(3)  # the participants are joining or all-reducing inside them
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=60) == 128 + signal.SIGINT
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert _ours(proc.pid) == []
+    # after 3 s the participants are joining or all-reducing inside them
+    ctrl_c_once_made(proc, _ours, 3, 3.0, "the bench never made its two hosts and their switch")
 
 
 def test_bad_rates_cuda_and_no_root_are_refused_in_one_line(

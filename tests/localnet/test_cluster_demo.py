@@ -8,7 +8,6 @@ Needs root and ``ip netns``: skipped with the reason otherwise, failed instead u
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from localnetkit import REPO, localnet_summary
+from netnskit import ctrl_c_once_made
 from required import skip_unless_able
 
 from compute.localnet import netns
@@ -71,19 +71,8 @@ def test_ctrl_c_during_the_demo_removes_its_namespaces(tmp_path: Path) -> None:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    try:
-        deadline = time.monotonic() + 60
-        while len(_ours(proc.pid)) < 2 and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.2)
-        assert len(_ours(proc.pid)) == 2, "the demo never made its namespaces"
-        time.sleep(2)  # the miners and the participants are starting inside them
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=60) == 128 + signal.SIGINT
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert _ours(proc.pid) == []
+    # after 2 s the miners and the participants are starting inside them
+    ctrl_c_once_made(proc, _ours, 2, 2.0, "the demo never made its namespaces")
 
 
 def test_a_killed_runs_namespaces_are_removed_by_the_next(tmp_path: Path) -> None:
