@@ -417,11 +417,11 @@ def emit_error(out: Console, err: Console, error: OperatorError, as_json: bool) 
 
 def main(argv: list[str] | None = None, stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> int:
     """Run one register.py command; returns the exit code (0 ok, 1 refused, 2 usage)."""
-    out, err = _console(stdout or sys.stdout), _console(stderr or sys.stderr)
     try:
+        out, err = _console(stdout or sys.stdout), _console(stderr or sys.stderr)
         return _main(argv, out, err)
-    except KeyboardInterrupt:  # before the command began (parsing its line): nothing was sent
-        err.print("interrupted", highlight=False)
+    except KeyboardInterrupt:  # before the command began (its consoles, its line): nothing was sent
+        print("interrupted", file=stderr or sys.stderr)
         return 128 + signal.SIGINT
 
 

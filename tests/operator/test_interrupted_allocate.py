@@ -143,6 +143,18 @@ def test_an_interrupted_allocate_in_process_releases_the_lease_it_was_making(sub
     assert "Traceback" not in err.getvalue() + out.getvalue()
 
 
+def test_ctrl_c_while_the_cli_makes_its_consoles_exits_130_with_one_line():
+    """The first moment of all: Ctrl-C before the consoles exist (CI caught one in rich's init)."""
+
+    class PressedWhileAsked(io.StringIO):
+        def isatty(self) -> bool:
+            raise KeyboardInterrupt
+
+    out, err = PressedWhileAsked(), io.StringIO()
+    assert main(["list"], stdout=out, stderr=err) == 130
+    assert err.getvalue() == "interrupted\n" and out.getvalue() == ""
+
+
 class Driver:
     def __init__(self, scratch: Path) -> None:
         scratch.mkdir(parents=True, exist_ok=True)
