@@ -1,10 +1,12 @@
-"""Participants as local processes on 127.0.0.1 (tests, the benchmark, later the cluster demo).
+"""Participants as local processes (tests, the benchmarks, the cluster demo).
 
 ``local_participants(world)`` starts ``world`` processes of ``participant.serve`` and yields their
-``PipeChannel``s (endpoint ``local:<pid>``) and the rendezvous ``init_method``; on exit it closes
-every stdin and waits, killing what is left. It sets nothing up beyond the processes: ``wrappers``
-(one command prefix per rank, e.g. ``ip netns exec NS``) and ``rendezvous`` (rank 0's address)
-place them in network namespaces someone else made.
+``PipeChannel``s (endpoint ``local:<pid>``, or the caller's ``names``) and the rendezvous
+``init_method``. On a clean exit it closes every stdin and gives them ``grace_s`` to leave; on an
+error (a timeout, Ctrl-C) it kills them at once, since they may be waiting in a rendezvous that
+will never complete. It sets nothing up beyond the processes: ``wrappers`` (one command prefix per
+rank, e.g. ``ip netns exec NS``), ``rendezvous`` (rank 0's address) and ``port`` place them in
+network namespaces someone else made.
 """
 
 from __future__ import annotations
@@ -32,6 +34,10 @@ def local_participants(
     wrappers: Sequence[Sequence[str]] = (),
     rendezvous: str = "127.0.0.1",
     env: Mapping[str, str] | None = None,
+    names: Sequence[str] = (),
+    port: int | None = None,
+    cwd: str | None = None,
+    grace_s: float = 10.0,
 ) -> Iterator[tuple[list[PipeChannel], str]]:
     environ = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONUNBUFFERED="1", **(env or {}))
     procs = [
@@ -40,19 +46,25 @@ def local_participants(
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=environ,
+            cwd=cwd,
         )
         for rank in range(world)
     ]
+    grace = 0.0
     try:
-        channels = [PipeChannel(f"local:{p.pid}", p.stdin, p.stdout) for p in procs]  # type: ignore[arg-type]
-        yield channels, f"tcp://{rendezvous}:{free_port()}"
+        channels = [
+            PipeChannel(names[rank] if names else f"local:{p.pid}", p.stdin, p.stdout)  # type: ignore[arg-type]
+            for rank, p in enumerate(procs)
+        ]
+        yield channels, f"tcp://{rendezvous}:{port or free_port()}"
+        grace = grace_s  # done: they leave at the end of their input
     finally:
         for proc in procs:
             with contextlib.suppress(OSError):
                 proc.stdin.close()  # type: ignore[union-attr]
         for proc in procs:
             try:
-                proc.wait(timeout=10)
+                proc.wait(timeout=grace)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()

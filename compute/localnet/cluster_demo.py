@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 import signal
 import subprocess
@@ -38,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from compute.interconnect import InterconnectSession, PipeChannel, new_challenge
+from compute.interconnect import InterconnectSession, local_participants, new_challenge
 from compute.store import PogResult, ValidatorStore
 
 from .netns import EXEC_IN, LINK_IFNAME, Host, Hosts, NetnsError
@@ -159,45 +158,27 @@ class ClusterDemo:
 
     def prove_link(self, hosts: list[Host]) -> dict[str, Any]:
         """The interconnect proof and a plain all-reduce, participants in the namespaces."""
-        env = {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "GLOO_SOCKET_IFNAME": LINK_IFNAME}
         counted = self.hosts.link_bytes()
-        procs = [
-            subprocess.Popen(
-                ["ip", "netns", "exec", h.netns, sys.executable, "-m", "compute.interconnect.participant"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                env=dict(os.environ, **env),
-                cwd=self.repo_root,
-            )  # fmt: skip
-            for h in hosts
-        ]
-        grace = 0.0  # interrupted or failed: the participants may wait in a rendezvous; kill them now
+        participants = local_participants(
+            len(hosts),
+            wrappers=[["ip", "netns", "exec", h.netns] for h in hosts],
+            rendezvous=hosts[0].link_address,
+            env={"GLOO_SOCKET_IFNAME": LINK_IFNAME},
+            names=[f"netns:{h.netns}" for h in hosts],
+            port=RENDEZVOUS_PORT,
+            cwd=str(self.repo_root),
+        )
         try:
-            channels = [
-                PipeChannel(f"netns:{h.netns}", p.stdin, p.stdout)  # type: ignore[arg-type]
-                for h, p in zip(hosts, procs, strict=True)
-            ]
-            session = InterconnectSession(channels)  # type: ignore[arg-type]
-            init = f"tcp://{hosts[0].link_address}:{RENDEZVOUS_PORT}"
-            session.setup(init, device="cpu", timeout_s=min(90.0, self.left()))
-            challenge = new_challenge(
-                [c.endpoint for c in channels], vector_bytes=PROOF_BYTES, deadline_s=30.0
-            )
-            verdict = session.prove(challenge)
-            plain = session.plain(challenge.chunks * challenge.chunk_len)
-            grace = 10.0  # done: they leave at the end of their input
+            with participants as (channels, init):
+                session = InterconnectSession(channels)  # type: ignore[arg-type]
+                session.setup(init, device="cpu", timeout_s=min(90.0, self.left()))
+                challenge = new_challenge(
+                    [c.endpoint for c in channels], vector_bytes=PROOF_BYTES, deadline_s=30.0
+                )
+                verdict = session.prove(challenge)
+                plain = session.plain(challenge.chunks * challenge.chunk_len)
         except TimeoutError as exc:
             raise LocalnetError(f"--cluster: the link proof: {exc}") from None
-        finally:
-            for proc in procs:
-                if proc.stdin is not None:
-                    proc.stdin.close()
-            for proc in procs:
-                try:
-                    proc.wait(timeout=grace)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
         return {
             "hosts": [h.netns for h in hosts],
             "addresses": [h.link_address for h in hosts],
