@@ -16,16 +16,15 @@ runs as root), each command is started through this launcher, which, before the 
 An unprivileged process cannot unmount what hides the keys, cannot read root's files, and does not
 share a uid with the miner or another lease (no signals, no ``ptrace``, no ``/proc/<pid>/mem``).
 
-``python -I .../sandbox.py SPEC_JSON -- ARGV...`` is what the backend runs (as a script, stdlib only:
-no package import per command); :func:`probe` runs a check through it at the miner's start. What it deliberately does not do: limit
+``python -I -S .../sandbox_launch.py SPEC_JSON -- ARGV...`` is what the backend runs (:func:`command`;
+the launcher is its own lean script, started once per lease command); :func:`probe` runs a check
+through it at the miner's start. What it deliberately does not do: limit
 CPU, memory or network (Docker leases do), or work without root (the miner refuses the embedded
 backend off the local demo then).
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import json
 import os
 import sys
@@ -33,14 +32,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-CLONE_NEWNS = 0x00020000
-MS_NOSUID, MS_NODEV = 2, 4
-MS_REC, MS_PRIVATE = 16384, 1 << 18
+from . import sandbox_launch
+
 UID_BASE, UID_SPAN = 200_000, 60_000  # per-lease uids (no passwd entry needed)
-SYS_OPEN_TREE, SYS_MOVE_MOUNT = 428, 429  # the same number on every Linux architecture
-AT_FDCWD, AT_RECURSIVE = -100, 0x8000
-OPEN_TREE_CLONE, OPEN_TREE_CLOEXEC = 1, 0o2000000
-MOVE_MOUNT_F_EMPTY_PATH = 0x4
 
 
 @dataclass(frozen=True)
@@ -92,12 +86,12 @@ def lease_uid(lease_id: str, taken: set[int]) -> int:
     return uid
 
 
-SCRIPT = os.path.abspath(__file__)
+SCRIPT = os.path.abspath(sandbox_launch.__file__)
 
 
 def command(spec: Spec, argv: list[str]) -> list[str]:
     """The argv that runs ``argv`` inside the sandbox of ``spec``."""
-    return [sys.executable, "-I", SCRIPT, spec.to_json(), "--", *argv]
+    return [sys.executable, "-I", "-S", SCRIPT, spec.to_json(), "--", *argv]
 
 
 def probe(hide: tuple[str, ...], keep: tuple[str, ...], secrets: list[str], work: str) -> list[str]:
@@ -126,96 +120,13 @@ def available() -> bool:
     return os.geteuid() == 0 and os.path.exists("/bin/sh") and sys.platform.startswith("linux")
 
 
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-
-
-def _check(result: int, what: str) -> None:
-    if result != 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, f"{what}: {os.strerror(errno)}")
-
-
-def _mount(
-    libc: ctypes.CDLL, source: str | None, target: str, fstype: str | None, flags: int, data: str | None
-) -> None:
-    encoded = [None if x is None else x.encode() for x in (source, target, fstype, data)]
-    _check(
-        libc.mount(encoded[0], encoded[1], encoded[2], ctypes.c_ulong(flags), encoded[3]), f"mount {target}"
-    )
-
-
-def _closed_ancestors(path: str) -> list[str]:
-    """Ancestors of ``path`` (not ``/``) that others cannot traverse (no ``o+x``)."""
-    found, parent = [], os.path.dirname(path)
-    while parent not in ("/", ""):
-        try:
-            if not os.stat(parent).st_mode & 0o001:
-                found.append(parent)
-        except OSError:
-            pass
-        parent = os.path.dirname(parent)
-    return found
-
-
-def _open_tree(libc: ctypes.CDLL, path: str) -> int:
-    """A detached copy of the mounts at ``path`` (``open_tree``, Linux 5.2): it can be attached
-    in the new mount namespace, where a plain bind from the old one is refused."""
-    fd = libc.syscall(
-        SYS_OPEN_TREE, AT_FDCWD, path.encode(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE
-    )
-    if fd < 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, f"open_tree {path}: {os.strerror(errno)}")
-    return int(fd)
-
-
-def _attach(libc: ctypes.CDLL, fd: int, target: str) -> None:
-    result = libc.syscall(SYS_MOVE_MOUNT, fd, b"", AT_FDCWD, target.encode(), MOVE_MOUNT_F_EMPTY_PATH)
-    _check(0 if result == 0 else -1, f"move_mount {target}")
-    os.close(fd)
-
-
 def enter(spec: Spec) -> None:
     """Steps 1-4 of the module docstring, in this (single-threaded, fresh) process."""
-    libc = _libc()
-    libc.syscall.restype = ctypes.c_long
-    home = os.path.realpath(spec.home)
-    kept = [os.path.realpath(p) for p in spec.keep if os.path.exists(p)]
-    trees = [(path, _open_tree(libc, path)) for path in sorted(set(kept), key=len)]
-    home_tree = _open_tree(libc, home)
-    # a directory on the way to a kept path that others may not cross is covered too (and the
-    # path made again inside the cover): the lease reaches what it keeps and nothing beside it
-    closed = {d for p in [home, *kept] for d in _closed_ancestors(p)}
-    _check(libc.unshare(CLONE_NEWNS), "unshare")
-    _mount(libc, None, "/", None, MS_REC | MS_PRIVATE, None)  # nothing below leaks back out
-    for path in sorted({os.path.realpath(p) for p in spec.hide} | closed, key=len):
-        if os.path.isdir(path):
-            _mount(libc, "tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
-    for path, tree in trees:
-        os.makedirs(path, exist_ok=True)
-        _attach(libc, tree, path)
-    os.makedirs(home, exist_ok=True)
-    _attach(libc, home_tree, home)
-    os.setgroups([])
-    os.setgid(spec.gid)
-    os.setuid(spec.uid)  # unprivileged from here: the mounts above cannot be undone
-    os.chdir(home)
+    sandbox_launch.enter(spec.home, spec.uid, spec.gid, list(spec.hide), list(spec.keep))
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) < 3 or argv[1] != "--":
-        print("usage: sandbox SPEC_JSON -- ARGV...", file=sys.stderr)
-        return 2
-    data = json.loads(argv[0])
-    spec = Spec(data["home"], data["uid"], data["gid"], tuple(data["hide"]), tuple(data["keep"]))
-    try:
-        enter(spec)
-    except OSError as exc:
-        print(f"lease sandbox: {exc}", file=sys.stderr)
-        return 126
-    os.execve(argv[2], argv[2:], dict(os.environ))
-    return 127  # not reached
+    return sandbox_launch.main(argv)
 
 
 __all__ = [
@@ -230,6 +141,3 @@ __all__ = [
     "main",
     "probe",
 ]
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

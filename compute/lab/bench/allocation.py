@@ -1,10 +1,12 @@
 """Allocation benchmark: request -> working SSH session, and sustained allocations per minute.
 
-``python -m compute bench allocation [--backend embedded|docker] [--iterations N] [--json]``
+``python -m compute bench allocation [--backend embedded|embedded-sandboxed|docker] [--iterations N] [--json]``
 starts a real miner app (signed transport, access policy over a static metagraph, manager,
 backend) on 127.0.0.1 with throw-away wallets, then loops allocate -> SSH ``echo ok`` ->
 deallocate, timing each step and checking that file descriptors, threads and (docker)
 containers do not grow over the second half of the run (the first half warms connection pools). Prints a table (rich) or JSON.
+``embedded-sandboxed`` (root) is the embedded backend as miners run it off the local demo: every
+lease command through the sandbox launcher (``compute.allocation.embedded.sandbox``).
 
 Several hosts: ``--hosts_file FILE`` measures each host of a multi-host miner in turn (one result
 per host, ``backend`` ``docker:<host>``), and ``--second_dockerd`` (root) starts a second engine
@@ -60,6 +62,11 @@ def _snapshot(wallets: list[Any]) -> Any:
 def _backend(name: str, root: Path, ports: tuple[int, int], miner_id: str) -> Any:
     if name == "embedded":
         return BACKENDS["embedded"](root, bind_host="127.0.0.1", port_range=ports)
+    if name == "embedded-sandboxed":
+        from compute.allocation.embedded.sandbox import SandboxPaths
+
+        hidden = SandboxPaths.for_miner(root.parent / "w", root)  # the bench's wallets and data
+        return BACKENDS["embedded"](root, bind_host="127.0.0.1", port_range=ports, sandbox=hidden)
     return BACKENDS["docker"](host="127.0.0.1", ssh_port_range=ports, miner_id=miner_id)
 
 
@@ -171,7 +178,9 @@ async def run_bench(
                 raise RuntimeError(f"hosts down: {multi.down_report()}")
             targets = list(multi.hosts)
         backend = multi or _backend(backend_name, root / "data", ports, miner_id)
-        gpus = [FAKE_GPU] if backend_name == "embedded" else []  # docker would need a real GPU runtime
+        gpus = (
+            [FAKE_GPU] if backend_name.startswith("embedded") else []
+        )  # docker would need a real GPU runtime
         manager = AllocationManager(store, backend, gpus, placement=multi)
         specs = MachineSpecs(
             cpu_model="bench",
@@ -180,7 +189,7 @@ async def run_bench(
             ram_bytes=0,
             disk_total_bytes=0,
             disk_free_bytes=0,
-            backend=backend_name,
+            backend=backend_name.split("-")[0],
             miner_version="bench",
         )
         keypair = KeyWallet.from_wallet(miner_w)
@@ -285,7 +294,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m compute bench allocation", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("--backend", choices=["embedded", "docker", "both"], default="embedded")
+    parser.add_argument(
+        "--backend", choices=["embedded", "embedded-sandboxed", "docker", "both"], default="embedded"
+    )
     parser.add_argument("--iterations", type=int, default=20, help="measured cycles (>= 2)")
     parser.add_argument("--ports", default="44000-44099", help="port range for lease listeners")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -302,6 +313,11 @@ def main(argv: list[str] | None = None) -> int:
         names = ["docker"]
     results: list[dict[str, Any]] = []
     for name in names:
+        if name == "embedded-sandboxed":
+            from compute.allocation.embedded.sandbox import available
+
+            if not available():
+                parser.exit(1, "embedded-sandboxed: the lease sandbox needs root on Linux\n")
         if name == "docker":
             from compute.specs import collect_docker
 
