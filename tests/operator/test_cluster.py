@@ -446,3 +446,5 @@ def test_the_cluster_allocate_benchmark_runs_and_reports_its_ratios():
     result = json.loads(done.stdout)
     assert result["nodes"] == 2 and result["ratio"] > 0 and result["ratio_ssh"] > 0
     assert result["cluster_median_s"] >= result["cluster_ssh_median_s"] > 0
+    assert result["single_median_s"] >= result["single_login_median_s"] > 0  # the command after the login
+    assert result["ratio_vs_login"] >= result["ratio"] > 0
