@@ -155,6 +155,19 @@ def test_ctrl_c_while_the_cli_makes_its_consoles_exits_130_with_one_line():
     assert err.getvalue() == "interrupted\n" and out.getvalue() == ""
 
 
+def test_ctrl_c_while_register_py_loads_exits_130_with_one_line() -> None:
+    """Before ``main`` exists: the entry point's imports take a second or two (bittensor, torch-free)."""
+    script = Path(__file__).resolve().parents[2] / "neurons" / "register.py"
+    proc = subprocess.Popen(
+        [sys.executable, str(script), "list"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    time.sleep(0.25)  # the interpreter is up (its SIGINT handler with it), the imports are not done
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (proc.returncode, err)
+    assert err.strip() == "interrupted" and out == "", err
+
+
 class Driver:
     def __init__(self, scratch: Path) -> None:
         scratch.mkdir(parents=True, exist_ok=True)
