@@ -339,6 +339,7 @@ async def _run(
         )
         result = await handler(op, args)
         emit(out, result, bool(args.json))
+        args.emitted_code = result.exit_code  # an interrupt from here on (closing the client) undoes nothing
     return result.exit_code
 
 
@@ -454,6 +455,8 @@ def _main(argv: list[str] | None, out: Console, err: Console) -> int:
         emit_error(out, err, UsageError(_validation_line(exc)), as_json)
         return EXIT_USAGE
     except (KeyboardInterrupt, asyncio.CancelledError):
+        if getattr(args, "emitted_code", None) is not None:  # the command was done and its result shown
+            return int(args.emitted_code)
         if not getattr(args, "interrupt_reported", False):
             err.print("interrupted", highlight=False)
         return 128 + getattr(args, "signal", signal.SIGINT)

@@ -168,6 +168,23 @@ def test_ctrl_c_while_register_py_loads_exits_130_with_one_line() -> None:
     assert err.strip() == "interrupted" and out == "", err
 
 
+def test_ctrl_c_after_the_result_is_shown_keeps_its_exit_code(subnet, monkeypatch):
+    """CI caught it: ``allocate --nodes`` printed its cluster ("ok": true), then a SIGINT while the
+    client closed made it exit 130, and the test released nothing the renter had been shown."""
+    from compute.operator import cli
+
+    shown = cli.emit
+
+    def emit_then_ctrl_c(out, result, as_json):  # noqa: ANN001
+        shown(out, result, as_json)
+        os.kill(os.getpid(), signal.SIGINT)  # lands at the next await: closing the client
+
+    monkeypatch.setattr(cli, "emit", emit_then_ctrl_c)
+    out, err = io.StringIO(), io.StringIO()
+    assert main([*subnet.flags(OPERATOR), "list", "--json"], stdout=out, stderr=err) == EXIT_OK
+    assert json.loads(out.getvalue())["ok"] is True and "interrupted" not in err.getvalue()
+
+
 class Driver:
     def __init__(self, scratch: Path) -> None:
         scratch.mkdir(parents=True, exist_ok=True)
