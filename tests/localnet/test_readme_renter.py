@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from demokit import assert_stopped_cleanly
 from localnetkit import REPO
 
 from compute.localnet import renter_command
@@ -126,4 +127,4 @@ def test_the_readme_renter_walk_through_runs_verbatim_against_the_demo(tmp_path:
         assert left == []
     finally:
         stop_demo(proc)
-    assert proc.returncode == 0, log.read_text()[-3000:]
+    assert_stopped_cleanly(proc, log)

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from demokit import assert_stopped_cleanly
 
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "sdk.md"
@@ -86,7 +87,7 @@ def demo(tmp_path: Path):
     found["COMPUTE_FEED"] = f"http://127.0.0.1:{port}"  # the demo validator's signed machine feed
     yield found, tmp_path
     stop_demo(proc)
-    assert proc.returncode == 0, log.read_text()[-3000:]
+    assert_stopped_cleanly(proc, log)
 
 
 def run_example(name: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -1,0 +1,16 @@
+"""Helpers for tests that hold the local demo for renters (``localnet --hold``)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+
+def assert_stopped_cleanly(proc: subprocess.Popen, log: Path) -> None:
+    """The held demo ended on its SIGINT without a crash. Exit 1 is accepted only where the demo
+    named an honest miner absent at a lockstep window (a loaded CI machine can delay a miner's step
+    past its bound): these tests need the demo serving renters, and its verdicts have their own tests."""
+    text = log.read_text()
+    absent = "absent at the lockstep window" in text or "(lockstep bound): not ready" in text
+    absent_only = absent and "localnet failed" not in text
+    assert proc.returncode == 0 or (proc.returncode == 1 and absent_only), text[-3000:]
