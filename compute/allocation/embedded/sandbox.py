@@ -120,15 +120,6 @@ def available() -> bool:
     return os.geteuid() == 0 and os.path.exists("/bin/sh") and sys.platform.startswith("linux")
 
 
-def enter(spec: Spec) -> None:
-    """Steps 1-4 of the module docstring, in this (single-threaded, fresh) process."""
-    sandbox_launch.enter(spec.home, spec.uid, spec.gid, list(spec.hide), list(spec.keep))
-
-
-def main(argv: list[str]) -> int:
-    return sandbox_launch.main(argv)
-
-
 __all__ = [
     "SCRIPT",
     "UID_BASE",
@@ -136,8 +127,6 @@ __all__ = [
     "Spec",
     "available",
     "command",
-    "enter",
     "lease_uid",
-    "main",
     "probe",
 ]

@@ -178,9 +178,8 @@ async def run_bench(
                 raise RuntimeError(f"hosts down: {multi.down_report()}")
             targets = list(multi.hosts)
         backend = multi or _backend(backend_name, root / "data", ports, miner_id)
-        gpus = (
-            [FAKE_GPU] if backend_name.startswith("embedded") else []
-        )  # docker would need a real GPU runtime
+        embedded = backend_name.startswith("embedded")
+        gpus = [FAKE_GPU] if embedded else []  # docker would need a real GPU runtime
         manager = AllocationManager(store, backend, gpus, placement=multi)
         specs = MachineSpecs(
             cpu_model="bench",
