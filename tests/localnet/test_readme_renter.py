@@ -13,14 +13,13 @@ import json
 import os
 import re
 import shlex
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from demokit import assert_stopped_cleanly
+from demokit import assert_stopped_cleanly, stop_demo
 from localnetkit import REPO
 
 from compute.localnet import renter_command
@@ -65,16 +64,6 @@ def start_demo(workdir: Path) -> tuple[subprocess.Popen, Path]:
         env={**os.environ, "COLUMNS": "400"},
     )
     return proc, log
-
-
-def stop_demo(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
 
 
 @pytest.mark.slow

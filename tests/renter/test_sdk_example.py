@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -17,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from demokit import assert_stopped_cleanly
+from demokit import assert_stopped_cleanly, stop_demo
 
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "sdk.md"
@@ -66,16 +65,6 @@ def start_demo(workdir: Path, *args: str) -> tuple[subprocess.Popen, dict[str, s
         time.sleep(0.5)
     stop_demo(proc)
     raise AssertionError(f"the demo did not start holding:\n{log.read_text()[-3000:]}")
-
-
-def stop_demo(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)  # ends the hold; the demo stops its miners
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
 
 
 @pytest.fixture
