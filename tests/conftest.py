@@ -51,18 +51,38 @@ def _release_lease_networks():
         pass
 
 
-@pytest.fixture
-def unmount_after(tmp_path: Path):
-    """At teardown, unmount every filesystem a test left mounted below its ``tmp_path`` (volume
-    images), so that no later pytest clean-up of old temp dirs deletes files inside a live mount."""
+BIG_FILE_BYTES = 64 * 1024**2
+
+
+def release_disk(root: Path) -> None:
+    """Unmount every filesystem left mounted below ``root`` (lease disks, volume images), then
+    delete its files of 64 MiB or more: each Docker lease disk *reserves* its 5 GiB on the host, so
+    a slow lane that kept its finished tests' images filled CI's disk and later leases were refused
+    ("the miner's disk is full"). Unmounting first also keeps pytest's clean-up of old temp dirs
+    from deleting files inside a live mount."""
+    import os
     import subprocess
 
-    yield
-    prefix = str(tmp_path.resolve()) + "/"
+    prefix = str(root.resolve()) + "/"
     with open("/proc/mounts") as mounts:
         points = [line.split()[1] for line in mounts if line.split()[1].startswith(prefix)]
     for point in sorted(points, reverse=True):
         subprocess.run(["umount", point], capture_output=True, check=False)
+    for path in root.rglob("*"):
+        try:
+            if path.is_file() and not path.is_symlink() and path.stat().st_blocks * 512 >= BIG_FILE_BYTES:
+                os.unlink(path)
+        except OSError:  # gone meanwhile, or still inside a busy mount: nothing more to free
+            pass
+
+
+@pytest.fixture(autouse=True)
+def _release_disk_after(request: pytest.FixtureRequest):
+    """After every test that had a ``tmp_path`` (its other fixtures torn down first): ``release_disk``."""
+    yield
+    tmp = getattr(request.node, "funcargs", {}).get("tmp_path")
+    if isinstance(tmp, Path) and tmp.exists():
+        release_disk(tmp)
 
 
 @pytest.fixture

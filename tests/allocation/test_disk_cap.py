@@ -64,7 +64,7 @@ def _quota_engine() -> bool:
 
 
 @pytest.fixture
-def stack(docker_ready: None, tmp_path: Path, unmount_after):
+def stack(docker_ready: None, tmp_path: Path):
     if os.geteuid() != 0 or _quota_engine():
         pytest.skip("lease disks need root, and this engine's storage driver would hold the size itself")
     prefix = f"test-cap-{uuid.uuid4().hex[:6]}"

@@ -42,7 +42,7 @@ def _hard_or_skip() -> None:
 
 @pytest.mark.slow
 def test_kill_9_at_every_volume_step_leaves_no_unusable_or_stray_volume(
-    unmount_after: None, docker_ready: None, tmp_path: Path
+    docker_ready: None, tmp_path: Path
 ) -> None:
     _hard_or_skip()
     report = run_volume_crash_loop(tmp_path / "miner", iterations=1)
@@ -51,7 +51,7 @@ def test_kill_9_at_every_volume_step_leaves_no_unusable_or_stray_volume(
 
 
 @pytest.fixture
-def small_disk(unmount_after: None, tmp_path: Path):
+def small_disk(tmp_path: Path):
     """A 1 GiB ext4 filesystem mounted as the miner's data dir."""
     _hard_or_skip()
     image, mnt = tmp_path / "disk.img", tmp_path / "data"

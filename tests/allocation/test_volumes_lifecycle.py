@@ -48,7 +48,7 @@ class Miner:
 
 
 @pytest.fixture
-def engine(unmount_after: None, docker_ready: None, tmp_path: Path):
+def engine(docker_ready: None, tmp_path: Path):
     made: list[Miner] = []
     prefix = f"test-vol-{uuid.uuid4().hex[:6]}"
 

@@ -168,9 +168,7 @@ def test_garbage_names_in_a_listing_write_nothing_outside_the_target(renter: Ren
 
 
 @pytest.mark.slow
-def test_a_full_local_disk_mid_download_fails_clearly_and_the_copy_resumes_once_there_is_room(
-    renter: Renter, unmount_after
-):
+def test_a_full_local_disk_mid_download_fails_clearly_and_the_copy_resumes_once_there_is_room(renter: Renter):
     if os.geteuid() != 0:
         pytest.skip("mounts a small tmpfs")
     disk = renter.root / "small"

@@ -30,7 +30,7 @@ def alt_image() -> Iterator[str]:
 
 
 @pytest.fixture
-def volume_subnet(unmount_after: None, tmp_path: Path, start_docker_subnet, alt_image: str):
+def volume_subnet(tmp_path: Path, start_docker_subnet, alt_image: str):
     catalog_file = tmp_path / "templates.yaml"
     catalog_file.write_text(
         "default: cpu\ntemplates:\n"
