@@ -72,6 +72,7 @@ class InterconnectSession:
         self.channels, self.clock = channels, clock
         self.last_commits: dict[int, Commit] = {}  # the last proof's commitments (their advisory phases)
         self.lines: queue.Queue[tuple[int, float, bytes]] = queue.Queue()
+        self.closed: set[int] = set()  # ranks whose channel ended: nothing more is waited for from them
         for rank, channel in enumerate(channels):
             threading.Thread(
                 target=self._read, args=(rank, channel), daemon=True, name=f"ic-read-{rank}"
@@ -96,7 +97,7 @@ class InterconnectSession:
         is skipped, not taken for this one's.
         """
         got: dict[int, tuple[float, object]] = {}
-        while set(got) < ranks:
+        while not ranks <= set(got) | self.closed:
             left = until - self.clock()
             if left <= 0:
                 break
@@ -105,6 +106,7 @@ class InterconnectSession:
             except queue.Empty:
                 break
             if not line:
+                self.closed.add(rank)
                 log.info(
                     "interconnect: rank=%d endpoint=%s closed its channel", rank, self.channels[rank].endpoint
                 )
@@ -138,7 +140,11 @@ class InterconnectSession:
         got = self._collect(Ready, self.clock() + timeout_s, set(range(world)))
         missing = sorted(set(range(world)) - set(got))
         if missing:
-            raise TimeoutError(f"participants {missing} did not join within {timeout_s} s")
+            gone = sorted(set(missing) & self.closed)
+            raise TimeoutError(
+                f"participants {missing} did not join within {timeout_s:g} s"
+                + (f" ({gone} ended their channel)" if gone else "")
+            )
         return [got[rank][1] for rank in range(world)]  # type: ignore[misc]
 
     def prove(self, challenge: InterconnectChallenge, open_timeout_s: float = 30.0) -> InterconnectVerdict:

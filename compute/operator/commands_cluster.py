@@ -1,4 +1,4 @@
-"""``register.py allocate --nodes N``, ``cluster run|show`` and ``deallocate --cluster``.
+"""``register.py allocate --nodes N``, ``cluster run|show|check`` and ``deallocate --cluster``.
 
 - ``allocate --nodes N [--gpus-per-node G] [--max-spread S] [--min-link-gbps X]`` rents N machines
   of similar proven throughput all or none (``compute.operator.cluster``) and prints each node's
@@ -7,6 +7,8 @@
   path, with the node's variables exported, each output line prefixed ``[rank N]``; it exits with
   the lowest rank's non-zero status (0 when every rank ends with 0).
 - ``cluster show CLUSTER`` prints the nodes and their variables again.
+- ``cluster check CLUSTER [--mib N]`` proves the nodes' link with the renter as the judge
+  (``compute.operator.cluster_check``): exit 0 when it passed, 1 when it failed.
 - ``deallocate --cluster CLUSTER`` ends every member lease.
 """
 
@@ -32,6 +34,7 @@ from compute.operator.cluster import (
     load_cluster,
     release_cluster,
 )
+from compute.operator.cluster_check import CheckOptions, check_cluster
 from compute.operator.commands import Result, parse_duration, report_undone, wanted_from
 from compute.operator.errors import Refused, UsageError
 from compute.operator.service import Operator
@@ -79,6 +82,26 @@ def add_cluster_commands(sub, shared: Callable[[argparse.ArgumentParser], None])
     )
     run.add_argument("--timeout", type=positive, help="end every node's command after this many seconds")
     nested("show", "a cluster's nodes and each one's rendezvous variables")
+    check = nested(
+        "check",
+        "prove the cluster's link yourself: a timed, verified all-reduce across every node, on your clock",
+    )
+    check.add_argument("--mib", type=positive, default=64.0, help="the all-reduced vector, MiB (default 64)")
+    check.add_argument(
+        "--python",
+        default="python3",
+        help="the interpreter in each lease (torch and this package importable)",
+    )
+    check.add_argument("--ifname", help="the network interface the collective uses on every node (e.g. eth0)")
+    check.add_argument(
+        "--device",
+        choices=("auto", "cpu", "cuda"),
+        default="auto",
+        help="NCCL on cuda, gloo on cpu (default auto)",
+    )
+    check.add_argument(
+        "--timeout", type=positive, help="seconds for the nodes to join, and for the proof (default 120)"
+    )
 
 
 def check_cluster_args(args: argparse.Namespace) -> None:
@@ -202,6 +225,8 @@ async def cmd_cluster(op: Operator, args: argparse.Namespace) -> Result:
     ended = [m.lease_id for m in cluster.members if m.state != "active"]
     if ended:
         raise Refused(f"cluster {cluster.cluster_id}: lease(s) {', '.join(ended)} ended; rent a new cluster")
+    if args.action == "check":
+        return await cmd_cluster_check(cluster, args)
     if args.timeout is not None and args.timeout <= 0:
         raise UsageError(f"--timeout must be positive, got {args.timeout:g}")
     command = args.remote_command[0] if len(args.remote_command) == 1 else shlex.join(args.remote_command)
@@ -216,6 +241,32 @@ async def cmd_cluster(op: Operator, args: argparse.Namespace) -> Result:
         "exit_status": code,
     }
     return Result(payload, exit_code=code)
+
+
+async def cmd_cluster_check(cluster: Cluster, args: argparse.Namespace) -> Result:
+    options = CheckOptions(
+        mib=args.mib,
+        python=args.python,
+        ifname=args.ifname,
+        device=args.device,
+        timeout_s=args.timeout or CheckOptions.timeout_s,
+    )
+    report = await check_cluster(cluster, options)
+    payload = report.payload(cluster)
+
+    def render(console: Console) -> None:
+        head = f"Cluster {payload['cluster_id']}: {payload['nodes']} nodes, "
+        if payload["passed"]:
+            plain = f"; a plain all-reduce {payload['plain_gbs']:g} GB/s" if payload["plain_gbs"] else ""
+            text = (
+                f"{head}link proven at {payload['bandwidth_gbs']:g} GB/s per link "
+                f"({payload['vector_bytes'] / 1024**2:g} MiB in {payload['interval_s']:g} s on your clock{plain})"
+            )
+        else:
+            text = f"{head}the proof failed: " + "; ".join(payload["failures"][:4])
+        console.print(text, highlight=False, markup=False)
+
+    return Result(payload, render, 0 if payload["passed"] else 1)
 
 
 class RankLines:

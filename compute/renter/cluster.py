@@ -3,7 +3,8 @@
 An ``AsyncCluster`` holds the member leases in rank order (``leases[0]`` is rank 0) and the
 rendezvous variables of each (``env(rank)``: ``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``,
 ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``...; docs/cluster.md#cluster-rentals). ``run`` starts one
-command on every node at once with its variables exported; ``release`` ends every member (each
+command on every node at once with its variables exported; ``check`` proves the nodes' link with
+the renter as the judge (``compute.operator.cluster_check``); ``release`` ends every member (each
 tried even when another fails). Renting is all or none: ``compute.operator.cluster`` releases
 every lease made when one member fails or the call is cancelled. Nothing here prints.
 """
@@ -17,6 +18,7 @@ from collections.abc import Sequence
 
 from compute.operator import RunResult
 from compute.operator.cluster import Cluster
+from compute.operator.cluster_check import CheckOptions, check_cluster
 from compute.operator.shell import MAX_CAPTURE_BYTES
 from compute.renter.errors import ReleaseFailed
 from compute.renter.lease import AsyncLease, OperatorHolder
@@ -69,6 +71,21 @@ class AsyncCluster:
             return await lease.run(f"export {exports}; {line}", timeout=timeout, max_output=max_output)
 
         return list(await asyncio.gather(*(one(r, lease) for r, lease in enumerate(self.leases))))
+
+    async def check(
+        self,
+        mib: float = 64.0,
+        *,
+        python: str = "python3",
+        ifname: str | None = None,
+        device: str = "auto",
+        timeout: float = 120.0,
+    ) -> dict:
+        """The interconnect proof across every node, timed on this process's clock and verified here:
+        ``{"passed", "bandwidth_gbs" (per link), "plain_gbs", "interval_s", "failures", ...}``.
+        ``Refused`` when the nodes could not join (no ``python`` with torch and this package)."""
+        options = CheckOptions(mib=mib, python=python, ifname=ifname, device=device, timeout_s=timeout)
+        return (await check_cluster(self.cluster, options)).payload(self.cluster)
 
     async def release(self) -> None:
         """End every member lease (idempotent); ``ReleaseFailed`` names those never confirmed."""

@@ -288,7 +288,7 @@ class Lease:
 
 
 class Cluster:
-    """The synchronous ``AsyncCluster``: member leases by rank, their variables, run, release."""
+    """The synchronous ``AsyncCluster``: member leases by rank, their variables, run, check, release."""
 
     def __init__(self, renter: Renter, cluster: AsyncCluster) -> None:
         self._renter = renter
@@ -315,6 +315,10 @@ class Cluster:
 
     def run(self, command: str | Sequence[str], *, timeout: float | None = None) -> list[RunResult]:
         return self._renter._run(self.async_cluster.run(command, timeout=timeout))
+
+    def check(self, mib: float = 64.0, **options: Any) -> dict:
+        """``AsyncCluster.check``: the nodes' link proven on this process's clock."""
+        return self._renter._run(self.async_cluster.check(mib, **options))
 
     def release(self) -> None:
         self._renter._run(self.async_cluster.release())

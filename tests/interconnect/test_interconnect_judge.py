@@ -312,3 +312,33 @@ def test_the_validator_side_never_imports_torch() -> None:
 
     code = "import sys, compute.interconnect; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_a_participant_whose_channel_ends_is_not_waited_for() -> None:
+    """A participant that exits (no torch, a crash) ends its channel: setup says so at once instead
+    of waiting out its timeout, and a proof fails that rank as missing without waiting either."""
+    ch = _challenge()
+    state: dict = {"world": ch.world, "cluster": Cluster(ch)}
+    chans = [FakeChannel(e, state) for e in ch.endpoints]
+    chans[1].send = lambda line: chans[1].out.put(b"")  # type: ignore[method-assign]
+    session = InterconnectSession(chans)
+    started = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"participants \[1\] did not join within 30 s \(\[1\] ended"):
+        session.setup("tcp://127.0.0.1:1", timeout_s=30)
+    assert time.monotonic() - started < 5
+
+    session, chans = _fake_session(ch)
+    chans[0].out.put(b"")  # rank 0 ends after joining
+    orig = chans[2].send
+
+    def send(line: str) -> None:
+        orig(line)
+        if parse_to_participant(line).kind == "interconnect.reveal":
+            for c in chans[1:]:
+                c.commit_now()
+
+    chans[2].send = send  # type: ignore[method-assign]
+    started = time.monotonic()
+    verdict = session.prove(dataclasses.replace(ch, deadline_s=20.0), open_timeout_s=20.0)
+    assert not verdict.passed and any(f.startswith("rank 0") for f in verdict.failures), verdict.failures
+    assert time.monotonic() - started < 5

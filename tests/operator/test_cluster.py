@@ -448,3 +448,69 @@ def test_the_cluster_allocate_benchmark_runs_and_reports_its_ratios():
     assert result["cluster_median_s"] >= result["cluster_ssh_median_s"] > 0
     assert result["single_median_s"] >= result["single_login_median_s"] > 0  # the command after the login
     assert result["ratio_vs_login"] >= result["ratio"] > 0
+
+
+FORGED_PARTICIPANT = """
+import sys
+import compute.interconnect.participant as participant
+real = participant.shard_rows
+participant.shard_rows = lambda key, *args, **kw: real(key[::-1], *args, **kw)  # not the revealed key
+sys.exit(participant.serve())
+"""
+
+
+def _check(three, *flags: str) -> tuple[int, Any, str, float]:
+    started = time.monotonic()
+    code, body, err = three.cli(
+        "cluster", "check", "last", "--mib", "4", "--ifname", "lo", "--device", "cpu", *flags
+    )
+    return code, body, err, time.monotonic() - started
+
+
+@pytest.mark.slow
+def test_cluster_check_proves_the_rented_link_on_the_renters_clock_and_fails_a_forged_sum(three, tmp_path):
+    pytest.importorskip("torch")
+    code, body, err = three.cli("allocate", "--nodes", "2", "--ttl", "30m")
+    assert code == EXIT_OK, (body, err)
+    code, body, err, _ = _check(three, "--python", sys.executable)
+    assert code == EXIT_OK and body["passed"] and body["failures"] == [], (body, err)
+    assert body["nodes"] == 2 and body["vector_bytes"] == 4 * 1024**2
+    assert body["link_bytes"] == body["vector_bytes"]  # a ring of 2: each link carries 2 (n-1)/n of it
+    assert body["bandwidth_gbs"] > 0 and body["plain_gbs"] > 0 and 0 < body["verify_cpu_s"] < 1
+    # every node sums shards under a key it was not given: a commitment in time, openings that fail
+    forged = tmp_path / "forged.py"
+    forged.write_text(FORGED_PARTICIPANT)
+    fake_python = tmp_path / "fake-python"
+    fake_python.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(forged))}\n")
+    fake_python.chmod(0o755)
+    code, body, err, _ = _check(three, "--python", str(fake_python))
+    assert code == 1 and not body["passed"] and body["bandwidth_gbs"] == 0, (body, err)
+    assert {f.split(":")[0] for f in body["failures"]} >= {"rank 0 (127.0.0.1", "rank 1 (127.0.0.1"}, body
+    assert three.live() != {hk: set() for hk, _, _ in three.miners}  # the leases are the renter's still
+    assert three.cli("deallocate", "--cluster", "last")[0] == EXIT_OK
+
+
+@pytest.mark.slow
+def test_cluster_check_with_no_participant_in_the_leases_says_so_at_once(three):
+    code, body, err = three.cli("allocate", "--nodes", "2", "--ttl", "30m")
+    assert code == EXIT_OK, (body, err)
+    code, body, err, took = _check(three, "--python", "/nonexistent/python3")
+    assert code != EXIT_OK and not body["ok"], body
+    message = body["error"]["message"]
+    assert (
+        "did not join" in message and "ended their channel" in message and "/nonexistent/python3" in message
+    )
+    assert took < 30  # not the 120 s join timeout: a participant that ended is not waited for
+    assert three.cli("deallocate", "--cluster", "last")[0] == EXIT_OK
+
+
+@pytest.mark.slow
+def test_sdk_cluster_check_proves_the_link_of_the_rented_nodes(three):
+    pytest.importorskip("torch")
+    from compute.renter import Renter
+
+    with Renter(**_sdk_settings(three)) as renter:
+        with renter.rent_cluster(nodes=2, ttl="10m") as cluster:
+            report = cluster.check(2, python=sys.executable, ifname="lo", device="cpu")
+    assert report["passed"] and report["cluster_id"] == cluster.id and report["bandwidth_gbs"] > 0, report
+    assert three.live() == {hk: set() for hk, _, _ in three.miners}

@@ -1,0 +1,211 @@
+"""``register.py cluster check``: the interconnect proof across a rented cluster, the renter judging.
+
+Each node runs the interconnect participant (``python -m compute.interconnect.participant``, gloo on
+CPU, NCCL on CUDA) in its own lease over the node's pinned SSH session; the renter draws the secret
+key, times the collective on its own clock and verifies the opened chunks exactly, as a validator
+does (docs/cluster.md#the-proof), then times a plain all-reduce of the same size on the same group.
+So the figure is the link as rented, in the renter's own time, not a link shown to a validator at
+another moment: a fast path kept for proofs does not reach it. It moves no money and no score.
+
+What it needs in each lease: a Python with torch, numpy, pydantic and this package importable
+(``--python``); embedded leases use the miner host's. Its bounds are the proof's: the interval holds
+the reveal's and the commitments' SSH trips, so a far renter understates the link (a larger
+``--mib`` weighs them less), and it is the ring's slowest link.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import queue
+import shlex
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import asyncssh
+
+from compute.interconnect import InterconnectSession, InterconnectVerdict, PlainResult, new_challenge
+from compute.interconnect.wire import MAX_LINE_BYTES
+from compute.operator.cluster import Cluster
+from compute.operator.errors import Refused
+from compute.operator.shell import LeaseAccess, LeaseShell
+
+PARTICIPANT = "-m compute.interconnect.participant"
+STDERR_TAIL_BYTES = 2048
+READ_BYTES = 1 << 16
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    mib: float = 64.0  # the all-reduced vector
+    python: str = "python3"  # the interpreter in each lease
+    ifname: str | None = None  # GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME for every node
+    device: str = "auto"  # cuda when the lease has one, else cpu
+    timeout_s: float = 120.0  # joining the group, and the proof's deadline
+
+
+class SshChannel:
+    """One node's participant session as the proof's blocking ``Channel``: lines are read by a task
+    on the connection's event loop into a queue the proof's reader thread takes from, and written
+    back through the loop. A line over ``MAX_LINE_BYTES`` is cut (and fails to parse)."""
+
+    def __init__(
+        self, endpoint: str, process: asyncssh.SSHClientProcess, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        self.endpoint, self._process, self._loop = endpoint, process, loop
+        self._lines: queue.Queue[bytes] = queue.Queue()
+        self.stderr_tail = b""
+        self._tasks = [loop.create_task(self._pump()), loop.create_task(self._pump_stderr())]
+
+    def send(self, line: str) -> None:
+        self._loop.call_soon_threadsafe(self._write, line.encode())
+
+    def _write(self, data: bytes) -> None:
+        if not self._process.stdin.is_closing():
+            self._process.stdin.write(data)
+
+    def readline(self) -> bytes:
+        return self._lines.get()  # b"": the session ended
+
+    async def _pump(self) -> None:
+        partial = b""
+        try:
+            while data := await self._process.stdout.read(READ_BYTES):
+                *lines, partial = (partial + data).split(b"\n")
+                for line in lines:
+                    self._lines.put(line + b"\n")
+                if len(partial) > MAX_LINE_BYTES:
+                    self._lines.put(partial[: MAX_LINE_BYTES + 1])
+                    partial = b""
+        except (OSError, asyncssh.Error):
+            pass
+        finally:
+            self._lines.put(b"")
+
+    async def _pump_stderr(self) -> None:
+        with contextlib.suppress(OSError, asyncssh.Error):
+            while data := await self._process.stderr.read(READ_BYTES):
+                self.stderr_tail = (self.stderr_tail + data)[-STDERR_TAIL_BYTES:]
+
+    async def close(self) -> None:
+        """End the participant's input (it leaves at its end) and the session."""
+        with contextlib.suppress(OSError, asyncssh.Error):
+            self._process.stdin.write_eof()
+        with contextlib.suppress(asyncio.TimeoutError, OSError, asyncssh.Error):
+            await asyncio.wait_for(self._process.wait_closed(), 5)
+        self._process.close()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def node_command(cluster: Cluster, rank: int, options: CheckOptions) -> str:
+    env = dict(cluster.env(rank), PYTHONUNBUFFERED="1")
+    if options.ifname:
+        env.update(GLOO_SOCKET_IFNAME=options.ifname, NCCL_SOCKET_IFNAME=options.ifname)
+    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+    return f"export {exports}; exec {shlex.quote(options.python)} {PARTICIPANT}"
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    verdict: InterconnectVerdict
+    vector_bytes: int
+    link_bytes: float
+    plain: PlainResult | None
+
+    def payload(self, cluster: Cluster) -> dict[str, Any]:
+        plain_gbs = (
+            round(self.link_bytes / self.plain.interval_s / 1e9, 4)
+            if self.plain is not None and self.plain.interval_s > 0
+            else None
+        )
+        return {
+            "cluster_id": cluster.cluster_id,
+            "nodes": len(cluster.members),
+            "passed": self.verdict.passed,
+            "failures": list(self.verdict.failures),
+            "vector_bytes": self.vector_bytes,
+            "link_bytes": int(self.link_bytes),
+            "interval_s": round(self.verdict.interval_s or 0.0, 4),
+            "bandwidth_gbs": round(self.verdict.bandwidth_gbs, 4),  # per link, the renter's clock
+            "plain_gbs": plain_gbs,  # a plain all-reduce of the same size, the same clock
+            "verify_cpu_s": round(self.verdict.verify_cpu_s, 4),
+        }
+
+
+async def check_cluster(cluster: Cluster, options: CheckOptions = CheckOptions()) -> CheckReport:
+    """Run the proof across every node of ``cluster``; ``Refused`` when the nodes could not join
+    (each failing node's last stderr in the message), else the verdict, passed or not."""
+    if options.mib <= 0:
+        raise Refused(f"--mib must be positive, got {options.mib:g}")
+    loop = asyncio.get_running_loop()
+    accesses = [LeaseAccess.of(entry) for entry in cluster.members]
+    shells: list[LeaseShell] = []
+    channels: list[SshChannel] = []
+    try:
+        shells = list(await asyncio.gather(*(LeaseShell.open(a) for a in accesses)))
+        for rank, (shell, access) in enumerate(zip(shells, accesses, strict=True)):
+            process = await shell.process(node_command(cluster, rank, options))
+            channels.append(SshChannel(f"{access.host}:{access.port}", process, loop))
+        init = f"tcp://{cluster.master_addr}:{cluster.master_port}"
+        return await _in_thread(lambda: _prove(channels, init, options))
+    except TimeoutError as exc:
+        tails = [
+            f"rank {rank}: {c.stderr_tail.decode('utf-8', 'replace').strip().splitlines()[-1]}"
+            for rank, c in enumerate(channels)
+            if c.stderr_tail.strip()
+        ]
+        raise Refused(
+            f"cluster {cluster.cluster_id}: {exc}" + ("; " + "; ".join(tails) if tails else "")
+        ) from None
+    finally:
+        await asyncio.gather(*(c.close() for c in channels), return_exceptions=True)
+        await asyncio.gather(*(s.close() for s in shells), return_exceptions=True)
+
+
+def _prove(channels: list[SshChannel], init: str, options: CheckOptions) -> CheckReport:
+    session = InterconnectSession(channels)  # type: ignore[arg-type]
+    session.setup(init, device=options.device, timeout_s=options.timeout_s)
+    challenge = new_challenge(
+        [c.endpoint for c in channels], vector_bytes=int(options.mib * 1024**2), deadline_s=options.timeout_s
+    )
+    verdict = session.prove(challenge)
+    plain = (
+        session.plain(challenge.chunks * challenge.chunk_len, options.timeout_s) if verdict.passed else None
+    )
+    return CheckReport(verdict, challenge.vector_bytes, challenge.link_bytes, plain)
+
+
+async def _in_thread(work: Callable[[], CheckReport]) -> CheckReport:
+    """``work`` on a daemon thread (its waits are bounded by its own timeouts; an interrupted
+    command must not wait for them at exit, as an executor's thread would make it)."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[CheckReport] = loop.create_future()
+
+    def run() -> None:
+        try:
+            result = work()
+        except BaseException as exc:  # handed to the awaiting task, raised there
+            loop.call_soon_threadsafe(_settle, done, None, exc)
+        else:
+            loop.call_soon_threadsafe(_settle, done, result, None)
+
+    threading.Thread(target=run, daemon=True, name="cluster-check").start()
+    return await done
+
+
+def _settle(
+    future: asyncio.Future[CheckReport], result: CheckReport | None, exc: BaseException | None
+) -> None:
+    if future.done():
+        return
+    if exc is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(result)  # type: ignore[arg-type]
+
+
+__all__ = ["CheckOptions", "CheckReport", "SshChannel", "check_cluster", "node_command"]
