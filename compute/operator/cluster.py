@@ -14,8 +14,9 @@ host), ``MASTER_PORT`` (an extra port rank 0's lease publishes), ``NODE_RANK``/`
 ``NNODES``/``WORLD_SIZE`` (nodes: ``cluster run`` starts one command per node; torchrun sets the
 per-process ones itself) and ``LOCAL_WORLD_SIZE`` (GPUs per node).
 
-Deliberately not here: a link figure (``min_link_gbps`` is refused until the feed proves links),
-opening ports or networks between members (docs/cluster.md says what reaches what), and replacing
+Deliberately not here: a link figure (no miner has a proven one in the feed; ``min_link_gbps`` is
+the renter's own proof after renting, ``cluster_check.allocate_linked_cluster``), opening ports or
+networks between members (docs/cluster.md says what reaches what), and replacing
 a member that refuses (the cluster fails whole; ask again).
 """
 
@@ -46,7 +47,7 @@ class ClusterWanted:
     nodes: int
     wanted: Wanted
     max_spread: float = DEFAULT_MAX_SPREAD
-    min_link_gbps: float | None = None
+    min_link_gbps: float | None = None  # Gbit/s per link, proven by the renter after renting
 
     def __post_init__(self) -> None:
         if not 2 <= self.nodes <= MAX_NODES:
@@ -66,11 +67,6 @@ def per_gpu_tflops(machine: Machine) -> float | None:
 def select(machines: Iterable[Machine], want: ClusterWanted) -> list[Machine]:
     """The fastest group of ``want.nodes`` available, matching, proven machines within the spread,
     fastest first (rank 0); ``NoMatchingMachine`` saying why when there is none."""
-    if want.min_link_gbps is not None:
-        raise NoMatchingMachine(
-            "--min-link-gbps: no miner has a proven link figure yet (the interconnect proof is not in the "
-            "feed), so no machine can be shown to meet it; leave it out"
-        )
     fit = rank(machines, want.wanted)
     proven = [m for m in fit if per_gpu_tflops(m) is not None]
     order = sorted(proven, key=lambda m: -(per_gpu_tflops(m) or 0.0))  # stable: rank() breaks ties

@@ -7,6 +7,10 @@ does (docs/cluster.md#the-proof), then times a plain all-reduce of the same size
 So the figure is the link as rented, in the renter's own time, not a link shown to a validator at
 another moment: a fast path kept for proofs does not reach it. It moves no money and no score.
 
+``allocate_linked_cluster`` is ``allocate --nodes N --min-link-gbps X``: the cluster is rented,
+checked this way, and kept only when it passed at X Gbit/s per link or more; otherwise (a failed
+proof, nodes that could not join, an interrupt) every member is released before the error goes on.
+
 What it needs in each lease: a Python with torch, numpy, pydantic and this package importable
 (``--python``); embedded leases use the miner host's. Its bounds are the proof's: the interval holds
 the reveal's and the commitments' SSH trips, so a far renter understates the link (a larger
@@ -28,8 +32,9 @@ import asyncssh
 
 from compute.interconnect import InterconnectSession, InterconnectVerdict, PlainResult, new_challenge
 from compute.interconnect.wire import MAX_LINE_BYTES
-from compute.operator.cluster import Cluster
-from compute.operator.errors import Refused
+from compute.operator.cluster import Cluster, ClusterWanted, allocate_cluster, release_cluster
+from compute.operator.errors import NoMatchingMachine, Refused
+from compute.operator.service import Operator
 from compute.operator.shell import LeaseAccess, LeaseShell
 
 PARTICIPANT = "-m compute.interconnect.participant"
@@ -179,6 +184,38 @@ def _prove(channels: list[SshChannel], init: str, options: CheckOptions) -> Chec
     return CheckReport(verdict, challenge.vector_bytes, challenge.link_bytes, plain)
 
 
+async def allocate_linked_cluster(
+    op: Operator, want: ClusterWanted, duration_s: int, options: CheckOptions = CheckOptions()
+) -> tuple[Cluster, CheckReport]:
+    """Rent the cluster, prove its link (``check_cluster``) and keep it only at ``want.min_link_gbps``
+    Gbit/s per link or more; else release every member (``op.undone`` set on an interrupt) and say
+    why. Only the renter's own proof decides: nothing a miner reports can keep a cluster."""
+    cluster = await allocate_cluster(op, want, duration_s)
+    try:
+        report = await check_cluster(cluster, options)
+        gbit = report.verdict.bandwidth_gbs * 8
+        wanted = want.min_link_gbps or 0.0
+        if not report.verdict.passed:
+            why = "its link proof failed: " + "; ".join(report.verdict.failures[:3])
+        elif gbit < wanted:
+            why = f"its link proved {gbit:.4g} Gbit/s per link, under --min-link-gbps {wanted:g}"
+        else:
+            return cluster, report
+    except asyncio.CancelledError:
+        op.undone = await asyncio.shield(release_cluster(op, cluster))
+        raise
+    except BaseException:
+        await asyncio.shield(release_cluster(op, cluster))
+        raise
+    released = await asyncio.shield(release_cluster(op, cluster))
+    kept = [s.lease_id or "?" for s in released if s.problem]
+    raise NoMatchingMachine(
+        f"cluster {cluster.cluster_id} released ({len(released) - len(kept)} lease(s)"
+        + (f"; not released: {', '.join(kept)}" if kept else "")
+        + f"): {why}"
+    )
+
+
 async def _in_thread(work: Callable[[], CheckReport]) -> CheckReport:
     """``work`` on a daemon thread (its waits are bounded by its own timeouts; an interrupted
     command must not wait for them at exit, as an executor's thread would make it)."""
@@ -208,4 +245,11 @@ def _settle(
         future.set_result(result)  # type: ignore[arg-type]
 
 
-__all__ = ["CheckOptions", "CheckReport", "SshChannel", "check_cluster", "node_command"]
+__all__ = [
+    "CheckOptions",
+    "CheckReport",
+    "SshChannel",
+    "allocate_linked_cluster",
+    "check_cluster",
+    "node_command",
+]

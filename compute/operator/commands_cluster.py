@@ -2,7 +2,9 @@
 
 - ``allocate --nodes N [--gpus-per-node G] [--max-spread S] [--min-link-gbps X]`` rents N machines
   of similar proven throughput all or none (``compute.operator.cluster``) and prints each node's
-  lease, SSH command and rendezvous variables. Ctrl-C or SIGTERM releases whatever was made.
+  lease, SSH command and rendezvous variables. Ctrl-C or SIGTERM releases whatever was made. With
+  ``--min-link-gbps`` the renter proves the nodes' link once they are rented and keeps the cluster
+  only at that figure or more (``cluster_check.allocate_linked_cluster``).
 - ``cluster run CLUSTER -- COMMAND...`` runs the command on every node at once over the pinned SSH
   path, with the node's variables exported, each output line prefixed ``[rank N]``; it exits with
   the lowest rank's non-zero status (0 when every rank ends with 0).
@@ -34,7 +36,7 @@ from compute.operator.cluster import (
     load_cluster,
     release_cluster,
 )
-from compute.operator.cluster_check import CheckOptions, check_cluster
+from compute.operator.cluster_check import CheckOptions, allocate_linked_cluster, check_cluster
 from compute.operator.commands import Result, parse_duration, report_undone, wanted_from
 from compute.operator.errors import Refused, UsageError
 from compute.operator.service import Operator
@@ -60,7 +62,17 @@ def add_cluster_flags(allocate: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--min-link-gbps",
         type=non_negative,
-        help="with --nodes: a proven link figure between nodes; refused for now: no miner has one yet",
+        help="with --nodes: after renting, prove the nodes' link yourself (as `cluster check`) and keep the "
+        "cluster only at this many Gbit/s per link or more; else every lease is released",
+    )
+    group.add_argument(
+        "--link-mib", type=positive, help="with --min-link-gbps: the proof's vector, MiB (default 64)"
+    )
+    group.add_argument(
+        "--link-python", help="with --min-link-gbps: the interpreter in each lease (default python3)"
+    )
+    group.add_argument(
+        "--link-ifname", help="with --min-link-gbps: the network interface the collective uses"
     )
 
 
@@ -119,6 +131,17 @@ def check_cluster_args(args: argparse.Namespace) -> None:
         ]
         if args.nodes is None and cluster_flags:
             raise UsageError(f"{cluster_flags[0]} needs --nodes N")
+        link_flags = [
+            flag
+            for flag, value in (
+                ("--link-mib", args.link_mib),
+                ("--link-python", args.link_python),
+                ("--link-ifname", args.link_ifname),
+            )
+            if value is not None
+        ]
+        if args.min_link_gbps is None and link_flags:
+            raise UsageError(f"{link_flags[0]} needs --min-link-gbps X")
         if args.nodes is not None:
             for flag, value in (("--uid", args.uid), ("--hotkey", args.hotkey), ("--volume", args.volume)):
                 if value is not None:
@@ -191,13 +214,37 @@ def _render(payload: dict[str, Any], title: str) -> Any:
 async def cmd_allocate_cluster(op: Operator, args: argparse.Namespace) -> Result:
     want = cluster_wanted(args)
     duration = parse_duration(args.hours, args.duration, ttl=args.ttl, until=args.until)
+    report = None
     try:
-        cluster = await allocate_cluster(op, want, duration)
+        if want.min_link_gbps is None:
+            cluster = await allocate_cluster(op, want, duration)
+        else:
+            options = CheckOptions(
+                mib=args.link_mib or CheckOptions.mib,
+                python=args.link_python or CheckOptions.python,
+                ifname=args.link_ifname,
+            )
+            cluster, report = await allocate_linked_cluster(op, want, duration, options)
     except asyncio.CancelledError:  # Ctrl-C or SIGTERM: every lease made for it is released first
         report_undone(op, args)
         raise
-    payload = {"cluster": cluster_json(op, cluster)}
-    return Result(payload, _render(payload["cluster"], "Cluster allocated"))
+    payload: dict[str, Any] = {"cluster": cluster_json(op, cluster)}
+    render = _render(payload["cluster"], "Cluster allocated")
+    if report is not None:
+        payload["link"] = report.payload(cluster)
+
+        def render_linked(console: Console) -> None:
+            render(console)
+            link = payload["link"]
+            console.print(
+                f"  link proven by you: {link['bandwidth_gbs'] * 8:.4g} Gbit/s per link "
+                f"({link['bandwidth_gbs']:g} GB/s; --min-link-gbps {want.min_link_gbps:g})",
+                highlight=False,
+                markup=False,
+            )
+
+        return Result(payload, render_linked)
+    return Result(payload, render)
 
 
 async def cmd_deallocate_cluster(op: Operator, args: argparse.Namespace) -> Result:

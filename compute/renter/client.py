@@ -38,6 +38,7 @@ from compute.operator import (
     metagraph_reader,
 )
 from compute.operator.cluster import DEFAULT_MAX_SPREAD, ClusterWanted, allocate_cluster
+from compute.operator.cluster_check import CheckOptions, allocate_linked_cluster
 from compute.operator.commands import resolve_lease_id
 from compute.operator.cover import CollateralReader, Cover
 from compute.operator.feed import fetch_feed
@@ -252,16 +253,32 @@ class AsyncRenter:
         until: str | float | datetime | None = None,
         wait: bool = True,
         wait_timeout: float = 180.0,
+        min_link_gbps: float | None = None,
+        link_check: dict[str, Any] | None = None,
         **wanted: Any,
     ) -> AsyncCluster:
         """Rent ``nodes`` machines of ``gpus_per_node`` GPUs whose proven fp16 TFLOPS per GPU lie within
         ``max_spread`` of each other, all or none (a failure or a cancellation releases every lease
-        made); with ``wait``, returns once a login works on every node (else all are released)."""
+        made); with ``wait``, returns once a login works on every node (else all are released).
+
+        ``min_link_gbps``: then prove the nodes' link here (``AsyncCluster.check``, with
+        ``link_check``'s ``mib``, ``python``, ``ifname``, ``device``, ``timeout_s``) and keep the
+        cluster only at that many Gbit/s per link or more (``NoMatchingMachine`` otherwise, every
+        lease released); its report is ``cluster.link``."""
         seconds = term_seconds(ttl, until)
         want = ClusterWanted(
-            nodes=nodes, wanted=replace(_wanted(**wanted), gpu_count=gpus_per_node), max_spread=max_spread
+            nodes=nodes,
+            wanted=replace(_wanted(**wanted), gpu_count=gpus_per_node),
+            max_spread=max_spread,
+            min_link_gbps=min_link_gbps,
         )
-        cluster = AsyncCluster(self, await allocate_cluster(self.operator, want, seconds))
+        if min_link_gbps is None:
+            cluster = AsyncCluster(self, await allocate_cluster(self.operator, want, seconds))
+        else:
+            options = CheckOptions(**(link_check or {}))
+            rented, report = await allocate_linked_cluster(self.operator, want, seconds, options)
+            cluster = AsyncCluster(self, rented)
+            cluster.link = report.payload(rented)
         logger.info("rented cluster=%s leases=%s", cluster.id, [lease.id for lease in cluster.leases])
         if wait:
             try:

@@ -32,6 +32,7 @@ class AsyncCluster:
     def __init__(self, renter: OperatorHolder, cluster: Cluster) -> None:
         self.cluster = cluster
         self.leases = [AsyncLease(renter, entry) for entry in cluster.members]
+        self.link: dict | None = None  # the renter's own link proof, when rented with min_link_gbps
 
     def __repr__(self) -> str:
         return (

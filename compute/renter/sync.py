@@ -313,6 +313,10 @@ class Cluster:
     def env(self, rank: int) -> dict[str, str]:
         return self.async_cluster.env(rank)
 
+    @property
+    def link(self) -> dict | None:
+        return self.async_cluster.link
+
     def run(self, command: str | Sequence[str], *, timeout: float | None = None) -> list[RunResult]:
         return self._renter._run(self.async_cluster.run(command, timeout=timeout))
 

@@ -179,13 +179,14 @@ def test_selection_takes_the_fastest_group_within_the_spread(figures, nodes, spr
         assert [m.uid for m in select(machines, want)] == chosen
 
 
-def test_selection_keeps_to_the_gpus_per_node_and_refuses_a_link_figure():
+def test_selection_keeps_to_the_gpus_per_node_and_never_reads_a_link_figure():
     machines = [_machine(1, 250, gpus=8), _machine(2, 250, gpus=1), _machine(3, 245, gpus=8)]
     want = ClusterWanted(nodes=2, wanted=Wanted(gpu_count=8))
     assert [m.uid for m in select(machines, want)] == [1, 3]
     assert want.wanted.extra_ports == 1  # rank 0 publishes MASTER_PORT
-    with pytest.raises(NoMatchingMachine, match="no miner has a proven link figure yet"):
-        select(machines, ClusterWanted(nodes=2, wanted=Wanted(), min_link_gbps=100))
+    # a link figure is the renter's own proof after renting: the selection is the same with one
+    linked = ClusterWanted(nodes=2, wanted=Wanted(gpu_count=8), min_link_gbps=100)
+    assert [m.uid for m in select(machines, linked)] == [1, 3]
     with pytest.raises(UsageError):
         ClusterWanted(nodes=1, wanted=Wanted())
 
@@ -276,10 +277,44 @@ def test_an_unknown_cluster_is_not_found(three):
     assert code == EXIT_REFUSED and "no cluster of yours starts with" in body["error"]["message"]
 
 
-def test_min_link_gbps_is_refused_until_a_link_is_proven(three):
-    code, body, _ = three.cli("allocate", "--nodes", "2", "--min-link-gbps", "100")
-    assert code == EXIT_REFUSED and "no miner has a proven link figure yet" in body["error"]["message"]
+def test_link_check_flags_need_min_link_gbps_and_min_link_gbps_needs_nodes(three):
+    code, body, _ = three.cli("allocate", "--nodes", "2", "--link-mib", "2")
+    assert code == EXIT_USAGE and "--link-mib needs --min-link-gbps X" in body["error"]["message"]
+    code, body, _ = three.cli("allocate", "--min-link-gbps", "1")
+    assert code == EXIT_USAGE and "--min-link-gbps needs --nodes N" in body["error"]["message"]
     assert three.live() == {hk: set() for hk, _, _ in three.miners}
+
+
+@pytest.mark.slow
+def test_min_link_gbps_keeps_a_cluster_only_on_the_renters_own_passing_proof(three, tmp_path):
+    pytest.importorskip("torch")
+    nobody = {hk: set() for hk, _, _ in three.miners}
+    link = ["--link-python", sys.executable, "--link-ifname", "lo", "--link-mib", "2"]
+    # a figure no loopback reaches: rented, proven, released, and the error gives the figure
+    code, body, err = three.cli("allocate", "--nodes", "2", "--ttl", "30m", "--min-link-gbps", "1e6", *link)
+    assert code == EXIT_REFUSED, (body, err)
+    assert "released (2 lease(s))" in body["error"]["message"], body
+    assert "Gbit/s per link, under --min-link-gbps 1e+06" in body["error"]["message"], body
+    assert three.live() == nobody and {e.state for e in three.book().entries(three.operator)} <= {"released"}
+    # whatever runs in the leases, only a proof that verifies keeps a cluster: a forged sum on
+    # every node commits in time and fails its openings, so the cluster is released
+    forged = tmp_path / "forged.py"
+    forged.write_text(FORGED_PARTICIPANT)
+    fake_python = tmp_path / "fake-python"
+    fake_python.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(forged))}\n")
+    fake_python.chmod(0o755)
+    forged_link = ["--link-python", str(fake_python), "--link-ifname", "lo", "--link-mib", "2"]
+    code, body, err = three.cli(
+        "allocate", "--nodes", "2", "--ttl", "30m", "--min-link-gbps", "0", *forged_link
+    )
+    assert code == EXIT_REFUSED and "its link proof failed: rank" in body["error"]["message"], (body, err)
+    assert three.live() == nobody
+    # a figure the link meets: kept, with the renter's own report
+    code, body, err = three.cli("allocate", "--nodes", "2", "--ttl", "30m", "--min-link-gbps", "0.001", *link)
+    assert code == EXIT_OK and body["link"]["passed"] and body["link"]["bandwidth_gbs"] * 8 >= 0.001, body
+    assert body["link"]["cluster_id"] == body["cluster"]["cluster_id"]
+    assert sum(len(held) for held in three.live().values()) == 2
+    assert three.cli("deallocate", "--cluster", "last")[0] == EXIT_OK
 
 
 @pytest.mark.slow
@@ -512,5 +547,11 @@ def test_sdk_cluster_check_proves_the_link_of_the_rented_nodes(three):
     with Renter(**_sdk_settings(three)) as renter:
         with renter.rent_cluster(nodes=2, ttl="10m") as cluster:
             report = cluster.check(2, python=sys.executable, ifname="lo", device="cpu")
-    assert report["passed"] and report["cluster_id"] == cluster.id and report["bandwidth_gbs"] > 0, report
+        assert report["passed"] and report["cluster_id"] == cluster.id and report["bandwidth_gbs"] > 0, report
+        assert cluster.link is None  # rented without min_link_gbps
+        options = {"mib": 2, "python": sys.executable, "ifname": "lo", "device": "cpu"}
+        with renter.rent_cluster(nodes=2, ttl="10m", min_link_gbps=0.001, link_check=options) as linked:
+            assert (
+                linked.link is not None and linked.link["passed"] and linked.link["cluster_id"] == linked.id
+            )
     assert three.live() == {hk: set() for hk, _, _ in three.miners}
