@@ -24,6 +24,7 @@ from pathlib import Path
 
 from bittensor.sp_core import Keypair
 from rich.console import Console
+from rich.markup import escape
 from rich.text import Text
 
 from compute.dashboard import build_app
@@ -205,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             options = replace(options, base_image=choose_lease_image(args.base_image))
         except LocalnetError as exc:
-            console.print(f"[red]localnet failed:[/red] {exc}")
+            console.print(f"[red]localnet failed:[/red] {escape(str(exc))}")
             return 1
 
     def show(name: str, line: str) -> None:
@@ -235,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
             held = finish(summary, started, options, args)
             hold_for_renters(net, args.hold, console)
     except LocalnetError as exc:
-        console.print(f"[red]localnet failed:[/red] {exc}")
+        console.print(f"[red]localnet failed:[/red] {escape(str(exc))}")
         return 1
     except KeyboardInterrupt as interrupt:
         signum = signal_number(interrupt)

@@ -11,7 +11,9 @@ virtual link and to the root namespace by another. On a simulated chain:
 2. **The cluster rented.** A miner (``neurons.miner``, embedded SSH backend) runs in each
    namespace, its API and its leases' SSH bound to its namespace's address. The renter (the
    validator's wallet, as the plain demo's renters) runs the real CLI:
-   ``register.py allocate --nodes 2``, then ``cluster run`` (SSH from the root namespace into each
+   ``register.py allocate --nodes 2 --min-link-gbps X``: the renter proves the link itself across
+   its two leases (participants over its SSH sessions, its key, its clock) and keeps the cluster
+   only on a passing proof at X or more; then ``cluster run`` (SSH from the root namespace into each
    lease over its host's link).
 3. **One training step.** ``cluster run`` starts a tiny model's forward/backward on each node and
    all-reduces its gradients with gloo over the hosts' link; rank 0 checks the reduced gradient
@@ -48,6 +50,7 @@ log = logging.getLogger(__name__)
 PROOF_BYTES = 8 << 20  # the proof's vector: 8 MiB of int32
 RENDEZVOUS_PORT = 29500  # the proof's process group, on rank 0's end of the hosts' link
 DEMO_TFLOPS = (1.0, 0.95)  # the figures recorded for the two miners (not proven in this mode)
+RENTER_MIN_LINK_GBPS = 0.05  # the renter keeps the cluster only if its own proof shows this (Gbit/s)
 SSH_PORTS = "42000-42049"  # each namespace has its own ports: the same range on both hosts
 
 TRAIN_STEP = """
@@ -210,12 +213,24 @@ class ClusterDemo:
             raise LocalnetError(f"--cluster: register.py {args[0]} did not finish in time") from None
 
     def rent_and_train(self, hosts: list[Host], store: Path) -> dict[str, Any]:
-        done = self.register(store, "allocate", "--nodes", "2", "--ttl", "30m", "--json")
+        counted = self.hosts.link_bytes()
+        done = self.register(
+            store, "allocate", "--nodes", "2", "--ttl", "30m", "--ram-gb", "2", "--json",
+            "--min-link-gbps", str(RENTER_MIN_LINK_GBPS), "--link-mib", str(PROOF_BYTES >> 20),
+            "--link-python", sys.executable, "--link-ifname", LINK_IFNAME,
+        )  # fmt: skip
         if done.returncode != 0:
             raise LocalnetError(
                 f"--cluster: allocate --nodes 2 failed ({done.returncode}): {done.stderr.strip()}"
+                f"{done.stdout.strip()[-1000:]}"
             )
-        cluster = json.loads(done.stdout)["cluster"]
+        answer = json.loads(done.stdout)
+        cluster = answer["cluster"]
+        renter_link = {
+            **{k: answer["link"][k] for k in ("passed", "failures", "vector_bytes", "interval_s", "bandwidth_gbs", "plain_gbs")},
+            "min_link_gbps": RENTER_MIN_LINK_GBPS,
+            "link_counted_bytes": self.hosts.link_bytes() - counted,  # the proof and its plain all-reduce
+        }  # fmt: skip
         by_address = {h.address: h.netns for h in hosts}
         nodes = [
             {"rank": rank, "host": node["ssh_host"], "netns": by_address.get(node["ssh_host"]),
@@ -242,6 +257,7 @@ class ClusterDemo:
                 f"--cluster: the training step failed ({ran.returncode}):\n{ran.stdout[-2000:]}{ran.stderr[-2000:]}"
             )
         return {
+            "renter_link": renter_link,
             "cluster": {"cluster_id": cluster["cluster_id"], "master_addr": cluster["nodes"][0]["env"]["MASTER_ADDR"],
                         "master_port": cluster["master_port"], "nodes": nodes,
                         "released": released.returncode == 0},
@@ -263,7 +279,14 @@ def cluster_problems(summary: dict[str, Any]) -> list[str]:
         problems.append("the reduced gradient is not the sum of every rank's")
     if {n.get("netns") for n in cluster.get("nodes", [])} != set(link.get("hosts", [])):
         problems.append("the cluster's nodes are not the demo's two hosts")
-    for step, figures in (("the proof", link), ("the training step", train)):
+    renter_link = summary.get("renter_link", {})
+    if not renter_link.get("passed"):
+        problems.append(f"the renter's own proof of the rented link failed: {renter_link.get('failures')}")
+    for step, figures in (
+        ("the proof", link),
+        ("the renter's proof", renter_link),
+        ("the training step", train),
+    ):
         if figures.get("link_counted_bytes", 0) < figures.get(
             "vector_bytes", figures.get("allreduce_bytes", 1)
         ):
@@ -286,6 +309,13 @@ def render_cluster(summary: dict[str, Any], out: Any) -> None:
     out.print(
         f"cluster {cluster['cluster_id']}: MASTER_ADDR={cluster['master_addr']} MASTER_PORT={cluster['master_port']}"
     )
+    mine = summary["renter_link"]
+    out.print(
+        f"  the renter's own proof across its leases: {'passed' if mine['passed'] else 'FAILED'}, "
+        f"{mine['bandwidth_gbs']:.3f} GB/s per link ({mine['bandwidth_gbs'] * 8:.2f} Gbit/s; kept at "
+        f"--min-link-gbps {mine['min_link_gbps']:g}; plain all-reduce {mine['plain_gbs'] or 0:.3f} GB/s; "
+        f"{mine['link_counted_bytes'] / 1e6:.1f} MB counted on the link)"
+    )
     for node in cluster["nodes"]:
         out.print(
             f"  rank {node['rank']}: {node['host']} ({node['netns']}) miner uid {node['miner_uid']} lease {node['lease_id'][:12]}"
@@ -302,6 +332,7 @@ def render_cluster(summary: dict[str, Any], out: Any) -> None:
 def run_cluster_demo(args: Any, repo_root: Path, console: Any) -> int:
     """``localnet --cluster`` (``args``: the localnet parser's): run, print, exit status."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.text import Text
 
     from .processes import signal_number, stop_on_signals
@@ -331,7 +362,7 @@ def run_cluster_demo(args: Any, repo_root: Path, console: Any) -> int:
     try:
         summary = demo.run()
     except LocalnetError as exc:
-        console.print(f"[red]localnet failed:[/red] {exc}")
+        console.print(f"[red]localnet failed:[/red] {escape(str(exc))}")
         return 1
     except KeyboardInterrupt as interrupt:
         signum = signal_number(interrupt)
@@ -347,5 +378,5 @@ def run_cluster_demo(args: Any, repo_root: Path, console: Any) -> int:
     else:
         render_cluster(summary, Console(width=None if sys.stdout.isatty() else 160))
         for problem in problems:
-            console.print(f"[red]problem:[/red] {problem}")
+            console.print(f"[red]problem:[/red] {escape(problem)}")
     return 1 if problems else 0

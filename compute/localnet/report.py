@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from compute.chain import connect
@@ -222,7 +223,7 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
         console.print(f"  {line}", style="dim", highlight=False, soft_wrap=True)
     problems = summary.get("problems") or []
     for problem in problems:
-        console.print(f"[red]FAILED[/red] {problem}", highlight=False)
+        console.print(f"[red]FAILED[/red] {escape(problem)}", highlight=False)
     weights = "set weights" if summary["weights_on_chain"] else "set NO weights"
     verdict = f"[red]demo failed ({len(problems)} problem(s))[/red]" if problems else "[green]demo OK[/green]"
     console.print(

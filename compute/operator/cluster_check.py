@@ -25,7 +25,7 @@ import queue
 import shlex
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import asyncssh
@@ -107,7 +107,10 @@ class SshChannel:
 
 
 def node_command(cluster: Cluster, rank: int, options: CheckOptions) -> str:
-    env = dict(cluster.env(rank), PYTHONUNBUFFERED="1")
+    """The participant's shell line for ``rank``. ``MALLOC_ARENA_MAX``: a lease's memory may be an
+    address-space limit (the embedded backend's ``RLIMIT_AS``), where every thread's malloc arena
+    reserves 64 MiB; torch's and gloo's threads then fail a 1 GiB lease's allocations."""
+    env = dict(cluster.env(rank), PYTHONUNBUFFERED="1", MALLOC_ARENA_MAX="2")
     if options.ifname:
         env.update(GLOO_SOCKET_IFNAME=options.ifname, NCCL_SOCKET_IFNAME=options.ifname)
     exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
@@ -120,6 +123,7 @@ class CheckReport:
     vector_bytes: int
     link_bytes: float
     plain: PlainResult | None
+    errors: dict[int, str] = field(default_factory=dict)  # a failed proof: each node's last stderr line
 
     def payload(self, cluster: Cluster) -> dict[str, Any]:
         plain_gbs = (
@@ -138,6 +142,7 @@ class CheckReport:
             "bandwidth_gbs": round(self.verdict.bandwidth_gbs, 4),  # per link, the renter's clock
             "plain_gbs": plain_gbs,  # a plain all-reduce of the same size, the same clock
             "verify_cpu_s": round(self.verdict.verify_cpu_s, 4),
+            "node_errors": {str(rank): line for rank, line in self.errors.items()},
         }
 
 
@@ -156,19 +161,26 @@ async def check_cluster(cluster: Cluster, options: CheckOptions = CheckOptions()
             process = await shell.process(node_command(cluster, rank, options))
             channels.append(SshChannel(f"{access.host}:{access.port}", process, loop))
         init = f"tcp://{cluster.master_addr}:{cluster.master_port}"
-        return await _in_thread(lambda: _prove(channels, init, options))
+        report = await _in_thread(lambda: _prove(channels, init, options))
+        if not report.verdict.passed:  # what the failing nodes said, for the renter to act on
+            report = replace(report, errors=_last_errors(channels))
+        return report
     except TimeoutError as exc:
-        tails = [
-            f"rank {rank}: {c.stderr_tail.decode('utf-8', 'replace').strip().splitlines()[-1]}"
-            for rank, c in enumerate(channels)
-            if c.stderr_tail.strip()
-        ]
+        tails = [f"rank {rank}: {line}" for rank, line in _last_errors(channels).items()]
         raise Refused(
             f"cluster {cluster.cluster_id}: {exc}" + ("; " + "; ".join(tails) if tails else "")
         ) from None
     finally:
         await asyncio.gather(*(c.close() for c in channels), return_exceptions=True)
         await asyncio.gather(*(s.close() for s in shells), return_exceptions=True)
+
+
+def _last_errors(channels: list[SshChannel]) -> dict[int, str]:
+    """Each node's last line on stderr, where it wrote one."""
+    lines = {
+        rank: c.stderr_tail.decode("utf-8", "replace").strip().splitlines() for rank, c in enumerate(channels)
+    }
+    return {rank: found[-1][-300:] for rank, found in lines.items() if found}
 
 
 def _prove(channels: list[SshChannel], init: str, options: CheckOptions) -> CheckReport:
@@ -196,7 +208,8 @@ async def allocate_linked_cluster(
         gbit = report.verdict.bandwidth_gbs * 8
         wanted = want.min_link_gbps or 0.0
         if not report.verdict.passed:
-            why = "its link proof failed: " + "; ".join(report.verdict.failures[:3])
+            said = "".join(f"; rank {rank} said: {line}" for rank, line in report.errors.items())
+            why = "its link proof failed: " + "; ".join(report.verdict.failures[:3]) + said
         elif gbit < wanted:
             why = f"its link proved {gbit:.4g} Gbit/s per link, under --min-link-gbps {wanted:g}"
         else:

@@ -34,9 +34,16 @@ def test_a_rise_beyond_the_allowance_fails_the_honest_seat(capsys) -> None:
 def test_an_honest_far_seat_end_to_end_is_present_while_its_way_back_rises_after_the_pings(capsys) -> None:
     """``--far-e2e``: the real capacity proof and presence checks of an honest miner on the emulated
     device at 70 % of its table, its SSH through the rising proxy: a transient and a sustained 1 s
-    rise, both inside the chain and after the pings, both windows present (under a GPU seat's slack)."""
-    code = main(["--far-e2e", "2", "--json"])
-    report = json.loads(capsys.readouterr().out)
-    assert code == 0 and report["failed"] == 0, report
+    rise, both inside the chain and after the pings, both windows present (under a GPU seat's slack).
+
+    Under load a rise can land after a window's chain ended (a slow slow-lane run: 1 of 2 risen,
+    both present): such a run did not play the scenario, so it is run again, at most three times;
+    an absent honest window in any run fails at once."""
+    for _ in range(3):
+        code = main(["--far-e2e", "2", "--json"])
+        report = json.loads(capsys.readouterr().out)
+        assert code == 0 and report["failed"] == 0, report
+        if report["risen_windows"] == 2:
+            break
     assert report["risen_windows"] == 2 and report["rtt_before_s_max"] < 0.25, report
     assert report["rtt_after_s"][1] > 1.0  # the sustained rise: seen by the pings after the chain

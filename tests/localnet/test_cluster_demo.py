@@ -54,6 +54,11 @@ def test_the_proven_link_carries_a_rented_clusters_training_step(tmp_path: Path)
     assert link["passed"] and link["failures"] == [] and link["bandwidth_gbs"] > 0 and link["plain_gbs"] > 0
     # the proof's and the plain all-reduce's vectors crossed the hosts' link: S each way, twice
     assert link["link_counted_bytes"] >= 4 * link["vector_bytes"]
+    # the renter proved the rented link itself (its key, its clock) before keeping the cluster, and
+    # that proof's vector crossed the hosts' link too
+    mine = summary["renter_link"]
+    assert mine["passed"] and mine["bandwidth_gbs"] * 8 >= mine["min_link_gbps"] > 0, mine
+    assert mine["link_counted_bytes"] >= 4 * mine["vector_bytes"]
     assert [n["rank"] for n in cluster["nodes"]] == [0, 1]
     assert {n["netns"] for n in cluster["nodes"]} == set(hosts)  # one node on each host
     assert cluster["master_addr"] == cluster["nodes"][0]["host"] and cluster["released"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -23,16 +24,23 @@ from compute.operator import main  # noqa: E402
 
 
 def _child(argv: list[str], out: str, err: str) -> None:
-    with open(out, "w") as stdout, open(err, "w") as stderr:
-        try:
-            code = main(argv, stdout=stdout, stderr=stderr)
-        except BaseException as exc:  # noqa: BLE001 - a traceback is a finding: report it
-            import traceback
+    """In the forked child. A signal landing before ``main`` runs (the driver's own lines, slow under
+    load) is answered as ``neurons/register.py`` answers one during its imports: exit 128 + signal,
+    nothing started; from ``main`` on, the CLI's own handling is what is tested."""
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(128 + signal.SIGTERM))
+    try:
+        stdout, stderr = open(out, "w"), open(err, "w")  # noqa: SIM115 - closed by os._exit's flush below
+    except KeyboardInterrupt:
+        os._exit(128 + signal.SIGINT)
+    try:
+        code = main(argv, stdout=stdout, stderr=stderr)
+    except BaseException as exc:  # noqa: BLE001 - a traceback is a finding: report it
+        import traceback
 
-            stderr.write("TRACEBACK " + "".join(traceback.format_exception(exc)))
-            code = 99
-        stdout.flush()
-        stderr.flush()
+        stderr.write("TRACEBACK " + "".join(traceback.format_exception(exc)))
+        code = 99
+    stdout.flush()
+    stderr.flush()
     os._exit(code)
 
 
