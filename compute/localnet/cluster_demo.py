@@ -309,6 +309,10 @@ def render_cluster(summary: dict[str, Any], out: Any) -> None:
     out.print(
         f"cluster {cluster['cluster_id']}: MASTER_ADDR={cluster['master_addr']} MASTER_PORT={cluster['master_port']}"
     )
+    for node in cluster["nodes"]:
+        out.print(
+            f"  rank {node['rank']}: {node['host']} ({node['netns']}) miner uid {node['miner_uid']} lease {node['lease_id'][:12]}"
+        )
     mine = summary["renter_link"]
     out.print(
         f"  the renter's own proof across its leases: {'passed' if mine['passed'] else 'FAILED'}, "
@@ -316,10 +320,6 @@ def render_cluster(summary: dict[str, Any], out: Any) -> None:
         f"--min-link-gbps {mine['min_link_gbps']:g}; plain all-reduce {mine['plain_gbs'] or 0:.3f} GB/s; "
         f"{mine['link_counted_bytes'] / 1e6:.1f} MB counted on the link)"
     )
-    for node in cluster["nodes"]:
-        out.print(
-            f"  rank {node['rank']}: {node['host']} ({node['netns']}) miner uid {node['miner_uid']} lease {node['lease_id'][:12]}"
-        )
     out.print(
         f"training step: {train['params']:,} parameters, mean loss {train['loss_mean']:.4f}, reduced gradient norm "
         f"{train['grad_sum_norm']:.4f} (the sum of every rank's: {train['matches_every_rank']}), all-reduce "
