@@ -75,15 +75,19 @@ class SshChannel:
         return self._lines.get()  # b"": the session ended
 
     async def _pump(self) -> None:
-        partial = b""
+        buffer, scanned = bytearray(), 0  # only new bytes are searched: a long line costs O(its size)
         try:
             while data := await self._process.stdout.read(READ_BYTES):
-                *lines, partial = (partial + data).split(b"\n")
-                for line in lines:
-                    self._lines.put(line + b"\n")
-                if len(partial) > MAX_LINE_BYTES:
-                    self._lines.put(partial[: MAX_LINE_BYTES + 1])
-                    partial = b""
+                buffer += data
+                while (end := buffer.find(b"\n", scanned)) >= 0:
+                    self._lines.put(bytes(buffer[: end + 1]))
+                    del buffer[: end + 1]
+                    scanned = 0
+                scanned = len(buffer)
+                if len(buffer) > MAX_LINE_BYTES:
+                    self._lines.put(bytes(buffer[: MAX_LINE_BYTES + 1]))
+                    buffer.clear()
+                    scanned = 0
         except (OSError, asyncssh.Error):
             pass
         finally:
