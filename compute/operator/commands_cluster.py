@@ -120,28 +120,13 @@ def check_cluster_args(args: argparse.Namespace) -> None:
     """Flags of ``allocate --nodes`` and ``deallocate --cluster`` that do not go together."""
     command = getattr(args, "command", None)
     if command == "allocate":
-        cluster_flags = [
-            flag
-            for flag, value in (
-                ("--gpus-per-node", args.gpus_per_node),
-                ("--max-spread", args.max_spread),
-                ("--min-link-gbps", args.min_link_gbps),
-            )
-            if value is not None
-        ]
-        if args.nodes is None and cluster_flags:
-            raise UsageError(f"{cluster_flags[0]} needs --nodes N")
-        link_flags = [
-            flag
-            for flag, value in (
-                ("--link-mib", args.link_mib),
-                ("--link-python", args.link_python),
-                ("--link-ifname", args.link_ifname),
-            )
-            if value is not None
-        ]
-        if args.min_link_gbps is None and link_flags:
-            raise UsageError(f"{link_flags[0]} needs --min-link-gbps X")
+        for gate, needs, flags in (
+            ("nodes", "--nodes N", ("gpus_per_node", "max_spread", "min_link_gbps")),
+            ("min_link_gbps", "--min-link-gbps X", ("link_mib", "link_python", "link_ifname")),
+        ):
+            given = [name for name in flags if getattr(args, name) is not None]
+            if given and getattr(args, gate) is None:
+                raise UsageError(f"--{given[0].replace('_', '-')} needs {needs}")
         if args.nodes is not None:
             for flag, value in (("--uid", args.uid), ("--hotkey", args.hotkey), ("--volume", args.volume)):
                 if value is not None:
