@@ -188,10 +188,11 @@ def test_one_dead_lease_slashes_once_however_its_genuine_probes_are_re_served(tm
         deposit = contract.deposit_of(story.miner.hotkey.ss58_address)
         assert (deposit.amount, deposit.slashes) == (6 * TAO, 1)
         assert contract.owed(lease.renter_evm) == TAO
-        reordered = documents[-1]
-        assert all(
-            (o or "").startswith("refused: probes are not in canonical order")
-            for o in honest_outcomes(story, reordered)
+        reordered = documents[-1]  # every desk judges it (under CI's load that took longer than 6 s)
+        story.play(lambda: None not in honest_outcomes(story, reordered), timeout_s=60)
+        outcomes = honest_outcomes(story, reordered)
+        assert all((o or "").startswith("refused: probes are not in canonical order") for o in outcomes), (
+            outcomes
         )
         for digest in documents[:-1]:  # every desk judged the re-served subsets: closed, never slashed again
             assert all(

@@ -89,9 +89,10 @@ async def test_a_far_honest_miner_is_verified_like_a_near_one(start_miner, valid
     device measured near reads differently on short (~0.1 s) and long (~2 s, ``LONG_N``) work, either
     way round: CI read the far runs at 0.28-0.43 x the short near ones in one run, and at 0.34-0.57 x
     the long ones in another, where the short ones read 0.41-0.57 x the long. So the far figure is
-    held to the lower of the two near ones, the device's own spread near at that moment (0.73-1.9 in
-    the nine pairs above and beside three busy loops). Before the fix every far run measured ~1 % of
-    near, whatever the yardstick. Measured again, at most three times, until one pair agrees."""
+    held to the lower of the two near ones, the device's own spread near at that moment (0.73-1.90
+    in the seven pairs with both: CI, three busy loops, a quiet machine). Before the fix every far
+    run measured ~1 % of near, whatever the yardstick. Measured again, at most three times, until
+    one pair agrees."""
     miner = start_miner("honest")
     near_params = small_params(distance_share=SHARE, min_timed_s=FLOOR)
     long_params = small_params(distance_share=SHARE, min_timed_s=FLOOR, pog_n=LONG_N, miner_timeout=180.0)
