@@ -213,7 +213,7 @@ class ClusterDemo:
             raise LocalnetError(f"--cluster: register.py {args[0]} did not finish in time") from None
 
     def rent_and_train(self, hosts: list[Host], store: Path) -> dict[str, Any]:
-        counted = self.hosts.link_bytes()
+        before_check = self.hosts.link_bytes()
         done = self.register(
             store, "allocate", "--nodes", "2", "--ttl", "30m", "--ram-gb", "2", "--json",
             "--min-link-gbps", str(RENTER_MIN_LINK_GBPS), "--link-mib", str(PROOF_BYTES >> 20),
@@ -221,7 +221,7 @@ class ClusterDemo:
         )  # fmt: skip
         if done.returncode != 0:
             raise LocalnetError(
-                f"--cluster: allocate --nodes 2 failed ({done.returncode}): {done.stderr.strip()}"
+                f"--cluster: allocate --nodes 2 failed ({done.returncode}): {done.stderr.strip()} "
                 f"{done.stdout.strip()[-1000:]}"
             )
         answer = json.loads(done.stdout)
@@ -229,7 +229,7 @@ class ClusterDemo:
         renter_link = {
             **{k: answer["link"][k] for k in ("passed", "failures", "vector_bytes", "interval_s", "bandwidth_gbs", "plain_gbs")},
             "min_link_gbps": RENTER_MIN_LINK_GBPS,
-            "link_counted_bytes": self.hosts.link_bytes() - counted,  # the proof and its plain all-reduce
+            "link_counted_bytes": self.hosts.link_bytes() - before_check,  # the proof and its plain all-reduce
         }  # fmt: skip
         by_address = {h.address: h.netns for h in hosts}
         nodes = [

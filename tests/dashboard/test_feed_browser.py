@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from demokit import stop_demo
 from test_dashboard_browser import BROWSER, artifacts_dir, browser, dump_dom
 
 from compute.dashboard.feed import MachineFeed
@@ -75,10 +75,4 @@ def test_feed_page_renders_the_demos_machines_in_chromium(tmp_path: Path) -> Non
             m["verified"] and m["proven"]["uptime_30d"] == 1.0 for m in machines
         )
     finally:
-        if demo.poll() is None:
-            demo.send_signal(signal.SIGINT)
-            try:
-                demo.wait(60)
-            except subprocess.TimeoutExpired:
-                demo.kill()
-                demo.wait()
+        stop_demo(demo)
