@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 
 import httpx
@@ -41,6 +42,7 @@ class HostileRpc:
     delay_s: float = 0.0
     connections: int = 0
     sent: int = 0  # body bytes written (all connections)
+    first_at: float | None = None  # time.monotonic() of the first connection accepted
     _stop: threading.Event = field(default_factory=threading.Event)
     _socks: list[socket.socket] = field(default_factory=list)
 
@@ -76,6 +78,8 @@ class HostileRpc:
             except (TimeoutError, OSError):
                 continue
             self.connections += 1
+            if self.first_at is None:
+                self.first_at = time.monotonic()
             self._socks.append(conn)
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 

@@ -252,13 +252,23 @@ def test_collateral_status_ends_within_its_deadline_with_one_line_and_bounded_me
     with HostileRpc(mode) as rpc:
         argv = ["status", *flags, "--collateral.rpc", rpc.url, "--collateral.address", CONTRACT]
         code, out, err, took, peak_mb = _run_cli([*argv, "--collateral.rpc_timeout", str(CLI_DEADLINE)], root)
+        ended = time.monotonic()
     lines = err.splitlines()
-    print(f"{mode}: gave up after {took:.2f} s (start-up {start_up:.2f} s), peak RSS {peak_mb:.0f} MB")
+    assert rpc.first_at is not None, err
+    # timed from the CLI's first connection to its exit: its imports (2.9 s alone, more under CI's
+    # load: a CI run read 4.9 s beside a 2.9 s start-up measured once) are no part of the deadline
+    asked = ended - rpc.first_at
+    print(
+        f"{mode}: gave up {asked:.2f} s after it connected ({took:.2f} s in all, start-up ~{start_up:.2f} s)"
+    )
+    print(f"{mode}: peak RSS {peak_mb:.0f} MB")
     assert code == 1 and out == ""
     assert len(lines) == 1 and lines[0].startswith(f"error: EVM RPC {rpc.url}: "), err
-    assert took - start_up <= CLI_DEADLINE + 2 * SLACK, f"{took:.2f} s, start-up {start_up:.2f} s"
-    if mode in ("silent", "drip"):
-        assert took >= CLI_DEADLINE
+    # and its exit (0.4 s quiet: web3's and bittensor's teardown) within slack; a second try of a
+    # silent endpoint, or a drip that reset the deadline, would add another 3 s
+    assert asked <= CLI_DEADLINE + 3 * SLACK, f"{asked:.2f} s after it connected"
+    if mode in ("silent", "drip"):  # the deadline was waited out, whole
+        assert asked >= CLI_DEADLINE - 0.05
     assert peak_mb < 300, f"peak RSS {peak_mb:.0f} MB"
 
 
