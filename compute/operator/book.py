@@ -9,7 +9,9 @@ signed, its idempotency key, the miner asked and the key file): a process interr
 at any moment after that leaves the intent behind, and the operator settles it (the same request
 again gets the lease the first one made, which is then released), so no lease runs that the book
 does not know. Leases rented together as a cluster are listed under a cluster id (a table of its
-own, added to older books when opened). Each lease also keeps the price per hour the miner signed when it rented it.
+own, added to older books when opened), with every link proof the renter ran across them (its own
+figure, on its own clock: ``cluster check``, ``allocate --min-link-gbps``). Each lease also keeps
+the price per hour the miner signed when it rented it.
 
 Deliberately not stored: secrets of any kind. Private keys live as 0600 files in the data
 directory; the database only points at them. The miner stays the authority on a lease's state;
@@ -75,6 +77,17 @@ CREATE TABLE IF NOT EXISTS clusters (
     gpus_per_node INTEGER NOT NULL,
     created_at REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS cluster_links (
+    cluster_id TEXT NOT NULL,
+    checked_at REAL NOT NULL,
+    passed INTEGER NOT NULL,
+    bandwidth_gbs REAL NOT NULL,
+    plain_gbs REAL,
+    vector_bytes INTEGER NOT NULL,
+    interval_s REAL NOT NULL,
+    failures TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS cluster_links_by_cluster ON cluster_links (cluster_id, checked_at);
 """
 _FROM_1 = """
 ALTER TABLE leases ADD COLUMN price_per_hour REAL;
@@ -154,6 +167,21 @@ class ClusterRecord:
     lease_ids: tuple[str, ...]
     gpus_per_node: int
     created_at: float
+
+
+@dataclass(frozen=True)
+class LinkRecord:
+    """One link proof the renter ran across a cluster's nodes (``cluster check``): the renter drew
+    the key, held the clock and verified the openings, so the figure is the renter's own."""
+
+    cluster_id: str
+    checked_at: float
+    passed: bool
+    bandwidth_gbs: float  # per link; 0 when the proof failed
+    plain_gbs: float | None  # a plain all-reduce of the same size, the same clock
+    vector_bytes: int
+    interval_s: float
+    failures: tuple[str, ...] = ()
 
 
 _COLUMNS = [f.name for f in fields(BookEntry)]
@@ -296,6 +324,43 @@ class LeaseBook:
                     record.created_at,
                 ),
             )
+
+    def add_link(self, record: LinkRecord) -> None:
+        with self._connect() as conn:
+            conn.execute(
+                "INSERT INTO cluster_links (cluster_id, checked_at, passed, bandwidth_gbs, plain_gbs, "
+                "vector_bytes, interval_s, failures) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    record.cluster_id,
+                    record.checked_at,
+                    int(record.passed),
+                    record.bandwidth_gbs,
+                    record.plain_gbs,
+                    record.vector_bytes,
+                    record.interval_s,
+                    json.dumps(list(record.failures)),
+                ),
+            )
+
+    def last_link(self, cluster_id: str) -> LinkRecord | None:
+        """The cluster's latest link proof, passed or not; None when it was never proven."""
+        with self._connect() as conn:
+            row = conn.execute(
+                "SELECT * FROM cluster_links WHERE cluster_id = ? ORDER BY checked_at DESC LIMIT 1",
+                (cluster_id,),
+            ).fetchone()
+        if row is None:
+            return None
+        return LinkRecord(
+            row["cluster_id"],
+            float(row["checked_at"]),
+            bool(row["passed"]),
+            float(row["bandwidth_gbs"]),
+            None if row["plain_gbs"] is None else float(row["plain_gbs"]),
+            int(row["vector_bytes"]),
+            float(row["interval_s"]),
+            tuple(json.loads(row["failures"])),
+        )
 
     def clusters(self, owner_hotkey: str) -> list[ClusterRecord]:
         """The owner's clusters, newest first (ended ones too: their members' states say)."""

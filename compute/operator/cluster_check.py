@@ -6,6 +6,8 @@ key, times the collective on its own clock and verifies the opened chunks exactl
 does (docs/cluster.md#the-proof), then times a plain all-reduce of the same size on the same group.
 So the figure is the link as rented, in the renter's own time, not a link shown to a validator at
 another moment: a fast path kept for proofs does not reach it. It moves no money and no score.
+Every verdict (passed or not) is kept in the renter's lease book with the moment it was taken
+(``LeaseBook.last_link``), which ``cluster show`` and ``list`` print beside the cluster.
 
 ``allocate_linked_cluster`` is ``allocate --nodes N --min-link-gbps X``: the cluster is rented,
 checked this way, and kept only when it passed at X Gbit/s per link or more; otherwise (a failed
@@ -24,6 +26,7 @@ import contextlib
 import queue
 import shlex
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -32,6 +35,7 @@ import asyncssh
 
 from compute.interconnect import InterconnectSession, InterconnectVerdict, PlainResult, new_challenge
 from compute.interconnect.wire import MAX_LINE_BYTES
+from compute.operator.book import LeaseBook, LinkRecord
 from compute.operator.cluster import Cluster, ClusterWanted, allocate_cluster, release_cluster
 from compute.operator.errors import NoMatchingMachine, Refused
 from compute.operator.service import Operator
@@ -129,12 +133,26 @@ class CheckReport:
     plain: PlainResult | None
     errors: dict[int, str] = field(default_factory=dict)  # a failed proof: each node's last stderr line
 
-    def payload(self, cluster: Cluster) -> dict[str, Any]:
-        plain_gbs = (
-            round(self.link_bytes / self.plain.interval_s / 1e9, 4)
-            if self.plain is not None and self.plain.interval_s > 0
-            else None
+    @property
+    def plain_gbs(self) -> float | None:
+        if self.plain is None or self.plain.interval_s <= 0:
+            return None
+        return round(self.link_bytes / self.plain.interval_s / 1e9, 4)
+
+    def record(self, cluster_id: str, at: float) -> LinkRecord:
+        return LinkRecord(
+            cluster_id=cluster_id,
+            checked_at=at,
+            passed=self.verdict.passed,
+            bandwidth_gbs=round(self.verdict.bandwidth_gbs, 4),
+            plain_gbs=self.plain_gbs,
+            vector_bytes=self.vector_bytes,
+            interval_s=round(self.verdict.interval_s or 0.0, 4),
+            failures=tuple(self.verdict.failures),
         )
+
+    def payload(self, cluster: Cluster) -> dict[str, Any]:
+        plain_gbs = self.plain_gbs
         return {
             "cluster_id": cluster.cluster_id,
             "nodes": len(cluster.members),
@@ -150,9 +168,19 @@ class CheckReport:
         }
 
 
-async def check_cluster(cluster: Cluster, options: CheckOptions = CheckOptions()) -> CheckReport:
+async def check_cluster(
+    cluster: Cluster, options: CheckOptions = CheckOptions(), book: LeaseBook | None = None
+) -> CheckReport:
     """Run the proof across every node of ``cluster``; ``Refused`` when the nodes could not join
-    (each failing node's last stderr in the message), else the verdict, passed or not."""
+    (each failing node's last stderr in the message), else the verdict, passed or not, which is
+    also kept in ``book`` when one is given."""
+    report = await _check(cluster, options)
+    if book is not None:
+        book.add_link(report.record(cluster.cluster_id, time.time()))
+    return report
+
+
+async def _check(cluster: Cluster, options: CheckOptions) -> CheckReport:
     if options.mib <= 0:
         raise Refused(f"--mib must be positive, got {options.mib:g}")
     loop = asyncio.get_running_loop()
@@ -208,7 +236,7 @@ async def allocate_linked_cluster(
     why. Only the renter's own proof decides: nothing a miner reports can keep a cluster."""
     cluster = await allocate_cluster(op, want, duration_s)
     try:
-        report = await check_cluster(cluster, options)
+        report = await check_cluster(cluster, options, op.book)
         gbit = report.verdict.bandwidth_gbs * 8
         wanted = want.min_link_gbps or 0.0
         if not report.verdict.passed:

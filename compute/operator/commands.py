@@ -28,6 +28,8 @@ from compute.operator.keys import load_public_key
 from compute.operator.output import (
     health_json,
     lease_json,
+    link_json,
+    link_line,
     machine_json,
     show_lease,
     show_leases,
@@ -383,6 +385,9 @@ async def cmd_list(op: Operator, args: argparse.Namespace) -> Result:
                 + ", ".join(cluster["lease_ids"]),
                 highlight=False,
             )
+            console.print(
+                f"  {link_line(cluster['link'], cluster['cluster_id'])}", highlight=False, markup=False
+            )
 
     return Result(payload, render)
 
@@ -395,7 +400,15 @@ def _clusters(op: Operator, listed: set[str]) -> list[dict[str, Any]]:
             continue
         states = [(e.state if (e := op.book.get(i)) is not None else "unknown") for i in record.lease_ids]
         state = "active" if "active" in states else states[0]
-        shown.append({"cluster_id": record.cluster_id, "lease_ids": list(record.lease_ids), "state": state})
+        link = link_json(op.book.last_link(record.cluster_id))
+        shown.append(
+            {
+                "cluster_id": record.cluster_id,
+                "lease_ids": list(record.lease_ids),
+                "state": state,
+                "link": link,
+            }
+        )
     return shown
 
 

@@ -39,6 +39,7 @@ from compute.operator.cluster import (
 from compute.operator.cluster_check import CheckOptions, allocate_linked_cluster, check_cluster
 from compute.operator.commands import Result, parse_duration, report_undone, wanted_from
 from compute.operator.errors import Refused, UsageError
+from compute.operator.output import link_json, link_line
 from compute.operator.service import Operator
 from compute.operator.shell import LeaseAccess, LeaseShell
 
@@ -156,6 +157,7 @@ def cluster_json(op: Operator, cluster: Cluster) -> dict[str, Any]:
     return {
         "cluster_id": cluster.cluster_id,
         "state": cluster.state,
+        "link": link_json(op.book.last_link(cluster.cluster_id)),
         "master_addr": cluster.master_addr,
         "master_port": cluster.master_port,
         "gpus_per_node": cluster.gpus_per_node,
@@ -192,6 +194,7 @@ def _render(payload: dict[str, Any], title: str) -> Any:
             )
             if node["ssh_command"]:
                 console.print(f"    {node['ssh_command']}", highlight=False, markup=False)
+        console.print(f"  {link_line(payload['link'], payload['cluster_id'])}", highlight=False, markup=False)
 
     return render
 
@@ -214,22 +217,9 @@ async def cmd_allocate_cluster(op: Operator, args: argparse.Namespace) -> Result
         report_undone(op, args)
         raise
     payload: dict[str, Any] = {"cluster": cluster_json(op, cluster)}
-    render = _render(payload["cluster"], "Cluster allocated")
-    if report is not None:
+    if report is not None:  # its figure is the cluster's link, printed by the render below
         payload["link"] = report.payload(cluster)
-
-        def render_linked(console: Console) -> None:
-            render(console)
-            link = payload["link"]
-            console.print(
-                f"  link proven by you: {link['bandwidth_gbs'] * 8:.4g} Gbit/s per link "
-                f"({link['bandwidth_gbs']:g} GB/s; --min-link-gbps {want.min_link_gbps:g})",
-                highlight=False,
-                markup=False,
-            )
-
-        return Result(payload, render_linked)
-    return Result(payload, render)
+    return Result(payload, _render(payload["cluster"], "Cluster allocated"))
 
 
 async def cmd_deallocate_cluster(op: Operator, args: argparse.Namespace) -> Result:
@@ -258,7 +248,7 @@ async def cmd_cluster(op: Operator, args: argparse.Namespace) -> Result:
     if ended:
         raise Refused(f"cluster {cluster.cluster_id}: lease(s) {', '.join(ended)} ended; rent a new cluster")
     if args.action == "check":
-        return await cmd_cluster_check(cluster, args)
+        return await cmd_cluster_check(op, cluster, args)
     if args.timeout is not None and args.timeout <= 0:
         raise UsageError(f"--timeout must be positive, got {args.timeout:g}")
     command = args.remote_command[0] if len(args.remote_command) == 1 else shlex.join(args.remote_command)
@@ -275,7 +265,7 @@ async def cmd_cluster(op: Operator, args: argparse.Namespace) -> Result:
     return Result(payload, exit_code=code)
 
 
-async def cmd_cluster_check(cluster: Cluster, args: argparse.Namespace) -> Result:
+async def cmd_cluster_check(op: Operator, cluster: Cluster, args: argparse.Namespace) -> Result:
     options = CheckOptions(
         mib=args.mib,
         python=args.python,
@@ -283,7 +273,7 @@ async def cmd_cluster_check(cluster: Cluster, args: argparse.Namespace) -> Resul
         device=args.device,
         timeout_s=args.timeout or CheckOptions.timeout_s,
     )
-    report = await check_cluster(cluster, options)
+    report = await check_cluster(cluster, options, op.book)
     payload = report.payload(cluster)
 
     def render(console: Console) -> None:

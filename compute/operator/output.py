@@ -13,7 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from compute.operator.book import BookEntry
+from compute.operator.book import BookEntry, LinkRecord
 from compute.operator.discovery import Machine, VerifiedGpus
 from compute.peertext import for_rich
 from compute.protocol import VOLUME_MOUNT_PATH, LeaseHealth, LeaseIdle, Price
@@ -350,3 +350,32 @@ def show_lease(
     if ssh_command:
         console.print("Connect with:")
         console.print(ssh_command, markup=False, highlight=False, soft_wrap=True)
+
+
+def link_json(record: LinkRecord | None) -> dict[str, Any] | None:
+    """The renter's latest link proof of a cluster (``cluster check``), or None: never proven."""
+    if record is None:
+        return None
+    return {
+        "passed": record.passed,
+        "bandwidth_gbs": record.bandwidth_gbs,
+        "plain_gbs": record.plain_gbs,
+        "vector_bytes": record.vector_bytes,
+        "interval_s": record.interval_s,
+        "checked_at": record.checked_at,
+        "failures": list(record.failures),
+    }
+
+
+def link_line(link: dict[str, Any] | None, cluster_id: str) -> str:
+    """One line for a person: what the renter's own proof last said of the cluster's link."""
+    if link is None:
+        return f"link: not proven (register.py cluster check {cluster_id})"
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(link["checked_at"]))
+    if not link["passed"]:
+        return f"link: your proof failed at {when}: " + "; ".join(link["failures"][:2])
+    plain = f", a plain all-reduce {link['plain_gbs']:g} GB/s" if link["plain_gbs"] else ""
+    return (
+        f"link: proven by you at {link['bandwidth_gbs'] * 8:.4g} Gbit/s per link "
+        f"({link['bandwidth_gbs']:g} GB/s, {link['vector_bytes'] / 1024**2:g} MiB{plain}) at {when}"
+    )

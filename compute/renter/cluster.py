@@ -4,8 +4,9 @@ An ``AsyncCluster`` holds the member leases in rank order (``leases[0]`` is rank
 rendezvous variables of each (``env(rank)``: ``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``,
 ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``...; docs/cluster.md#cluster-rentals). ``run`` starts one
 command on every node at once with its variables exported; ``check`` proves the nodes' link with
-the renter as the judge (``compute.operator.cluster_check``); ``release`` ends every member (each
-tried even when another fails). Renting is all or none: ``compute.operator.cluster`` releases
+the renter as the judge (``compute.operator.cluster_check``), its report kept as ``link`` and in
+the lease book (``register.py cluster show``); ``release`` ends every member (each tried even when
+another fails). Renting is all or none: ``compute.operator.cluster`` releases
 every lease made when one member fails or the call is cancelled. Nothing here prints.
 """
 
@@ -30,6 +31,7 @@ class AsyncCluster:
     """Leases rented together (``await renter.allocate_cluster(nodes=2, ...)``)."""
 
     def __init__(self, renter: OperatorHolder, cluster: Cluster) -> None:
+        self._renter = renter
         self.cluster = cluster
         self.leases = [AsyncLease(renter, entry) for entry in cluster.members]
         self.link: dict | None = None  # the renter's own link proof, when rented with min_link_gbps
@@ -86,7 +88,9 @@ class AsyncCluster:
         ``{"passed", "bandwidth_gbs" (per link), "plain_gbs", "interval_s", "failures", ...}``.
         ``Refused`` when the nodes could not join (no ``python`` with torch and this package)."""
         options = CheckOptions(mib=mib, python=python, ifname=ifname, device=device, timeout_s=timeout)
-        return (await check_cluster(self.cluster, options)).payload(self.cluster)
+        report = await check_cluster(self.cluster, options, self._renter.operator.book)
+        self.link = report.payload(self.cluster)
+        return self.link
 
     async def release(self) -> None:
         """End every member lease (idempotent); ``ReleaseFailed`` names those never confirmed."""

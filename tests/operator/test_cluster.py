@@ -63,6 +63,12 @@ class Net:
         code = main([*self.flags(), *args, "--json"], stdout=out, stderr=err)
         return code, json.loads(out.getvalue()), err.getvalue()
 
+    def text(self, *args: str) -> tuple[int, str]:
+        """What a person sees (no ``--json``)."""
+        out, err = io.StringIO(), io.StringIO()
+        code = main([*self.flags(), *args], stdout=out, stderr=err)
+        return code, out.getvalue() + err.getvalue()
+
     def book(self) -> LeaseBook:
         return LeaseBook(self.root / "register" / "leases.db")
 
@@ -229,8 +235,14 @@ def test_allocate_nodes_rents_the_close_pair_and_deallocate_cluster_ends_both(th
             "cluster_id": cluster["cluster_id"],
             "lease_ids": [n["lease_id"] for n in cluster["nodes"]],
             "state": "active",
+            "link": None,  # the renter never proved it (cluster check)
         }
     ]
+    assert cluster["link"] is None
+    code, shown = three.text("cluster", "show", "last")
+    assert (
+        code == EXIT_OK and f"link: not proven (register.py cluster check {cluster['cluster_id']})" in shown
+    )
     code, body, _ = three.cli("deallocate", "--cluster", cluster["cluster_id"][:6])
     assert code == EXIT_OK and sorted(body["released"]) == sorted(n["lease_id"] for n in cluster["nodes"])
     assert three.live() == {hk: set() for hk, _, _ in three.miners}
@@ -313,6 +325,8 @@ def test_min_link_gbps_keeps_a_cluster_only_on_the_renters_own_passing_proof(thr
     code, body, err = three.cli("allocate", "--nodes", "2", "--ttl", "30m", "--min-link-gbps", "0.001", *link)
     assert code == EXIT_OK and body["link"]["passed"] and body["link"]["bandwidth_gbs"] * 8 >= 0.001, body
     assert body["link"]["cluster_id"] == body["cluster"]["cluster_id"]
+    kept = body["cluster"]["link"]  # in the book too, for cluster show and list
+    assert kept["passed"] and kept["bandwidth_gbs"] == body["link"]["bandwidth_gbs"], body
     assert sum(len(held) for held in three.live().values()) == 2
     assert three.cli("deallocate", "--cluster", "last")[0] == EXIT_OK
 
@@ -512,6 +526,18 @@ def test_cluster_check_proves_the_rented_link_on_the_renters_clock_and_fails_a_f
     assert body["nodes"] == 2 and body["vector_bytes"] == 4 * 1024**2
     assert body["link_bytes"] == body["vector_bytes"]  # a ring of 2: each link carries 2 (n-1)/n of it
     assert body["bandwidth_gbs"] > 0 and body["plain_gbs"] > 0 and 0 < body["verify_cpu_s"] < 1
+    proven = body
+    # the renter's tools show it from the book, with the moment it was taken
+    shown = three.cli("cluster", "show", "last")[1]["cluster"]["link"]
+    assert shown["passed"] and shown["failures"] == [], shown
+    assert (shown["bandwidth_gbs"], shown["plain_gbs"]) == (proven["bandwidth_gbs"], proven["plain_gbs"])
+    assert shown["vector_bytes"] == 4 * 1024**2 and time.time() - 120 < shown["checked_at"] <= time.time()
+    assert three.cli("list")[1]["clusters"][0]["link"] == shown
+    code, text = three.text("cluster", "show", "last")
+    assert (
+        code == EXIT_OK
+        and f"link: proven by you at {proven['bandwidth_gbs'] * 8:.4g} Gbit/s per link" in text
+    )
     # every node sums shards under a key it was not given: a commitment in time, openings that fail
     forged = tmp_path / "forged.py"
     forged.write_text(FORGED_PARTICIPANT)
@@ -521,6 +547,11 @@ def test_cluster_check_proves_the_rented_link_on_the_renters_clock_and_fails_a_f
     code, body, err, _ = _check(three, "--python", str(fake_python))
     assert code == 1 and not body["passed"] and body["bandwidth_gbs"] == 0, (body, err)
     assert {f.split(":")[0] for f in body["failures"]} >= {"rank 0 (127.0.0.1", "rank 1 (127.0.0.1"}, body
+    # the latest proof is what the tools show: a failed one is never shown as the earlier figure
+    shown = three.cli("cluster", "show", "last")[1]["cluster"]["link"]
+    assert not shown["passed"] and shown["bandwidth_gbs"] == 0 and shown["failures"] == body["failures"]
+    code, listed = three.text("list")
+    assert code == EXIT_OK and "link: your proof failed at" in listed and "Gbit/s" not in listed, listed
     assert three.live() != {hk: set() for hk, _, _ in three.miners}  # the leases are the renter's still
     assert three.cli("deallocate", "--cluster", "last")[0] == EXIT_OK
 
@@ -548,7 +579,9 @@ def test_sdk_cluster_check_proves_the_link_of_the_rented_nodes(three):
         with renter.rent_cluster(nodes=2, ttl="10m") as cluster:
             report = cluster.check(2, python=sys.executable, ifname="lo", device="cpu")
         assert report["passed"] and report["cluster_id"] == cluster.id and report["bandwidth_gbs"] > 0, report
-        assert cluster.link is None  # rented without min_link_gbps
+        assert cluster.link == report  # the latest proof, also in the book (cluster show)
+        kept = renter._async.operator.book.last_link(cluster.id)
+        assert kept is not None and kept.passed and kept.bandwidth_gbs == report["bandwidth_gbs"]
         options = {"mib": 2, "python": sys.executable, "ifname": "lo", "device": "cpu"}
         with renter.rent_cluster(nodes=2, ttl="10m", min_link_gbps=0.001, link_check=options) as linked:
             assert (

@@ -22,6 +22,7 @@ from compute.operator import (
     ssh_command,
     write_known_hosts,
 )
+from compute.operator.book import LinkRecord
 from compute.operator.errors import Refused
 from compute.operator.keys import remove_generated_key
 from compute.protocol import SshAccess
@@ -180,6 +181,19 @@ def test_a_book_of_the_earlier_schema_keeps_its_leases_and_gains_intents_and_pri
     assert book.intents("5Owner") == []
     with sqlite3.connect(tmp_path / "leases.db") as conn:
         assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("2",)
+
+
+def test_a_clusters_link_proofs_are_kept_and_the_latest_is_the_one_shown(tmp_path):
+    with sqlite3.connect(tmp_path / "leases.db") as conn:
+        conn.executescript(_SCHEMA_1)  # a book from before clusters: it gains their tables on opening
+    book = LeaseBook(tmp_path / "leases.db")
+    assert book.last_link("c1") is None
+    passed = LinkRecord("c1", 100.0, True, 0.25, 0.3, 64 << 20, 0.5)
+    failed = LinkRecord("c1", 200.0, False, 0.0, None, 64 << 20, 0.7, ("rank 1 (h:22): opening 3 wrong",))
+    book.add_link(failed)
+    book.add_link(passed)  # written later, taken earlier: order by the moment it was taken
+    book.add_link(LinkRecord("c2", 300.0, True, 9.0, None, 1 << 20, 0.1))
+    assert LeaseBook(tmp_path / "leases.db").last_link("c1") == failed
 
 
 def test_spend_counts_from_the_start_to_now_or_to_the_end_of_the_lease():
