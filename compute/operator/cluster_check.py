@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import queue
 import shlex
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -40,6 +42,8 @@ from compute.operator.cluster import Cluster, ClusterWanted, allocate_cluster, r
 from compute.operator.errors import NoMatchingMachine, Refused
 from compute.operator.service import Operator
 from compute.operator.shell import LeaseAccess, LeaseShell
+
+logger = logging.getLogger(__name__)
 
 PARTICIPANT = "-m compute.interconnect.participant"
 STDERR_TAIL_BYTES = 2048
@@ -176,8 +180,19 @@ async def check_cluster(
     also kept in ``book`` when one is given."""
     report = await _check(cluster, options)
     if book is not None:
-        book.add_link(report.record(cluster.cluster_id, time.time()))
+        keep_link(book, cluster.cluster_id, report)
     return report
+
+
+def keep_link(book: LeaseBook, cluster_id: str, report: CheckReport) -> bool:
+    """Keep the verdict in the book for ``cluster show``/``list``; a book that cannot be written (a
+    full disk) is logged and costs the caller nothing: the verdict is still returned to it."""
+    try:
+        book.add_link(report.record(cluster_id, time.time()))
+    except (sqlite3.Error, OSError) as exc:
+        logger.warning("cluster %s: the link proof was not kept in the book: %s", cluster_id, exc)
+        return False
+    return True
 
 
 async def _check(cluster: Cluster, options: CheckOptions) -> CheckReport:
@@ -296,5 +311,6 @@ __all__ = [
     "SshChannel",
     "allocate_linked_cluster",
     "check_cluster",
+    "keep_link",
     "node_command",
 ]

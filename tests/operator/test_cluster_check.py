@@ -62,3 +62,38 @@ async def test_a_line_past_the_limit_is_cut_and_what_follows_still_reads(monkeyp
     got, _, _ = await _lines([b"x" * 60, b"x" * 60, b"x" * 10 + b"\nok\n"])
     assert got[0] == b"x" * 101  # cut past the limit: the proof drops it as a bad line
     assert got[-2:] == [b"ok\n", b""]
+
+
+def _report(passed: bool) -> cluster_check.CheckReport:
+    from compute.interconnect import InterconnectVerdict
+
+    failures = () if passed else ("rank 1 (127.0.0.1:22): opening 3 differs",)
+    verdict = InterconnectVerdict(passed, 0.5, 4 << 20, 0.008 if passed else 0.0, failures, 0.001)
+    return cluster_check.CheckReport(verdict, 4 << 20, 4 << 20, None)
+
+
+def test_each_verdict_is_kept_and_the_latest_is_the_books(tmp_path) -> None:
+    from compute.operator import LeaseBook
+
+    book = LeaseBook(tmp_path / "leases.db")
+    assert cluster_check.keep_link(book, "c1", _report(True))
+    assert cluster_check.keep_link(book, "c1", _report(False))
+    kept = book.last_link("c1")
+    assert kept is not None and not kept.passed and kept.bandwidth_gbs == 0.0
+    assert kept.failures == ("rank 1 (127.0.0.1:22): opening 3 differs",)
+
+
+def test_a_book_that_cannot_be_written_costs_the_verdict_nothing(tmp_path, monkeypatch, caplog) -> None:
+    """A full disk under the book: logged, and the caller still has its verdict to act on."""
+    import sqlite3
+
+    from compute.operator import LeaseBook
+
+    book = LeaseBook(tmp_path / "leases.db")
+
+    def full(_record: object) -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(book, "add_link", full)
+    assert not cluster_check.keep_link(book, "c1", _report(True))
+    assert "not kept in the book: database or disk is full" in caplog.text
