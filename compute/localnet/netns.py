@@ -17,7 +17,9 @@ gone (a run that was killed). Deliberately not here: any other address range, NA
 
 ``Shaped`` serves ``bench interconnect --link-gbit``: N namespaces ``icbench-<pid>-h<i>`` on one
 bridge that lives in a namespace of its own, every host's egress held to a rate by ``tbf``; the
-same address range, the same clean-up of killed runs (``remove_stale(prefix)``).
+same address range, the same clean-up of killed runs (``remove_stale(prefix)``). ``relay`` routes
+two hosts' traffic through a third (the relay cheat's test), with sysctls inside those namespaces
+only.
 """
 
 from __future__ import annotations
@@ -192,6 +194,14 @@ def _tc(netns: str, *args: str) -> None:
         raise NetnsError(f"{' '.join(cmd)}: {done.stderr.strip()}")
 
 
+def _sysctl(netns: str, *settings: str) -> None:
+    """``sysctl -w`` inside ``netns`` (its own network settings, never the machine's)."""
+    cmd = ["ip", "netns", "exec", netns, "sysctl", "-q", "-w", *settings]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise NetnsError(f"{' '.join(cmd)}: {done.stderr.strip()}")
+
+
 class Shaped:
     """``world`` namespaces on one bridge, each one's egress held to a rate by ``tbf``.
 
@@ -239,6 +249,21 @@ class Shaped:
         for host in self.hosts:
             _tc(host.netns, "qdisc", "replace", "dev", SHAPED_IFNAME, "root", "tbf", "rate", f"{gbit}gbit",
                 "burst", str(burst), "latency", "50ms")  # fmt: skip
+
+    def relay(self, through: int, between: tuple[int, int]) -> None:
+        """Route the traffic between hosts ``between`` through host ``through``, as a set whose two
+        members have no link of their own would have it carried (the relay cheat of docs/cluster.md):
+        the hop forwards and sends no redirects, the two ends accept none. Only these namespaces'
+        own settings are touched; ``down`` removes them."""
+        hop = self.hosts[through]
+        _sysctl(hop.netns, "net.ipv4.ip_forward=1", "net.ipv4.conf.all.send_redirects=0",
+                f"net.ipv4.conf.{SHAPED_IFNAME}.send_redirects=0")  # fmt: skip
+        for i, j in (between, between[::-1]):
+            end = self.hosts[i]
+            _sysctl(end.netns, "net.ipv4.conf.all.accept_redirects=0",
+                    f"net.ipv4.conf.{SHAPED_IFNAME}.accept_redirects=0")  # fmt: skip
+            _ip("route", "replace", f"{self.hosts[j].address}/32", "via", hop.address, "dev", SHAPED_IFNAME,
+                netns=end.netns)  # fmt: skip
 
     def tx_bytes(self) -> list[int]:
         """Bytes each host has sent on its link so far (its counters)."""

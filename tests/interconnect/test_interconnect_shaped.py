@@ -100,3 +100,54 @@ def test_bad_rates_cuda_and_no_root_are_refused_in_one_line(
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     assert bench.main(["--link-gbit", "1"]) == 2
     assert capsys.readouterr().err == "bench interconnect --link-gbit: network namespaces need root\n"
+
+
+def test_a_relayed_hop_gains_nothing_its_figure_is_the_ring_as_it_ran() -> None:
+    """The relay cheat: ranks 0 and 2 have no link of their own and rank 1 carries their traffic
+    (it forwards; nothing is redirected), hoping the set is figured as if each pair were linked.
+    The proof still passes (the bytes are right) but its figure is the collective as it ran: rank 1's
+    one link now carries its own ring traffic and the relayed hop, so the figure falls, and it never
+    exceeds the links' own rate. The relay is real: rank 1's counters show the forwarded bytes."""
+    from compute.interconnect import InterconnectSession
+
+    world, vector_bytes = 3, 4 << 20
+    with bench.shaped_participants(world) as (links, channels, init):
+        session = InterconnectSession(channels)  # type: ignore[arg-type]
+        session.setup(init, device="cpu", timeout_s=120)
+        links.shape(GBIT)
+        sent = links.tx_bytes()
+        direct = bench.compare(session, world, vector_bytes, 1, 4096, deadline_s=60.0)
+        middle = links.tx_bytes()
+        links.relay(through=1, between=(0, 2))
+        relayed = bench.compare(session, world, vector_bytes, 1, 4096, deadline_s=60.0)
+        after = links.tx_bytes()
+    own, carried = middle[1] - sent[1], after[1] - middle[1]
+    print(f"direct {direct['proof_link_gbs']:.4f} GB/s, relayed {relayed['proof_link_gbs']:.4f} GB/s; "
+          f"rank 1 sent {own / 2**20:.1f} MiB, then {carried / 2**20:.1f} MiB")  # fmt: skip
+    assert direct["all_passed"] and relayed["all_passed"]
+    assert carried >= 1.5 * own, (own, carried)  # rank 1 forwarded the other pair's traffic
+    ceiling = GBIT / 8 * BURST_TOLERANCE
+    assert 0 < relayed["proof_link_gbs"] <= ceiling and relayed["plain_link_gbs"] <= ceiling, relayed
+    assert relayed["proof_link_gbs"] < 0.8 * direct["proof_link_gbs"], (direct, relayed)
+
+
+def test_a_fast_path_kept_for_one_moment_does_not_reach_a_later_proof() -> None:
+    """The cheat: a link kept fast while one proof runs (a validator's moment, or the minutes after
+    renting) and slowed afterwards. Each proof is of its own interval on its judge's clock, so the
+    next one (the renter's ``cluster check`` in rented time) reads the slow link: the fast figure
+    carries to no later moment (the renter's tools show the latest proof, tests/operator)."""
+    from compute.interconnect import InterconnectSession
+
+    world, vector_bytes = 2, 4 << 20
+    fast, slow = 5 * GBIT, GBIT / 4  # the fast figure is CPU-bound here (~0.085 GB/s), the slow one 0.00625
+    with bench.shaped_participants(world) as (links, channels, init):
+        session = InterconnectSession(channels)  # type: ignore[arg-type]
+        session.setup(init, device="cpu", timeout_s=120)
+        links.shape(fast)
+        shown = bench.compare(session, world, vector_bytes, 1, 4096, deadline_s=60.0)
+        links.shape(slow)  # the moment has passed
+        later = bench.compare(session, world, vector_bytes, 1, 4096, deadline_s=60.0)
+    print(f"while fast {shown['proof_link_gbs']:.4f} GB/s, later {later['proof_link_gbs']:.4f} GB/s")
+    assert shown["all_passed"] and later["all_passed"]
+    assert 0 < later["proof_link_gbs"] <= slow / 8 * BURST_TOLERANCE, later
+    assert shown["proof_link_gbs"] > 2 * later["proof_link_gbs"], (shown, later)
