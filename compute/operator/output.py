@@ -8,6 +8,7 @@ the entry point. Nothing here decides anything or talks to miners.
 from __future__ import annotations
 
 import time
+from dataclasses import asdict
 from typing import Any
 
 from rich.console import Console
@@ -356,15 +357,10 @@ def link_json(record: LinkRecord | None) -> dict[str, Any] | None:
     """The renter's latest link proof of a cluster (``cluster check``), or None: never proven."""
     if record is None:
         return None
-    return {
-        "passed": record.passed,
-        "bandwidth_gbs": record.bandwidth_gbs,
-        "plain_gbs": record.plain_gbs,
-        "vector_bytes": record.vector_bytes,
-        "interval_s": record.interval_s,
-        "checked_at": record.checked_at,
-        "failures": list(record.failures),
-    }
+    shown = asdict(record)
+    del shown["cluster_id"]  # the cluster it is shown with
+    shown["failures"] = list(record.failures)
+    return shown
 
 
 def link_line(link: dict[str, Any] | None, cluster_id: str) -> str:
