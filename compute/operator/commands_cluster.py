@@ -94,10 +94,11 @@ def add_cluster_commands(sub, shared: Callable[[argparse.ArgumentParser], None])
         "remote_command", nargs="+", metavar="COMMAND", help="the command for every node, after --"
     )
     run.add_argument("--timeout", type=positive, help="end every node's command after this many seconds")
-    nested("show", "a cluster's nodes and each one's rendezvous variables")
+    nested("show", "a cluster's nodes, each one's rendezvous variables and your latest link proof")
     check = nested(
         "check",
-        "prove the cluster's link yourself: a timed, verified all-reduce across every node, on your clock",
+        "prove the cluster's link yourself: a timed, verified all-reduce across every node, on your clock "
+        "(kept in your book: cluster show, list)",
     )
     check.add_argument("--mib", type=positive, default=64.0, help="the all-reduced vector, MiB (default 64)")
     check.add_argument(
