@@ -445,7 +445,13 @@ async def test_sdk_cluster_allocation_cancelled_half_way_releases_what_was_made(
 
     async with AsyncRenter(**_sdk_settings(three)) as renter:
         task = asyncio.create_task(renter.allocate_cluster(nodes=2, ttl="10m"))
-        await asyncio.sleep(0.3)  # the miners are starting the leases (each start takes 0.4 s more)
+        # half way: a miner is starting a lease (each start takes 0.4 s more). A fixed 0.3 s was
+        # before any request left under CI's load: nothing made, nothing to release
+        for _ in range(1000):
+            if any(LeaseStore(where / "leases.db").by_owner(three.operator) for _, _, where in three.miners):
+                break
+            await asyncio.sleep(0.02)
+        assert not task.done(), "the cluster was rented before any lease was seen starting"
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
