@@ -156,7 +156,6 @@ class CheckReport:
         )
 
     def payload(self, cluster: Cluster) -> dict[str, Any]:
-        plain_gbs = self.plain_gbs
         return {
             "cluster_id": cluster.cluster_id,
             "nodes": len(cluster.members),
@@ -166,7 +165,7 @@ class CheckReport:
             "link_bytes": int(self.link_bytes),
             "interval_s": round(self.verdict.interval_s or 0.0, 4),
             "bandwidth_gbs": round(self.verdict.bandwidth_gbs, 4),  # per link, the renter's clock
-            "plain_gbs": plain_gbs,  # a plain all-reduce of the same size, the same clock
+            "plain_gbs": self.plain_gbs,  # a plain all-reduce of the same size, the same clock
             "verify_cpu_s": round(self.verdict.verify_cpu_s, 4),
             "node_errors": {str(rank): line for rank, line in self.errors.items()},
         }

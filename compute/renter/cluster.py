@@ -34,7 +34,7 @@ class AsyncCluster:
         self._renter = renter
         self.cluster = cluster
         self.leases = [AsyncLease(renter, entry) for entry in cluster.members]
-        self.link: dict | None = None  # the renter's own link proof, when rented with min_link_gbps
+        self.link: dict | None = None  # the renter's latest link proof (min_link_gbps or check)
 
     def __repr__(self) -> str:
         return (
