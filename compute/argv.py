@@ -40,6 +40,9 @@ class Parser(argparse.ArgumentParser):
     """``argparse.ArgumentParser`` with one-line errors and suggestions for misspelt words."""
 
     def __init__(self, *args: Any, quiet: bool = False, **kwargs: Any) -> None:
+        # every flag spelled out: a prefix (``--h``, ``--wallet.h``) is an error naming the flag it
+        # may mean, never silently another flag (or ``--help``)
+        kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
         self.quiet = quiet
 
