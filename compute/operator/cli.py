@@ -14,6 +14,7 @@ import json
 import logging
 import signal
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
@@ -40,7 +41,7 @@ from compute.operator.commands_shell import SHELL_HANDLERS, add_shell_commands
 from compute.operator.cover import CollateralReader
 from compute.operator.errors import EXIT_REFUSED, EXIT_USAGE, OperatorError, Refused, UsageError
 from compute.operator.feed import fetch_feed
-from compute.operator.pog_records import load_verified
+from compute.operator.pog_records import DEFAULT_MAX_PROOF_AGE_H, fresh_proofs, load_verified
 from compute.operator.proven import DEFAULT_SIGNER_SHARE, fetch_proven, validator_signers
 from compute.operator.service import Operator
 from compute.peertext import for_rich
@@ -101,6 +102,12 @@ def _add_register_args(parser: argparse.ArgumentParser) -> None:
         type=bounded(0.000001, 1),
         help="share of the validator stake a dashboard's or feed's signer must hold, unless pinned with "
         f"--register.dashboard_hotkey; a validator permit alone is not enough (default {DEFAULT_SIGNER_SHARE:g})",
+    )
+    group.add_argument(
+        "--register.max_proof_age",
+        type=non_negative,
+        help="hours: a validator's proof (store, dashboard or feed) older than this no longer marks a "
+        f"machine verified nor places it in a cluster; 0: any age (default {DEFAULT_MAX_PROOF_AGE_H:g})",
     )
     group.add_argument(
         "--register.renter_evm",
@@ -299,7 +306,9 @@ async def _run(
     except (BookError, OSError) as exc:
         raise UsageError(str(exc)) from exc
     pog_source = getattr(args, "register.pog_db", None) or getattr(args, "validator.data_dir", None)
-    verified = load_verified(pog_source) if pog_source else {}
+    max_age_h = _max_proof_age(args)
+    now = time.time()
+    verified = fresh_proofs(load_verified(pog_source), now, max_age_h, pog_source) if pog_source else {}
     dashboard = getattr(args, "register.dashboard", None)
     feed = getattr(args, "feed", None)
     if dashboard or feed:
@@ -308,9 +317,11 @@ async def _run(
             metagraph, getattr(args, "register.dashboard_hotkey", None), _signer_share(args)
         )
         if dashboard:
-            verified = {**verified, **await fetch_proven(dashboard, signers, timeout)}
+            proven = await fetch_proven(dashboard, signers, timeout)
+            verified = {**verified, **fresh_proofs(proven, now, max_age_h, dashboard)}
         if feed:
-            verified = {**verified, **await fetch_feed(feed, signers, timeout)}
+            fed = await fetch_feed(feed, signers, timeout)
+            verified = {**verified, **fresh_proofs(fed, now, max_age_h, feed)}
     _cancel_on_signals(args)
     async with MinerClient(wallet, timeout=timeout, max_concurrency=32) as client:
         op = Operator(
@@ -367,6 +378,11 @@ def _cancel_on_signals(args: argparse.Namespace) -> None:
             loop.add_signal_handler(signum, stop, signum)
         except (RuntimeError, ValueError, NotImplementedError):  # not the main thread: Ctrl-C only
             return
+
+
+def _max_proof_age(args: argparse.Namespace) -> float:
+    hours = getattr(args, "register.max_proof_age", None)
+    return DEFAULT_MAX_PROOF_AGE_H if hours is None else hours
 
 
 def _signer_share(args: argparse.Namespace) -> float:

@@ -7,6 +7,10 @@ count of its latest passing, non-rented PoG result. Accepts the database file or
 holding it (``--validator.data_dir``), where the first ``*.db`` that reads as a validator store
 wins.
 
+``fresh_proofs`` drops proofs older than the renter's limit (``--register.max_proof_age``, from any
+source: a store, a dashboard, a feed): a machine proven a week ago may have left since, so its old
+figures neither mark it verified nor place it in a cluster.
+
 Deliberately not here: SQL, writing, scoring, or trusting anything a miner merely reported.
 """
 
@@ -21,6 +25,30 @@ from compute.operator.errors import UsageError
 from compute.store import PogResult, SchemaMismatch, StoreError, verified_machines
 
 logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_PROOF_AGE_H = 24.0  # a validator re-proves every machine each round (about an hour)
+
+
+def fresh_proofs(
+    verified: dict[str, VerifiedGpus], now: float, max_age_h: float, source: str
+) -> dict[str, VerifiedGpus]:
+    """The proofs of ``verified`` at most ``max_age_h`` hours old (0: any age); says what it dropped."""
+    if max_age_h <= 0:
+        return verified
+    oldest = now - max_age_h * 3600.0
+    kept = {hotkey: proof for hotkey, proof in verified.items() if proof.verified_at >= oldest}
+    dropped = len(verified) - len(kept)
+    if dropped:
+        newest = max(p.verified_at for h, p in verified.items() if h not in kept)
+        logger.warning(
+            "%s: %d machine proof(s) older than %g h not used, the newest of them %.1f h old "
+            "(--register.max_proof_age)",
+            source,
+            dropped,
+            max_age_h,
+            (now - newest) / 3600.0,
+        )
+    return kept
 
 
 def _read(db: Path) -> dict[str, PogResult]:

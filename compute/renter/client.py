@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -42,6 +43,7 @@ from compute.operator.cluster_check import CheckOptions, allocate_linked_cluster
 from compute.operator.commands import resolve_lease_id
 from compute.operator.cover import CollateralReader, Cover
 from compute.operator.feed import fetch_feed
+from compute.operator.pog_records import DEFAULT_MAX_PROOF_AGE_H, fresh_proofs
 from compute.operator.proven import DEFAULT_SIGNER_SHARE, fetch_proven, validator_signers
 from compute.operator.volumes import parse_volume
 from compute.renter.cluster import AsyncCluster, release_cluster_quietly
@@ -87,6 +89,7 @@ class AsyncRenter:
         validator_hotkey: str | None = None,
         metagraph: Callable[[], MetagraphSnapshot] | None = None,
         signer_share: float = DEFAULT_SIGNER_SHARE,
+        max_proof_age_h: float = DEFAULT_MAX_PROOF_AGE_H,
         renter_evm: str | None = None,
         collateral_rpc: str | None = None,
         collateral_address: str | None = None,
@@ -94,7 +97,8 @@ class AsyncRenter:
         """``network``: ``finney``, ``test``, ``ws://...`` or ``sim:PATH`` (the local demo);
         ``pog_db``/``dashboard``/``feed``: a validator's store, dashboard or public machine feed, whose
         proven figures (signed by a validator holding ``signer_share`` of the stake, or by
-        ``validator_hotkey``) mark and rank verified machines; ``metagraph``: a reader to use instead of
+        ``validator_hotkey``) mark and rank verified machines, each proof only while at most
+        ``max_proof_age_h`` hours old (0: any age); ``metagraph``: a reader to use instead of
         connecting to ``network``; ``renter_evm``: your EVM address, signed into each rental (a failed
         rental's slash is owed to it); ``collateral_rpc``/``collateral_address``: the collateral
         contract, read before renting (``collateral``): with ``renter_evm``, a term the miner's
@@ -110,6 +114,9 @@ class AsyncRenter:
         if not 0 < signer_share <= 1:
             raise UsageError(f"signer_share must be in (0, 1], got {signer_share:g}")
         self._signer_share = signer_share
+        if not max_proof_age_h >= 0:
+            raise UsageError(f"max_proof_age_h must be >= 0, got {max_proof_age_h:g}")
+        self._max_age_h = max_proof_age_h
         self._renter_evm = checked_renter_evm(renter_evm)
         if bool(collateral_rpc) != bool(collateral_address):
             raise UsageError("the collateral contract needs both collateral_rpc and collateral_address")
@@ -142,13 +149,17 @@ class AsyncRenter:
         except WalletError as exc:
             raise UsageError(str(exc)) from exc
         book = LeaseBook(self.data_dir / "leases.db")
+        now, age = time.time(), self._max_age_h
         verified = await asyncio.to_thread(load_verified, self._pog_db) if self._pog_db else {}
+        verified = fresh_proofs(verified, now, age, str(self._pog_db))
         if self._dashboard or self._feed:
             signers = await validator_signers(self._metagraph, self._validator_hotkey, self._signer_share)
             if self._dashboard:
-                verified = {**verified, **await fetch_proven(self._dashboard, signers, self.timeout)}
+                proven = await fetch_proven(self._dashboard, signers, self.timeout)
+                verified = {**verified, **fresh_proofs(proven, now, age, self._dashboard)}
             if self._feed:
-                verified = {**verified, **await fetch_feed(self._feed, signers, self.timeout)}
+                fed = await fetch_feed(self._feed, signers, self.timeout)
+                verified = {**verified, **fresh_proofs(fed, now, age, self._feed)}
         client = MinerClient(wallet, timeout=self.timeout, max_concurrency=32)
         await client.__aenter__()
         self._client = client

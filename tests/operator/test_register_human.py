@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import time
 
 import pytest
 from flow import renter_key
@@ -80,7 +81,7 @@ def test_interactive_menu_drives_the_same_commands(subnet, monkeypatch):
     assert next(answers, None) is None
 
 
-def _verified(store_dir, hotkey: str, uid: int, model: str) -> None:
+def _verified(store_dir, hotkey: str, uid: int, model: str, age_s: float = 60.0) -> None:
     store = ValidatorStore(store_dir / "validator.db")
     round_id = store.begin_round(1).round_id
     store.record_result(
@@ -92,7 +93,7 @@ def _verified(store_dir, hotkey: str, uid: int, model: str) -> None:
             sample=1.0,
             models=(model,),
             gpu_count=1,
-            created=1.0,
+            created=time.time() - age_s,
         )
     )
     store.close()
@@ -115,3 +116,25 @@ def test_pog_verified_model_is_shown_and_wins_over_the_miners_claim(subnet, tmp_
         "operator_a", "--register.pog_db", str(other / "validator.db"), "allocate", "--gpu-model", "H100"
     )
     assert code == 1 and body["error"]["code"] == "no_matching_machine"
+
+
+def test_a_proof_older_than_the_renters_limit_marks_nothing(subnet, tmp_path, caplog):
+    """A validator's proof from 25 h ago (the machine may have left since) neither marks the
+    machine verified nor ranks it; the renter is told why, and may accept any age."""
+    _verified(tmp_path / "validator", subnet.miner_hotkey, subnet.miner_uid, GPU_NAME, age_s=25 * 3600)
+    pog = ["--validator.data_dir", str(tmp_path / "validator")]
+    code, body = subnet.cli("operator_a", *pog, "resources", "--available-only")
+    assert code == EXIT_OK and [(m["uid"], m["verified"]) for m in body["machines"]] == [
+        (subnet.miner_uid, False)
+    ]
+    assert "1 machine proof(s) older than 24 h not used, the newest of them 25.0 h old" in caplog.text
+    code, body = subnet.cli(
+        "operator_a", *pog, "--register.max_proof_age", "26", "resources", "--available-only"
+    )
+    assert code == EXIT_OK and [m["verified"] for m in body["machines"]] == [True]
+    code, body = subnet.cli(
+        "operator_a", *pog, "--register.max_proof_age", "0", "resources", "--available-only"
+    )
+    assert code == EXIT_OK and [m["verified"] for m in body["machines"]] == [True]
+    code, body = subnet.cli("operator_a", *pog, "--register.max_proof_age", "-1", "resources")
+    assert code == 2 and "max_proof_age" in body["error"]["message"]

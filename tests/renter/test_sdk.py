@@ -171,6 +171,8 @@ async def test_a_release_the_miner_cannot_confirm_says_when_the_lease_ends(subne
 async def test_errors_say_what_to_fix(subnet):
     with pytest.raises(ConfigError, match="cannot be loaded"):
         await AsyncRenter(**{**settings(subnet), "wallet_name": "nobody"}).open()
+    with pytest.raises(ConfigError, match="max_proof_age_h must be >= 0"):
+        AsyncRenter(**{**settings(subnet), "max_proof_age_h": -1.0})
     async with AsyncRenter(**settings(subnet)) as renter:
         with pytest.raises(NoMachineAvailable, match="gpu_model=B200"):
             await renter.allocate(gpu_model="B200", gpu_count=1)
