@@ -31,6 +31,7 @@ from compute.validator.params import MinerTarget
 from compute.validator.rentals.canary import CanaryOutcome, CanaryRenter, CanaryTiming, run_canary
 from compute.validator.rentals.ledger import RentalLedger
 from compute.validator.rentals.receipts import RentalCheck, VerifiedLease
+from compute.validator.rentals.truth import MinerNotes
 
 FAST = CanaryTiming.for_dwell(0.6)  # the canary's stay and its "busy" retry, short for tests
 
@@ -76,6 +77,73 @@ def test_the_keeper_of_a_shared_device_stays_the_keeper() -> None:
     pair = [fp(1, uuids={"GPU-a"}), fp(2, "10.0.0.2", uuids={"GPU-a"})]
     assert registry.shared_devices(pair, {1: 1.0, 2: 2.0})[0].keeper == 2
     assert registry.shared_devices(pair, {1: 3.0, 2: 2.0})[0].keeper == 2  # not whoever scores best now
+
+
+SQUATTER, NEWCOMER = 1, 2
+
+
+def _round(
+    oversight: Oversight, outcomes: dict[int, tuple[bool, float | None]], *, keys=None, windowed=True
+) -> dict[int, PogResult]:
+    """One round's close: each uid (ok, memory proven GB) showing GPU-a; ``windowed``: the
+    suspects of the last round were proven in one window (``plan``), as the round loop does."""
+    if windowed:
+        oversight.plan(outcomes)
+    else:
+        oversight.windowed = ()
+    results = [
+        PogResult(1, uid, f"hk{uid}", ok=ok, sample=1.0 if ok else 0.0, mem_proven_gb=memory)
+        for uid, (ok, memory) in outcomes.items()
+    ]
+    notes = {uid: MinerNotes(gpu_uuids={"GPU-a"}, host_keys=set(keys or ())) for uid in outcomes}
+    axons = {uid: f"10.0.0.{uid}:8091" for uid in outcomes}
+    return {r.uid: r for r in oversight.close(results, notes, axons)}
+
+
+def _squatted() -> Oversight:
+    """The squatter showed the newcomer's GPU UUID before this validator first saw the newcomer
+    (read off a rental of the newcomer's machine), then both were seen: the newcomer was zeroed."""
+    oversight = Oversight()
+    _round(oversight, {SQUATTER: (True, 79.0)}, windowed=False)
+    first = _round(oversight, {SQUATTER: (True, 79.0), NEWCOMER: (True, 79.0)}, windowed=False)
+    assert first[NEWCOMER].sample == 0.0 and first[SQUATTER].sample == 1.0  # the one round it costs
+    assert oversight.suspects == [frozenset({SQUATTER, NEWCOMER})]  # proven together next round
+    return oversight
+
+
+@pytest.mark.parametrize("squatter_fails_on_purpose", [False, True])
+def test_a_squatted_uuid_zeroes_nobody_once_the_window_proves_two_devices(squatter_fails_on_purpose) -> None:
+    """The squatter's best variant: show the newcomer's UUIDs first, and when proven beside it,
+    fail on purpose (a cheap sacrificial hotkey) so the window seems undecided. The newcomer held
+    its own memory proof at that moment: it keeps its credit, every round from then on."""
+    oversight = _squatted()
+    squatter = (False, 0.0) if squatter_fails_on_purpose else (True, 79.0)
+    for _ in range(2):
+        after = _round(oversight, {SQUATTER: squatter, NEWCOMER: (True, 79.0)})
+        assert after[NEWCOMER].sample == 1.0 and after[NEWCOMER].shared_with == ()
+        assert after[SQUATTER].sample == (0.0 if squatter_fails_on_purpose else 1.0)
+        assert oversight.suspects == [frozenset({SQUATTER, NEWCOMER})]  # still proven together
+
+
+def test_one_device_behind_two_hotkeys_still_earns_once_when_its_uuid_is_judged_by_the_window() -> None:
+    """One GPU cannot hold both simultaneous memory proofs: one hotkey fails, one device earns."""
+    oversight = _squatted()
+    after = _round(oversight, {SQUATTER: (True, 79.0), NEWCOMER: (False, 0.0)})
+    assert sum(r.sample for r in after.values()) == 1.0
+
+
+@pytest.mark.parametrize(
+    ("newcomer", "keys", "windowed"),
+    [
+        ((True, None), (), True),  # passed without a memory proof (a rented check): nothing proven
+        ((True, 79.0), (), False),  # not proven in one window with the squatter
+        ((True, 79.0), ("ssh-ed25519 AAAA1",), True),  # one lease host key: the validator saw it
+    ],
+)
+def test_a_uuid_collision_still_counts_where_the_window_did_not_decide(newcomer, keys, windowed) -> None:
+    oversight = _squatted()
+    after = _round(oversight, {SQUATTER: (True, 79.0), NEWCOMER: newcomer}, keys=keys, windowed=windowed)
+    assert after[NEWCOMER].sample == 0.0 and after[SQUATTER].sample == 1.0
 
 
 def test_same_ip_or_ssh_host_makes_suspects_tested_together() -> None:

@@ -10,6 +10,15 @@ the lease), the host keys and SSH endpoints of the leases the validator reached,
 - *Suspects* (weak): hotkeys sharing an axon IP or an SSH host (a NAT, a data centre, or one box).
   They, and every same-device group, are tested AT THE SAME MOMENT next round: a GPU cannot hold
   two memory challenges at once, so shared hardware fails one of the simultaneous proofs.
+- *Refuted* (``refuted_uuids``): a GPU UUID is the miner's word, and anyone who rents a machine
+  can read its UUIDs. When every hotkey showing one UUID was tested in one window, the window's
+  simultaneous memory proofs decide instead: each that held its own resident matrix there has a
+  device of its own, each that failed earns 0 by its own failure, so the UUID counts against none
+  of them. A squatter who showed a newcomer's UUIDs first cannot keep the newcomer at 0, not even
+  by failing on purpose beside it; one device behind two hotkeys still earns once (one of the two
+  simultaneous proofs fails). A holder that passed without a memory proof (a rented check) keeps
+  the UUID as evidence. Identifiers the validator observed itself (lease host keys and SSH
+  endpoints) are never refuted this way.
 
 Pure functions plus a small in-memory registry; no I/O. Identifiers the miner reports can only
 lower its score (a collision), never raise it. See docs/threat-model.md for what a miner with full
@@ -19,7 +28,7 @@ control of NVML can still do.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from compute.store import PogResult
@@ -40,6 +49,9 @@ class Fingerprint:
             | {f"host key SHA256:{hashlib.sha256(k.encode()).hexdigest()[:16]}" for k in self.host_keys}
             | {f"SSH endpoint {e}" for e in self.ssh_endpoints}
         )
+
+    def without_uuids(self, uuids: Collection[str]) -> Fingerprint:
+        return replace(self, gpu_uuids=self.gpu_uuids - frozenset(uuids))
 
     def weak(self) -> set[str]:
         hosts = {e.rsplit(":", 1)[0] for e in self.ssh_endpoints}
@@ -116,6 +128,28 @@ class DeviceRegistry:
         return SharedDevice(tuple(sorted(fp.uid for fp in members)), keeper.uid, tuple(sorted(evidence)))
 
 
+def refuted_uuids(
+    prints: Sequence[Fingerprint],
+    windows: Iterable[frozenset[int]],
+    memory_proven: Collection[int],
+    failed: Collection[int],
+) -> dict[str, frozenset[int]]:
+    """GPU UUIDs shown by several hotkeys all tested in one window, each of which either passed its
+    memory proof there (``memory_proven``) or failed (``failed``): the simultaneous proofs, not the
+    UUID, say which devices are distinct. Per UUID, the uids that showed it."""
+    holders: dict[str, set[int]] = {}
+    for fp in prints:
+        for uuid in fp.gpu_uuids:
+            holders.setdefault(uuid, set()).add(fp.uid)
+    decided = set(memory_proven) | set(failed)
+    together = [w for w in windows if len(w) > 1]
+    return {
+        uuid: frozenset(uids)
+        for uuid, uids in holders.items()
+        if len(uids) > 1 and uids <= decided and any(uids <= w for w in together)
+    }
+
+
 def suspect_groups(prints: Sequence[Fingerprint]) -> list[frozenset[int]]:
     """Uids to test at the same moment next round: weak or strong correlations."""
     groups = [frozenset(fp.uid for fp in members) for members, _ in _groups(prints, "weak")]
@@ -147,4 +181,4 @@ def credit_once(results: Iterable[PogResult], devices: Sequence[SharedDevice]) -
     return out
 
 
-__all__ = ["DeviceRegistry", "Fingerprint", "SharedDevice", "credit_once", "suspect_groups"]
+__all__ = ["DeviceRegistry", "Fingerprint", "SharedDevice", "credit_once", "refuted_uuids", "suspect_groups"]

@@ -5,7 +5,8 @@ miners get a canary rental (at random, ``canary_rate`` times the schedule's chan
 through its ``CanaryDesk`` (``canaries``), and which must be tested at the same moment (suspected
 duplicates from the last round); after each miner's test it applies the availability and
 rental-uptime factors; when the round's tests are done it correlates devices across hotkeys and
-credits each shared device once.
+credits each shared device once (a GPU UUID that hotkeys tested in one window all show is judged
+by the window's simultaneous memory proofs instead: it zeroes none of them).
 
 What it deliberately does not do: talk to miners (``check_miner`` does) or persist anything.
 """
@@ -25,7 +26,13 @@ from compute.chain import MetagraphSnapshot
 from compute.store import Offer, PogResult
 from compute.transport import MinerClient
 from compute.validator.fleet.canaries import CanaryDesk
-from compute.validator.fleet.dedup import DeviceRegistry, Fingerprint, credit_once, suspect_groups
+from compute.validator.fleet.dedup import (
+    DeviceRegistry,
+    Fingerprint,
+    credit_once,
+    refuted_uuids,
+    suspect_groups,
+)
 from compute.validator.rentals.canary import CanaryRenter, CanaryTiming
 from compute.validator.rentals.ledger import RentalLedger
 from compute.validator.rentals.truth import MinerNotes, apply_rental_factors
@@ -55,6 +62,7 @@ class Oversight:
     ledger: RentalLedger = field(default_factory=RentalLedger)
     devices: DeviceRegistry = field(default_factory=DeviceRegistry)
     suspects: list[frozenset[int]] = field(default_factory=list)
+    windowed: tuple[frozenset[int], ...] = ()  # this round's groups, each proven in one window
     canary_renters: tuple[CanaryRenter, ...] = ()
     canary_dir: Path | None = None
     canary_timing: CanaryTiming = field(default_factory=CanaryTiming)
@@ -111,7 +119,9 @@ class Oversight:
                 "suspect groups over %d uids (a NAT or data centre?) are not tested together", MAX_TOGETHER
             )
         together = frozenset().union(*small) & set(uids) if small else frozenset()
-        return Plan(canary, frozenset(together), tuple(group & set(uids) for group in small))
+        groups = tuple(group & set(uids) for group in small)
+        self.windowed = groups
+        return Plan(canary, frozenset(together), groups)
 
     def after_check(self, result: PogResult, notes: MinerNotes | None) -> PogResult:
         return apply_rental_factors(result, notes, self.ledger)
@@ -135,6 +145,19 @@ class Oversight:
             for r in results
             if r.uid in notes
         ]
+        proven = {r.uid for r in results if r.ok and r.sample > 0 and (r.mem_proven_gb or 0.0) > 0.0}
+        failed = {r.uid for r in results if not r.ok or r.sample <= 0}
+        refuted = refuted_uuids(prints, self.windowed, proven, failed)
+        for uuid, uids in refuted.items():
+            log.warning(
+                "uids=%s all show GPU %s and were proven in one window (memory held or failed "
+                "there, each on its own): the UUID counts against none",
+                sorted(uids),
+                uuid,
+            )
+        suspects = suspect_groups(prints)  # a refuted UUID still keeps its holders together
+        if refuted:
+            prints = [fp.without_uuids(refuted) for fp in prints]
         devices = self.devices.shared_devices(prints, {r.uid: r.sample for r in results})
         for device in devices:
             log.warning(
@@ -143,7 +166,7 @@ class Oversight:
                 "; ".join(device.evidence[:3]),
                 device.keeper,
             )
-        self.suspects = suspect_groups(prints)
+        self.suspects = suspects
         return credit_once(results, devices)
 
 
