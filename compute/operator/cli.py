@@ -14,7 +14,6 @@ import json
 import logging
 import signal
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
@@ -40,9 +39,9 @@ from compute.operator.commands_collateral import COLLATERAL_HANDLERS, add_collat
 from compute.operator.commands_shell import SHELL_HANDLERS, add_shell_commands
 from compute.operator.cover import CollateralReader
 from compute.operator.errors import EXIT_REFUSED, EXIT_USAGE, OperatorError, Refused, UsageError
-from compute.operator.feed import fetch_feed
-from compute.operator.pog_records import DEFAULT_MAX_PROOF_AGE_H, fresh_proofs, load_verified
-from compute.operator.proven import DEFAULT_SIGNER_SHARE, fetch_proven, validator_signers
+from compute.operator.pog_records import DEFAULT_MAX_PROOF_AGE_H
+from compute.operator.proof_sources import ProofSources, gather_proofs
+from compute.operator.proven import DEFAULT_SIGNER_SHARE
 from compute.operator.service import Operator
 from compute.peertext import for_rich
 from compute.settings import (
@@ -305,23 +304,15 @@ async def _run(
         book = LeaseBook(data_dir / "leases.db")
     except (BookError, OSError) as exc:
         raise UsageError(str(exc)) from exc
-    pog_source = getattr(args, "register.pog_db", None) or getattr(args, "validator.data_dir", None)
-    max_age_h = _max_proof_age(args)
-    now = time.time()
-    verified = fresh_proofs(load_verified(pog_source), now, max_age_h, pog_source) if pog_source else {}
-    dashboard = getattr(args, "register.dashboard", None)
-    feed = getattr(args, "feed", None)
-    if dashboard or feed:
-        metagraph = metagraph_reader(settings.chain_target, settings.netuid)
-        signers = await validator_signers(
-            metagraph, getattr(args, "register.dashboard_hotkey", None), _signer_share(args)
-        )
-        if dashboard:
-            proven = await fetch_proven(dashboard, signers, timeout)
-            verified = {**verified, **fresh_proofs(proven, now, max_age_h, dashboard)}
-        if feed:
-            fed = await fetch_feed(feed, signers, timeout)
-            verified = {**verified, **fresh_proofs(fed, now, max_age_h, feed)}
+    sources = ProofSources(
+        pog_db=getattr(args, "register.pog_db", None) or getattr(args, "validator.data_dir", None),
+        dashboard=getattr(args, "register.dashboard", None),
+        feed=getattr(args, "feed", None),
+        pinned=getattr(args, "register.dashboard_hotkey", None),
+        signer_share=_signer_share(args),
+        max_age_h=_max_proof_age(args),
+    )
+    verified = await gather_proofs(sources, metagraph_reader(settings.chain_target, settings.netuid), timeout)
     _cancel_on_signals(args)
     async with MinerClient(wallet, timeout=timeout, max_concurrency=32) as client:
         op = Operator(

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -35,16 +34,15 @@ from compute.operator import (
     UsageError,
     Wanted,
     load_public_key,
-    load_verified,
     metagraph_reader,
 )
 from compute.operator.cluster import DEFAULT_MAX_SPREAD, ClusterWanted, allocate_cluster
 from compute.operator.cluster_check import CheckOptions, allocate_linked_cluster
 from compute.operator.commands import resolve_lease_id
 from compute.operator.cover import CollateralReader, Cover
-from compute.operator.feed import fetch_feed
-from compute.operator.pog_records import DEFAULT_MAX_PROOF_AGE_H, fresh_proofs
-from compute.operator.proven import DEFAULT_SIGNER_SHARE, fetch_proven, validator_signers
+from compute.operator.pog_records import DEFAULT_MAX_PROOF_AGE_H
+from compute.operator.proof_sources import ProofSources, gather_proofs
+from compute.operator.proven import DEFAULT_SIGNER_SHARE
 from compute.operator.volumes import parse_volume
 from compute.renter.cluster import AsyncCluster, release_cluster_quietly
 from compute.renter.errors import LeaseNotFound, RenterError
@@ -108,15 +106,14 @@ class AsyncRenter:
         self._wallet_args = (wallet_name, wallet_hotkey, str(Path(wallet_path).expanduser()))
         self.network, self.netuid, self.timeout = network, netuid, timeout
         self.data_dir = Path(data_dir).expanduser()
-        self._pog_db, self._dashboard, self._feed = pog_db, dashboard, feed
-        self._validator_hotkey = validator_hotkey
         self._metagraph = metagraph or metagraph_reader(network, netuid)
         if not 0 < signer_share <= 1:
             raise UsageError(f"signer_share must be in (0, 1], got {signer_share:g}")
-        self._signer_share = signer_share
         if not max_proof_age_h >= 0:
             raise UsageError(f"max_proof_age_h must be >= 0, got {max_proof_age_h:g}")
-        self._max_age_h = max_proof_age_h
+        self._sources = ProofSources(
+            str(pog_db) if pog_db else None, dashboard, feed, validator_hotkey, signer_share, max_proof_age_h
+        )
         self._renter_evm = checked_renter_evm(renter_evm)
         if bool(collateral_rpc) != bool(collateral_address):
             raise UsageError("the collateral contract needs both collateral_rpc and collateral_address")
@@ -149,17 +146,7 @@ class AsyncRenter:
         except WalletError as exc:
             raise UsageError(str(exc)) from exc
         book = LeaseBook(self.data_dir / "leases.db")
-        now, age = time.time(), self._max_age_h
-        verified = await asyncio.to_thread(load_verified, self._pog_db) if self._pog_db else {}
-        verified = fresh_proofs(verified, now, age, str(self._pog_db))
-        if self._dashboard or self._feed:
-            signers = await validator_signers(self._metagraph, self._validator_hotkey, self._signer_share)
-            if self._dashboard:
-                proven = await fetch_proven(self._dashboard, signers, self.timeout)
-                verified = {**verified, **fresh_proofs(proven, now, age, self._dashboard)}
-            if self._feed:
-                fed = await fetch_feed(self._feed, signers, self.timeout)
-                verified = {**verified, **fresh_proofs(fed, now, age, self._feed)}
+        verified = await gather_proofs(self._sources, self._metagraph, self.timeout)
         client = MinerClient(wallet, timeout=self.timeout, max_concurrency=32)
         await client.__aenter__()
         self._client = client
