@@ -167,9 +167,11 @@ class AsyncRenter:
 
     async def close(self) -> None:
         """Close the client (leases keep running: release them first, or use ``rent``)."""
-        client, self._client, self._operator = self._client, None, None
+        client, operator, self._client, self._operator = self._client, self._operator, None, None
         if client is not None:
             await client.__aexit__(None, None, None)
+        if operator is not None:
+            operator.book.close()  # the lease book's connections; a reopened renter opens its own
 
     async def __aenter__(self) -> AsyncRenter:
         return await self.open()
