@@ -23,8 +23,6 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -247,11 +245,6 @@ class LeaseBook(LockedDb):
         conn.row_factory = sqlite3.Row
         return conn
 
-    @contextmanager
-    def _reading(self) -> Iterator[sqlite3.Connection]:
-        """This thread's read connection: no lock, never waits for a writer (WAL)."""
-        yield self._read()
-
     def save(self, entry: BookEntry) -> None:
         """Insert or replace the row for ``entry.lease_id``."""
         row = _to_row(entry)
@@ -261,8 +254,8 @@ class LeaseBook(LockedDb):
             conn.execute(f"INSERT OR REPLACE INTO leases ({names}) VALUES ({marks})", row)
 
     def get(self, lease_id: str) -> BookEntry | None:
-        with self._reading() as conn:
-            row = conn.execute("SELECT * FROM leases WHERE lease_id = ?", (lease_id,)).fetchone()
+        conn = self._read()
+        row = conn.execute("SELECT * FROM leases WHERE lease_id = ?", (lease_id,)).fetchone()
         return _from_row(row) if row is not None else None
 
     def entries(self, owner_hotkey: str, include_ended: bool = False) -> list[BookEntry]:
@@ -270,8 +263,8 @@ class LeaseBook(LockedDb):
         query = "SELECT * FROM leases WHERE owner_hotkey = ?"
         if not include_ended:
             query += " AND state = 'active'"
-        with self._reading() as conn:
-            rows = conn.execute(query + " ORDER BY created_at DESC", (owner_hotkey,)).fetchall()
+        conn = self._read()
+        rows = conn.execute(query + " ORDER BY created_at DESC", (owner_hotkey,)).fetchall()
         return [_from_row(row) for row in rows]
 
     def miners(self, owner_hotkey: str) -> list[tuple[str, str, int | None]]:
@@ -282,8 +275,8 @@ class LeaseBook(LockedDb):
             "UNION ALL SELECT miner_hotkey, endpoint, miner_uid, created_at FROM intents WHERE owner_hotkey = ? "
             "ORDER BY created_at DESC"
         )
-        with self._reading() as conn:
-            rows = conn.execute(query, (owner_hotkey, owner_hotkey)).fetchall()
+        conn = self._read()
+        rows = conn.execute(query, (owner_hotkey, owner_hotkey)).fetchall()
         found: dict[str, tuple[str, str, int | None]] = {}
         for row in rows:
             found.setdefault(row["miner_hotkey"], (row["miner_hotkey"], row["endpoint"], row["miner_uid"]))
@@ -315,10 +308,10 @@ class LeaseBook(LockedDb):
 
     def intents(self, owner_hotkey: str) -> list[Intent]:
         """The owner's allocations not yet settled, the oldest first."""
-        with self._reading() as conn:
-            rows = conn.execute(
-                "SELECT * FROM intents WHERE owner_hotkey = ? ORDER BY created_at", (owner_hotkey,)
-            ).fetchall()
+        conn = self._read()
+        rows = conn.execute(
+            "SELECT * FROM intents WHERE owner_hotkey = ? ORDER BY created_at", (owner_hotkey,)
+        ).fetchall()
         return [Intent(**{**dict(row), "key_generated": bool(row["key_generated"])}) for row in rows]
 
     # ------------------------------------------------------------ clusters
@@ -356,11 +349,11 @@ class LeaseBook(LockedDb):
 
     def last_link(self, cluster_id: str) -> LinkRecord | None:
         """The cluster's latest link proof, passed or not; None when it was never proven."""
-        with self._reading() as conn:
-            row = conn.execute(
-                "SELECT * FROM cluster_links WHERE cluster_id = ? ORDER BY checked_at DESC LIMIT 1",
-                (cluster_id,),
-            ).fetchone()
+        conn = self._read()
+        row = conn.execute(
+            "SELECT * FROM cluster_links WHERE cluster_id = ? ORDER BY checked_at DESC LIMIT 1",
+            (cluster_id,),
+        ).fetchone()
         if row is None:
             return None
         return LinkRecord(
@@ -376,10 +369,10 @@ class LeaseBook(LockedDb):
 
     def clusters(self, owner_hotkey: str) -> list[ClusterRecord]:
         """The owner's clusters, newest first (ended ones too: their members' states say)."""
-        with self._reading() as conn:
-            rows = conn.execute(
-                "SELECT * FROM clusters WHERE owner_hotkey = ? ORDER BY created_at DESC", (owner_hotkey,)
-            ).fetchall()
+        conn = self._read()
+        rows = conn.execute(
+            "SELECT * FROM clusters WHERE owner_hotkey = ? ORDER BY created_at DESC", (owner_hotkey,)
+        ).fetchall()
         return [
             ClusterRecord(
                 row["cluster_id"],
