@@ -129,24 +129,22 @@ class DeviceRegistry:
 
 
 def refuted_uuids(
-    prints: Sequence[Fingerprint],
-    windows: Iterable[frozenset[int]],
-    memory_proven: Collection[int],
-    failed: Collection[int],
+    prints: Sequence[Fingerprint], windows: Iterable[frozenset[int]], decided: Collection[int]
 ) -> dict[str, frozenset[int]]:
-    """GPU UUIDs shown by several hotkeys all tested in one window, each of which either passed its
-    memory proof there (``memory_proven``) or failed (``failed``): the simultaneous proofs, not the
-    UUID, say which devices are distinct. Per UUID, the uids that showed it."""
+    """GPU UUIDs shown by several hotkeys all tested in one window, each of which the window's
+    memory proof decided (``decided``: it held its resident matrix there, or failed): the
+    simultaneous proofs, not the UUID, say which devices are distinct. Per UUID, the uids that
+    showed it."""
     holders: dict[str, set[int]] = {}
     for fp in prints:
         for uuid in fp.gpu_uuids:
             holders.setdefault(uuid, set()).add(fp.uid)
-    decided = set(memory_proven) | set(failed)
+    settled = set(decided)
     together = [w for w in windows if len(w) > 1]
     return {
         uuid: frozenset(uids)
         for uuid, uids in holders.items()
-        if len(uids) > 1 and uids <= decided and any(uids <= w for w in together)
+        if len(uids) > 1 and uids <= settled and any(uids <= w for w in together)
     }
 
 

@@ -145,9 +145,9 @@ class Oversight:
             for r in results
             if r.uid in notes
         ]
-        proven = {r.uid for r in results if r.ok and r.sample > 0 and (r.mem_proven_gb or 0.0) > 0.0}
-        failed = {r.uid for r in results if not r.ok or r.sample <= 0}
-        refuted = refuted_uuids(prints, self.windowed, proven, failed)
+        # the window decided a uid that held its own memory proof there, or that failed (0 either way)
+        decided = {r.uid for r in results if not r.ok or r.sample <= 0 or (r.mem_proven_gb or 0.0) > 0.0}
+        refuted = refuted_uuids(prints, self.windowed, decided)
         for uuid, uids in refuted.items():
             log.warning(
                 "uids=%s all show GPU %s and were proven in one window (memory held or failed "
