@@ -141,12 +141,18 @@ async def test_faking_distance_stretches_only_the_cheaters_own_work(start_miner,
     # shared the two cores, and 2x the short near one)
     long_params = small_params(distance_share=SHARE, min_timed_s=FLOOR, pog_n=LONG_N, miner_timeout=180.0)
     honest_figures, cheat_figures = [base.tflops_fp32], []
+    near_totals = [base.timings["total_s"]]
     for _ in range(3):  # a shared CPU can halve one run (a CI run: cheat 1.42 x honest): measure again
         honest_far = await check_miner(
             MinerCheck(validator_client, target(honest), far_params, TABLE, SCORING)
         )
         long = await check_miner(MinerCheck(validator_client, target(honest), long_params, TABLE, SCORING))
         assert long.ok, long.reasons
+        # the honest device near again, right before the cheater: a CI run's first near test took
+        # 14.7 s under load and the cheater's later one 15.8, so the honest time is the least seen
+        near = await check_miner(MinerCheck(validator_client, target(honest), params, TABLE, SCORING))
+        assert near.ok, near.reasons
+        near_totals.append(near.timings["total_s"])
         cheat = await check_miner(MinerCheck(validator_client, target(faker, 2), params, TABLE, SCORING))
         print(base.timings, honest_far.timings, cheat.timings)
         assert base.ok and honest_far.ok and cheat.ok, cheat.reasons
@@ -154,7 +160,7 @@ async def test_faking_distance_stretches_only_the_cheaters_own_work(start_miner,
         # so its work was stretched, at its own cost (its runs taken together: the faster of its two
         # runs, the one that counts, may be the first, stretched at most MAX_STRETCH x from a warm-up
         # that looked instant beside its fake round trip)
-        assert cheat.timings["total_s"] > base.timings["total_s"] + 0.8 * 0.3 / SHARE
+        assert cheat.timings["total_s"] > min(near_totals) + 0.8 * 0.3 / SHARE
         # and it is paid what it computed per second, never more than the honest device doing the
         # same work (noise of a shared CPU: 40 %)
         honest_figures += [honest_far.tflops_fp32, long.tflops_fp32]
