@@ -22,16 +22,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from compute.operator import main  # noqa: E402
 
+_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
 
 def _child(argv: list[str], out: str, err: str) -> None:
-    """In the forked child. A signal landing before ``main`` runs (the driver's own lines, slow under
-    load) is answered as ``neurons/register.py`` answers one during its imports: exit 128 + signal,
-    nothing started; from ``main`` on, the CLI's own handling is what is tested."""
-    signal.signal(signal.SIGTERM, lambda *_: os._exit(128 + signal.SIGTERM))
-    try:
-        stdout, stderr = open(out, "w"), open(err, "w")  # noqa: SIM115 - closed by os._exit's flush below
-    except KeyboardInterrupt:
-        os._exit(128 + signal.SIGINT)
+    """In the forked child, born with SIGINT and SIGTERM blocked (``_run``). A signal landing
+    before ``main`` runs (the driver's own lines, slow under load) is answered as
+    ``neurons/register.py`` answers one during its imports: "interrupted", exit 128 + signal,
+    nothing started; from ``main`` on, the CLI's own handling is what is tested. The signals are
+    unblocked only once the files are open and the handlers set, so one that comes earlier waits
+    (CI: a SIGINT 8 ms after the fork, between the handler and the ``try``, left no line)."""
+    stdout, stderr = open(out, "w"), open(err, "w")  # noqa: SIM115 - closed by os._exit's flush below
+
+    def before_main(signum: int, _frame: object) -> None:
+        stderr.write("interrupted\n")
+        stderr.flush()
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, before_main)
+    signal.signal(signal.SIGINT, before_main)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)  # a pending one is handled here
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # main's own Ctrl-C handling from here
     try:
         code = main(argv, stdout=stdout, stderr=stderr)
     except BaseException as exc:  # noqa: BLE001 - a traceback is a finding: report it
@@ -47,9 +58,11 @@ def _child(argv: list[str], out: str, err: str) -> None:
 def _run(job: dict, scratch: Path) -> dict:
     out, err = scratch / "out", scratch / "err"
     started = time.monotonic()
+    signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
     pid = os.fork()
     if pid == 0:
         _child(job["argv"], str(out), str(err))
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
     signalled, status = False, None
     if job.get("signal") is not None:
         deadline = started + float(job["delay"])
