@@ -147,6 +147,10 @@ class Requirements(Value):
     idle_stop_s: int | None = Field(
         None, ge=MIN_IDLE_SECONDS, le=MAX_LEASE_SECONDS, exclude_if=lambda v: v is None
     )
+    # A cluster member (docs/cluster.md "Docker members"): the lease gets a TUN device, NET_ADMIN in
+    # its own network namespace and one published UDP port (``OVERLAY_PORT``) for the renter's
+    # WireGuard overlay. Off the wire when False; a miner that predates it refuses it.
+    overlay: bool = Field(False, exclude_if=lambda v: not v)
 
 
 class TemplateInfo(Value):
@@ -213,6 +217,10 @@ class SshAccess(Value):
     username: SshUser
     host_key: SshPublicKey = Field(description="OpenSSH public host key line to pin")
     ports: dict[int, int] = Field(default_factory=dict, description="lease port -> public port")
+    # UDP: the overlay port of a cluster member (``Requirements.overlay``); off the wire when none.
+    udp_ports: dict[int, int] = Field(
+        default_factory=dict, max_length=4, exclude_if=lambda v: not v, description="lease UDP port -> public"
+    )
 
 
 class LeaseHealth(Value):

@@ -227,6 +227,14 @@ class MinerSettings(Layered):
         False,
         "run Docker leases without the miner's firewall rules (when iptables is unavailable)",
     )
+    overlay_cidrs: tuple[str, ...] = flag(
+        "miner.overlay_cidrs",
+        (),
+        "private IPv4 ranges (comma separated) where cluster members' peers are, e.g. this LAN's "
+        "GPU hosts: Docker leases that asked for an overlay may send UDP there (default: none; "
+        "public peers need no range)",
+        nargs="*",
+    )
     volume_max_gb: float = flag(
         "miner.volume_max_gb",
         1000.0,
@@ -331,6 +339,13 @@ class MinerSettings(Layered):
     @classmethod
     def _keys(cls, value: object) -> tuple[str, ...]:
         return _csv(value)
+
+    @field_validator("overlay_cidrs", mode="before")
+    @classmethod
+    def _overlay_cidrs(cls, value: object) -> tuple[str, ...]:
+        from compute.allocation.docker.netpolicy import overlay_cidrs  # the firewall's own parser
+
+        return overlay_cidrs(_csv(value))
 
     @field_validator("gpus", mode="before")
     @classmethod

@@ -129,6 +129,7 @@ def build_backend(
         public_host=ssh_host,
         miner_id=miner_id or wallet_hotkey(settings),
         isolate=not settings.no_tenant_isolation,
+        overlay_cidrs=settings.overlay_cidrs,
         volume_dir=settings.data_dir / "volumes" if settings.volume_max_gb > 0 else None,
         volume_mode=settings.volume_quota,
         disk_dir=settings.data_dir / "disks",
@@ -183,6 +184,7 @@ def build_multihost(
             settings.axon_ip,
             disk_dir=settings.data_dir / "disks" / config.name,
             require_disk_cap=not settings.disk_cap_advisory,
+            overlay_cidrs=settings.overlay_cidrs,
         )
 
     return MultiHostBackend(hosts, host_of, backend_of, image)

@@ -23,13 +23,14 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from compute.sqlitedb import LockedDb
 
-SCHEMA_VERSION = 2  # 2: intents (allocations not yet settled) and each lease's price per hour
+SCHEMA_VERSION = 3  # 2: intents (allocations not yet settled) and each lease's price per hour;
+# 3: whether a cluster's members are joined by the renter's overlay
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -57,7 +58,8 @@ CREATE TABLE IF NOT EXISTS leases (
     created_at REAL NOT NULL,
     expires_at REAL NOT NULL,
     updated_at REAL NOT NULL,
-    price_per_hour REAL
+    price_per_hour REAL,
+    udp_ports TEXT NOT NULL DEFAULT '{}'
 );
 CREATE INDEX IF NOT EXISTS leases_owner ON leases (owner_hotkey, state);
 CREATE TABLE IF NOT EXISTS intents (
@@ -76,7 +78,8 @@ CREATE TABLE IF NOT EXISTS clusters (
     owner_hotkey TEXT NOT NULL,
     lease_ids TEXT NOT NULL,
     gpus_per_node INTEGER NOT NULL,
-    created_at REAL NOT NULL
+    created_at REAL NOT NULL,
+    overlay INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS cluster_links (
     cluster_id TEXT NOT NULL,
@@ -122,6 +125,7 @@ class BookEntry:
     expires_at: float
     updated_at: float
     price_per_hour: float | None = None  # as the miner signed it at allocate (None: no price given)
+    udp_ports: dict[int, int] = field(default_factory=dict)  # lease UDP port -> public (an overlay's)
 
     def spent(self, now: float) -> float | None:
         """What the lease has cost so far at its price: from its start to now, or to its end."""
@@ -164,6 +168,7 @@ class ClusterRecord:
     lease_ids: tuple[str, ...]
     gpus_per_node: int
     created_at: float
+    overlay: bool = False  # joined by the renter's WireGuard overlay (``allocate --nodes N --overlay``)
 
 
 @dataclass(frozen=True)
@@ -189,6 +194,7 @@ def _to_row(entry: BookEntry) -> dict[str, Any]:
     row = asdict(entry)
     row["requirements"] = json.dumps(entry.requirements, sort_keys=True)
     row["ports"] = json.dumps({str(k): v for k, v in entry.ports.items()})
+    row["udp_ports"] = json.dumps({str(k): v for k, v in entry.udp_ports.items()})
     row["verified"] = int(entry.verified)
     row["key_generated"] = int(entry.key_generated)
     return row
@@ -198,6 +204,7 @@ def _from_row(row: sqlite3.Row) -> BookEntry:
     data = dict(row)
     data["requirements"] = json.loads(data["requirements"])
     data["ports"] = {int(k): int(v) for k, v in json.loads(data["ports"]).items()}
+    data["udp_ports"] = {int(k): int(v) for k, v in json.loads(data["udp_ports"] or "{}").items()}
     data["verified"] = bool(data["verified"])
     data["key_generated"] = bool(data["key_generated"])
     return BookEntry(**data)
@@ -232,6 +239,14 @@ class LeaseBook(LockedDb):
                     conn.execute("ALTER TABLE leases ADD COLUMN price_per_hour REAL")
                     conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
                     version = "2"
+                if version == "2":  # clusters gain ``overlay``, leases their UDP ports (v1's clusters
+                    # table was just made with its column)
+                    columns = {row[1] for row in conn.execute("PRAGMA table_info(clusters)")}
+                    if "overlay" not in columns:
+                        conn.execute("ALTER TABLE clusters ADD COLUMN overlay INTEGER NOT NULL DEFAULT 0")
+                    conn.execute("ALTER TABLE leases ADD COLUMN udp_ports TEXT NOT NULL DEFAULT '{}'")
+                    conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+                    version = "3"
         except sqlite3.DatabaseError as exc:
             if hasattr(self, "_conn"):
                 self.close()
@@ -320,13 +335,14 @@ class LeaseBook(LockedDb):
         with self._tx() as conn:
             conn.execute(
                 "INSERT OR REPLACE INTO clusters (cluster_id, owner_hotkey, lease_ids, gpus_per_node, "
-                "created_at) VALUES (?, ?, ?, ?, ?)",
+                "created_at, overlay) VALUES (?, ?, ?, ?, ?, ?)",
                 (
                     record.cluster_id,
                     record.owner_hotkey,
                     json.dumps(list(record.lease_ids)),
                     record.gpus_per_node,
                     record.created_at,
+                    int(record.overlay),
                 ),
             )
 
@@ -380,6 +396,7 @@ class LeaseBook(LockedDb):
                 tuple(json.loads(row["lease_ids"])),
                 int(row["gpus_per_node"]),
                 float(row["created_at"]),
+                bool(row["overlay"]),
             )
             for row in rows
         ]

@@ -14,6 +14,12 @@ host), ``MASTER_PORT`` (an extra port rank 0's lease publishes), ``NODE_RANK``/`
 ``NNODES``/``WORLD_SIZE`` (nodes: ``cluster run`` starts one command per node; torchrun sets the
 per-process ones itself) and ``LOCAL_WORLD_SIZE`` (GPUs per node).
 
+With an overlay (``ClusterWanted.overlay``: Docker members, ``allocate --nodes N --overlay``) the
+members are joined by the renter's WireGuard overlay once rented (``overlay.join_overlay``; a
+failure releases every member like a refusal), and the variables point into it: ``MASTER_ADDR`` is
+rank 0's overlay address, ``MASTER_PORT`` 29500 there, ``GLOO_SOCKET_IFNAME``/``NCCL_SOCKET_IFNAME``
+``wg0`` and ``OVERLAY_ADDR`` the node's own address.
+
 Deliberately not here: a link figure (no miner has a proven one in the feed; ``min_link_gbps`` is
 the renter's own proof after renting, ``cluster_check.allocate_linked_cluster``), opening ports or
 networks between members (docs/cluster.md says what reaches what), and replacing
@@ -32,6 +38,7 @@ from dataclasses import dataclass, replace
 from compute.operator.book import BookEntry, ClusterRecord
 from compute.operator.discovery import Machine, Wanted, rank
 from compute.operator.errors import LeaseNotFound, NoMatchingMachine, Refused, UsageError
+from compute.operator.overlay import IFNAME, OVERLAY_MASTER_PORT, OverlayFailed, join_overlay, overlay_address
 from compute.operator.service import UNDO_GRACE_S, Allocation, Operator, Settled
 
 logger = logging.getLogger(__name__)
@@ -67,6 +74,7 @@ def per_gpu_tflops(machine: Machine) -> float | None:
 def select(machines: Iterable[Machine], want: ClusterWanted) -> list[Machine]:
     """The fastest group of ``want.nodes`` available, matching, proven machines within the spread,
     fastest first (rank 0); ``NoMatchingMachine`` saying why when there is none."""
+    machines = list(machines)
     fit = rank(machines, want.wanted)
     proven = [m for m in fit if per_gpu_tflops(m) is not None]
     order = sorted(proven, key=lambda m: -(per_gpu_tflops(m) or 0.0))  # stable: rank() breaks ties
@@ -76,9 +84,15 @@ def select(machines: Iterable[Machine], want: ClusterWanted) -> list[Machine]:
         if slowest >= (1 - want.max_spread) * fastest:
             return group
     if len(proven) < want.nodes:
+        others = sum(1 for m in machines if m.online and m.backend not in (None, "docker"))
+        why = (
+            f"; --overlay needs Docker miners, and {others} online machine(s) run another backend"
+            if want.wanted.overlay and others
+            else ""
+        )
         raise NoMatchingMachine(
             f"{want.nodes} nodes asked, {len(proven)} available matching machine(s) with a proven "
-            f"throughput ({len(fit) - len(proven)} more without one)"
+            f"throughput ({len(fit) - len(proven)} more without one){why}"
         )
     raise NoMatchingMachine(
         f"no {want.nodes} of the {len(proven)} proven machines lie within a spread of "
@@ -97,10 +111,11 @@ class Cluster:
     gpus_per_node: int
     master_port: int | None  # rank 0's published port as its peers reach it
     master_inner_port: int | None  # the same port inside rank 0's lease
+    overlay: bool = False  # joined by the renter's WireGuard overlay: the variables point into it
 
     @property
     def master_addr(self) -> str | None:
-        return self.members[0].ssh_host
+        return overlay_address(0) if self.overlay else self.members[0].ssh_host
 
     @property
     def state(self) -> str:
@@ -113,6 +128,8 @@ class Cluster:
         if not 0 <= node_rank < len(self.members):
             raise UsageError(f"rank {node_rank} is not in a cluster of {len(self.members)} nodes")
         port = self.master_inner_port if node_rank == 0 else self.master_port
+        if self.overlay:
+            port = OVERLAY_MASTER_PORT
         nodes = str(len(self.members))
         env = {
             "NODE_RANK": str(node_rank),
@@ -124,6 +141,10 @@ class Cluster:
         }
         if port is not None:
             env["MASTER_PORT"] = str(port)
+        if self.overlay:
+            env.update(
+                GLOO_SOCKET_IFNAME=IFNAME, NCCL_SOCKET_IFNAME=IFNAME, OVERLAY_ADDR=overlay_address(node_rank)
+            )
         return env
 
 
@@ -138,7 +159,7 @@ def _master_ports(entry: BookEntry) -> tuple[int | None, int | None]:
 
 def cluster_of(record: ClusterRecord, entries: Sequence[BookEntry]) -> Cluster:
     outer, inner = _master_ports(entries[0])
-    return Cluster(record.cluster_id, tuple(entries), record.gpus_per_node, outer, inner)
+    return Cluster(record.cluster_id, tuple(entries), record.gpus_per_node, outer, inner, record.overlay)
 
 
 def load_cluster(op: Operator, cluster_id: str) -> Cluster:
@@ -194,10 +215,34 @@ async def allocate_cluster(op: Operator, want: ClusterWanted, duration_s: int) -
         lease_ids=tuple(e.lease_id for e in entries),
         gpus_per_node=want.wanted.gpu_count,
         created_at=op.clock(),
+        overlay=want.wanted.overlay,
     )
     op.book.add_cluster(record)
     logger.info("cluster=%s leases=%s", record.cluster_id, record.lease_ids)
-    return cluster_of(record, entries)
+    cluster = cluster_of(record, entries)
+    if record.overlay:
+        await _join_or_release(op, cluster)
+    return cluster
+
+
+async def _join_or_release(op: Operator, cluster: Cluster) -> None:
+    """Join the members' overlay; on any failure or interrupt release every member first."""
+    try:
+        await join_overlay(cluster.members)
+    except asyncio.CancelledError:
+        op.undone = await asyncio.shield(release_cluster(op, cluster))
+        raise
+    except OverlayFailed as exc:
+        released = await asyncio.shield(release_cluster(op, cluster))
+        kept = [s.lease_id or "?" for s in released if s.problem]
+        raise OverlayFailed(
+            f"cluster {cluster.cluster_id} released ({len(released) - len(kept)} lease(s)"
+            + (f"; not released: {', '.join(kept)}" if kept else "")
+            + f"): {exc.message}"
+        ) from exc
+    except BaseException:
+        await asyncio.shield(release_cluster(op, cluster))
+        raise
 
 
 async def _release_made(op: Operator, tasks: Sequence[asyncio.Future[Allocation]]) -> list[Settled]:

@@ -40,6 +40,7 @@ from compute.operator.cluster_check import CheckOptions, allocate_linked_cluster
 from compute.operator.commands import Result, parse_duration, report_undone, wanted_from
 from compute.operator.errors import Refused, UsageError
 from compute.operator.output import link_json, link_line
+from compute.operator.overlay import OVERLAY_MASTER_PORT
 from compute.operator.service import Operator
 from compute.operator.shell import LeaseAccess, LeaseShell
 
@@ -59,6 +60,13 @@ def add_cluster_flags(allocate: argparse.ArgumentParser) -> None:
         type=bounded(0, 0.99),
         help="with --nodes: the slowest node's proven fp16 TFLOPS per GPU at least (1 - this) x the "
         f"fastest's (default {DEFAULT_MAX_SPREAD:g})",
+    )
+    group.add_argument(
+        "--overlay",
+        action="store_true",
+        default=None,
+        help="with --nodes: Docker members joined by your own WireGuard overlay (each lease gets a TUN "
+        "device and a UDP port; the job binds wg0); all or none, as the cluster",
     )
     group.add_argument(
         "--min-link-gbps",
@@ -123,7 +131,7 @@ def check_cluster_args(args: argparse.Namespace) -> None:
     command = getattr(args, "command", None)
     if command == "allocate":
         for gate, needs, flags in (
-            ("nodes", "--nodes N", ("gpus_per_node", "max_spread", "min_link_gbps")),
+            ("nodes", "--nodes N", ("gpus_per_node", "max_spread", "min_link_gbps", "overlay")),
             ("min_link_gbps", "--min-link-gbps X", ("link_mib", "link_python", "link_ifname")),
         ):
             given = [name for name in flags if getattr(args, name) is not None]
@@ -146,6 +154,8 @@ def cluster_wanted(args: argparse.Namespace) -> ClusterWanted:
     wanted = wanted_from(args)
     if args.gpus_per_node is not None:
         wanted = replace(wanted, gpu_count=args.gpus_per_node)
+    if args.overlay:
+        wanted = replace(wanted, overlay=True)
     return ClusterWanted(
         nodes=args.nodes,
         wanted=wanted,
@@ -159,8 +169,9 @@ def cluster_json(op: Operator, cluster: Cluster) -> dict[str, Any]:
         "cluster_id": cluster.cluster_id,
         "state": cluster.state,
         "link": link_json(op.book.last_link(cluster.cluster_id)),
+        "overlay": cluster.overlay,
         "master_addr": cluster.master_addr,
-        "master_port": cluster.master_port,
+        "master_port": OVERLAY_MASTER_PORT if cluster.overlay else cluster.master_port,
         "gpus_per_node": cluster.gpus_per_node,
         "nodes": [
             {
@@ -184,7 +195,8 @@ def _render(payload: dict[str, Any], title: str) -> Any:
     def render(console: Console) -> None:
         console.print(
             f"{title} {payload['cluster_id']}: {len(payload['nodes'])} nodes, "
-            f"MASTER_ADDR={payload['master_addr']} MASTER_PORT={payload['master_port']}",
+            f"MASTER_ADDR={payload['master_addr']} MASTER_PORT={payload['master_port']}"
+            + (" (inside the overlay, interface wg0)" if payload["overlay"] else ""),
             highlight=False,
             markup=False,
         )

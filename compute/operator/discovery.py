@@ -78,6 +78,7 @@ class Wanted:
     volume: VolumeRequest | None = None  # a persistent volume to attach (``--volume NAME[:GB]``)
     idle_stop_s: int | None = None  # end the lease after this long idle, as the miner measures it
     max_price: float | None = None  # USD per hour for the machine as asked; None: any (unpriced too)
+    overlay: bool = False  # a cluster member joined by the renter's WireGuard overlay (Docker miners)
 
     def requirements(self) -> Requirements:
         """The wire requirements sent to a miner (its own defaults where we want "any")."""
@@ -92,6 +93,7 @@ class Wanted:
             template=self.template,
             volume=self.volume,
             idle_stop_s=self.idle_stop_s,
+            overlay=self.overlay,
         )
 
 

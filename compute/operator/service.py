@@ -452,6 +452,7 @@ class Operator:
             ssh_username=access.username if access else None,
             host_key=access.host_key if access else None,
             ports=dict(access.ports) if access else {},
+            udp_ports=dict(access.udp_ports) if access else {},
             known_hosts_path=str(known_hosts) if known_hosts else None,
             private_key_path=private,
             public_key=public,

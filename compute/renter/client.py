@@ -255,6 +255,7 @@ class AsyncRenter:
         wait_timeout: float = 180.0,
         min_link_gbps: float | None = None,
         link_check: dict[str, Any] | None = None,
+        overlay: bool = False,
         **wanted: Any,
     ) -> AsyncCluster:
         """Rent ``nodes`` machines of ``gpus_per_node`` GPUs whose proven fp16 TFLOPS per GPU lie within
@@ -264,11 +265,12 @@ class AsyncRenter:
         ``min_link_gbps``: then prove the nodes' link here (``AsyncCluster.check``, with
         ``link_check``'s ``mib``, ``python``, ``ifname``, ``device``, ``timeout_s``) and keep the
         cluster only at that many Gbit/s per link or more (``NoMatchingMachine`` otherwise, every
-        lease released); its report is ``cluster.link``."""
+        lease released); its report is ``cluster.link``. ``overlay``: Docker members joined by the
+        renter's WireGuard overlay (``register.py allocate --overlay``; the variables point into it)."""
         seconds = term_seconds(ttl, until)
         want = ClusterWanted(
             nodes=nodes,
-            wanted=replace(_wanted(**wanted), gpu_count=gpus_per_node),
+            wanted=replace(_wanted(**wanted), gpu_count=gpus_per_node, overlay=bool(overlay)),
             max_spread=max_spread,
             min_link_gbps=min_link_gbps,
         )

@@ -88,17 +88,24 @@ class Net:
         return held - {e.lease_id for e in self.book().entries(self.operator)}
 
 
-def _specs() -> Callable[[], MachineSpecs]:
+def _specs(backend: str = "embedded") -> Callable[[], MachineSpecs]:
     specs = MachineSpecs(
         cpu_model="test cpu", cpu_cores=4, cpu_freq_mhz=2000.0, ram_bytes=16 * 1024**3,
-        disk_total_bytes=200 * 10**9, disk_free_bytes=100 * 10**9, gpus=[GPU], backend="embedded",
+        disk_total_bytes=200 * 10**9, disk_free_bytes=100 * 10**9, gpus=[GPU], backend=backend,
         miner_version=__version__,
     )  # fmt: skip
     return lambda: specs
 
 
-def start_net(root: Path, make_wallet, figures: list[float], max_lease_s: dict[int, int] | None = None):
-    """One miner per figure (its proven fp16 TFLOPS per GPU); ``max_lease_s``: a term cap by index."""
+def start_net(
+    root: Path,
+    make_wallet,
+    figures: list[float],
+    max_lease_s: dict[int, int] | None = None,
+    backends: list[Callable[[Path, tuple[int, int]], Any]] | None = None,
+):
+    """One miner per figure (its proven fp16 TFLOPS per GPU); ``max_lease_s``: a term cap by index;
+    ``backends``: each miner's backend from (its directory, its port range); default embedded."""
     chain_path = root / "chain.db"
     state = SimChainState.create(chain_path, netuid=NETUID, block_time=1.0)
     renter = make_wallet("renter")
@@ -113,15 +120,16 @@ def start_net(root: Path, make_wallet, figures: list[float], max_lease_s: dict[i
         wallet = make_wallet(f"miner{index}")
         uid = state.register(wallet.hotkey.ss58_address, wallet.coldkeypub.ss58_address, 0.0)
         where = root / f"miner{index}"
-        backend = EmbeddedBackend(
-            where,
-            ssh_host="127.0.0.1",
-            bind_host="127.0.0.1",
-            port_range=(base + 100 * index, base + 100 * index + 99),
-        )
+        ports = (base + 100 * index, base + 100 * index + 99)
+        if backends is not None:
+            backend = backends[index](where, ports)
+        else:
+            backend = EmbeddedBackend(where, ssh_host="127.0.0.1", bind_host="127.0.0.1", port_range=ports)
         limits = ManagerLimits(max_lease_s=(max_lease_s or {}).get(index, ManagerLimits.max_lease_s))
         manager = AllocationManager(LeaseStore(where / "leases.db"), backend, gpus=[GPU], limits=limits)
-        server = serve_in_thread(build_miner_app(wallet.hotkey, policy, manager, _specs()), "127.0.0.1", 0)
+        server = serve_in_thread(
+            build_miner_app(wallet.hotkey, policy, manager, _specs(backend.name)), "127.0.0.1", 0
+        )
         chain.serve(wallet, "127.0.0.1", server.port)
         servers.append(server)
         miners.append((wallet.hotkey.ss58_address, uid, where))
@@ -594,3 +602,17 @@ def test_sdk_cluster_check_proves_the_link_of_the_rented_nodes(three):
                 linked.link is not None and linked.link["passed"] and linked.link["cluster_id"] == linked.id
             )
     assert three.live() == {hk: set() for hk, _, _ in three.miners}
+
+
+def test_an_overlay_cluster_is_never_placed_on_embedded_miners(three):
+    """Embedded leases share the host's network and get no overlay: each miner refuses the request
+    (unsupported), so none is available, and the renter is told why; nothing is rented."""
+    code, body, _ = three.cli("allocate", "--nodes", "2", "--overlay", "--ttl", "30m")
+    assert code == EXIT_REFUSED and body["error"]["code"] == "no_matching_machine", body
+    assert (
+        "--overlay needs Docker miners, and 3 online machine(s) run another backend"
+        in body["error"]["message"]
+    )
+    assert three.live() == {hotkey: set() for hotkey, _, _ in three.miners}
+    code, body, _ = three.cli("allocate", "--overlay", "--ttl", "30m")
+    assert code == EXIT_USAGE and "--overlay needs --nodes N" in body["error"]["message"], body

@@ -224,7 +224,7 @@ def test_a_book_of_the_earlier_schema_keeps_its_leases_and_gains_intents_and_pri
     assert book.get("a" * 32).spent(1801.0) == 1.8  # half an hour at 3.60 an hour
     assert book.intents("5Owner") == []
     with sqlite3.connect(tmp_path / "leases.db") as conn:
-        assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("2",)
+        assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("3",)
 
 
 def test_a_clusters_link_proofs_are_kept_and_the_latest_is_the_one_shown(tmp_path):

@@ -91,6 +91,7 @@ class DockerBackend:
     """Rental backend that runs each lease in its own Docker container (``BACKENDS["docker"]``)."""
 
     name = "docker"
+    overlay = True  # cluster members get a TUN device, NET_ADMIN and a UDP port (docs/cluster.md)
 
     def __init__(
         self,
@@ -117,6 +118,7 @@ class DockerBackend:
         calls: EngineCalls | None = None,
         disk_dir: Path | None = None,
         require_disk_cap: bool = False,
+        overlay_cidrs: tuple[str, ...] = (),
     ) -> None:
         """``miner_id`` (the miner's hotkey; default ``name_prefix``) labels and scopes the containers.
 
@@ -132,7 +134,9 @@ class DockerBackend:
         (:mod:`compute.allocation.lease.engine`; default: its own, 60 s a call). ``disk_dir``: where a
         local engine's lease disks live (:mod:`compute.allocation.docker.diskcap`; None: only the
         storage driver's quota); ``require_disk_cap``: refuse a lease whose disk size neither holds
-        (the miner's default; off with ``--miner.disk_cap_advisory``).
+        (the miner's default; off with ``--miner.disk_cap_advisory``). ``overlay_cidrs``: private
+        ranges an isolated miner's cluster members may send UDP to (their peers' overlay ports on a
+        private network, ``--miner.overlay_cidrs``); they run on a bridge of their own.
         """
         low, high = ssh_port_range
         if not (1 <= low <= high <= 65535):
@@ -157,6 +161,11 @@ class DockerBackend:
         self.disks = LeaseDisks(disk_dir) if disk_dir is not None and local_engine else None
         self.require_disk_cap = require_disk_cap
         self.lease_network = LeaseNetwork(self._client, self.miner_id) if isolate and not network else None
+        self.overlay_network = (
+            LeaseNetwork(self._client, self.miner_id, overlay_cidrs=tuple(overlay_cidrs))
+            if self.lease_network is not None
+            else None
+        )
         self._legacy_warned = False
         self.volumes = (
             DockerVolumes(self._client, self.miner_id, Path(volume_dir), volume_mode, helper_image=image)
@@ -183,9 +192,10 @@ class DockerBackend:
             host_key.private_openssh, host_key.public_line, authorized_key, sshd_config(self.sshd)
         )
         async with self._start_lock:
-            if self.lease_network is not None:
-                await self._call(self.lease_network.ensure)
-            container_id, ports = await self._call(
+            network = self.overlay_network if lease.overlay else self.lease_network
+            if network is not None:
+                await self._call(network.ensure)
+            container_id, ports, udp_ports = await self._call(
                 self._create_and_start, lease, archive, host_key.public_line, deadline_s=START_DEADLINE_S
             )
         try:
@@ -195,7 +205,7 @@ class DockerBackend:
             raise
         log.info("lease=%s container started ssh_port=%d ports=%s", lease.lease_id, ports[22], ports)
         extra = {cport: hport for cport, hport in ports.items() if cport != 22}
-        return Endpoint(self.public_host, ports[22], USERNAME, host_key.public_line, extra)
+        return Endpoint(self.public_host, ports[22], USERNAME, host_key.public_line, extra, udp_ports)
 
     async def _resumed(self, lease_id: str) -> bool:
         """Start the lease's stopped container again (same files, host key and ports) if it has one.
@@ -233,14 +243,15 @@ class DockerBackend:
         await self.release_network()
 
     async def release_network(self) -> None:
-        """Remove the lease network and its rules if no lease of this miner is left."""
-        if self.lease_network is None:
-            return
-        async with self._start_lock:
-            try:
-                await self._call(self.lease_network.release_if_unused)
-            except (DockerException, BackendError) as exc:
-                log.warning("lease network not released: %s", exc)
+        """Remove the lease networks and their rules if no lease of this miner is left."""
+        for network in (self.lease_network, self.overlay_network):
+            if network is None:
+                continue
+            async with self._start_lock:
+                try:
+                    await self._call(network.release_if_unused)
+                except (DockerException, BackendError) as exc:
+                    log.warning("lease network not released: %s", exc)
 
     async def restart(self, lease_id: str) -> None:
         container = await self._call(self._get, lease_id)
@@ -291,7 +302,8 @@ class DockerBackend:
         ports = await self._call(self._published_ports, container)
         extra = {cport: hport for cport, hport in ports.items() if cport != 22}
         host_key = container.labels.get(spec.LABEL_HOST_KEY, "")
-        return Endpoint(self.public_host, ports[22], USERNAME, host_key, extra)
+        udp = spec.published_ports(container.attrs, "udp")  # read by _published_ports' reload
+        return Endpoint(self.public_host, ports[22], USERNAME, host_key, extra, udp)
 
     @property
     def disk_limit_enforced(self) -> bool | None:
@@ -323,6 +335,7 @@ class DockerBackend:
             network,
             self.host_cpus if self.host_cpus is not None else _host_cpus(),
             spec.lxcfs_root() if self.local_engine else None,
+            self.overlay_network.name if self.overlay_network is not None else None,
         )
         return spec.container_kwargs(
             options,
@@ -382,7 +395,7 @@ class DockerBackend:
 
     def _create_and_start(
         self, lease: LeaseRecord, archive: bytes, host_key_line: str
-    ) -> tuple[str, dict[int, int]]:
+    ) -> tuple[str, dict[int, int], dict[int, int]]:
         """Create the container, give it its disk, copy the files in, start it; retry on a lost port
         race. A lease whose disk size cannot be held is refused here, before anything is made."""
         cap = self._disk_cap or self._resolve_disk_cap()
@@ -393,7 +406,7 @@ class DockerBackend:
                 "its operator accepts advisory sizes (--miner.disk_cap_advisory)"
             )
         for attempt in range(3):
-            host_ports = self._pick_ports(1 + lease.extra_ports)
+            host_ports = self._pick_ports(1 + lease.extra_ports + (1 if lease.overlay else 0))
             container = self._create(self.container_kwargs(lease, host_ports, host_key_line))
             try:
                 if self._disk_cap == "loop" and self.disks is not None and lease.disk_gb > 0:
@@ -414,8 +427,10 @@ class DockerBackend:
                     f"lease {lease.lease_id}: container start failed: {exc.explanation or exc}"
                 ) from exc
             ports = {22: host_ports[0]}
-            ports.update({EXTRA_PORT_BASE + i: port for i, port in enumerate(host_ports[1:])})
-            return container.id, ports
+            extra = host_ports[1 : 1 + lease.extra_ports]
+            ports.update({EXTRA_PORT_BASE + i: port for i, port in enumerate(extra)})
+            udp = {spec.OVERLAY_PORT: host_ports[-1]} if lease.overlay else {}
+            return container.id, ports, udp
         raise StartFailed(f"lease {lease.lease_id}: no free host port after 3 attempts")
 
     def _create(self, kwargs: dict[str, Any]) -> Any:

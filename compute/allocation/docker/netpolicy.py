@@ -18,12 +18,21 @@ and removed with the network when the miner's last lease ends (``teardown``). Wh
 cannot run ``iptables`` (not root, no binary), ``ensure`` raises :class:`IsolationUnavailable`
 and the backend refuses the lease unless isolation was explicitly turned off.
 
+Cluster members that asked for an overlay (``Requirements.overlay``: a TUN device and NET_ADMIN
+for the renter's WireGuard) run on a second bridge of the miner's, with chains of their own: the
+same rules, plus UDP to the private ranges the miner's operator named (``--miner.overlay_cidrs``:
+where its peers' published overlay ports are, e.g. a LAN of GPU hosts) before the drops. Public
+peers need no exception: the public internet is allowed to every lease. The overlay bridge keeps
+the NET_ADMIN leases apart from the others: an address a member takes over on its bridge reaches
+only other members' (encrypted, key-pinned) traffic.
+
 What it deliberately does not do: IPv6 (the lease network is IPv4-only) or egress bandwidth limits.
 """
 
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import logging
 import shutil
 import subprocess
@@ -48,6 +57,9 @@ BLOCKED_DESTINATIONS = (
     "224.0.0.0/4",
     "240.0.0.0/4",
 )
+_PRIVATE = tuple(
+    ipaddress.IPv4Network(c) for c in ("10.0.0.0/8", "100.64.0.0/10", "172.16.0.0/12", "192.168.0.0/16")
+)
 Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
 
 
@@ -59,19 +71,45 @@ def _run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(list(argv), capture_output=True, text=True, timeout=20, check=False)
 
 
+def overlay_cidrs(text: str | Sequence[str]) -> tuple[str, ...]:
+    """Private IPv4 ranges (``"10.1.0.0/24,192.168.7.0/24"``) in canonical form; ValueError naming
+    the first that is not an IPv4 network or reaches beyond the private and CGNAT ranges (the public
+    internet needs no exception; loopback, link-local and metadata never get one)."""
+    items = [t.strip() for t in (text.split(",") if isinstance(text, str) else text) if t.strip()]
+    found = []
+    for item in items:
+        try:
+            network = ipaddress.ip_network(item, strict=False)
+        except ValueError as exc:
+            raise ValueError(f"overlay range {item!r} is not an IPv4 network ({exc})") from None
+        if not isinstance(network, ipaddress.IPv4Network) or not any(network.subnet_of(a) for a in _PRIVATE):
+            raise ValueError(
+                f"overlay range {item!r} must lie in 10.0.0.0/8, 100.64.0.0/10, 172.16.0.0/12 or "
+                "192.168.0.0/16 (public peers need no exception)"
+            )
+        found.append(str(network))
+    return tuple(dict.fromkeys(found))
+
+
 @dataclass(frozen=True)
 class NetworkPolicy:
-    """Names and rules of one miner's lease network, derived from the miner id (no I/O)."""
+    """Names and rules of one miner's lease network, derived from the miner id (no I/O).
+
+    ``overlay_cidrs`` None: the tenants' network; a tuple: the cluster members' overlay network,
+    whose leases may also send UDP to those ranges."""
 
     miner_id: str
+    overlay_cidrs: tuple[str, ...] | None = None
 
     @property
     def tag(self) -> str:
-        return hashlib.sha256(self.miner_id.encode()).hexdigest()[:10]
+        key = self.miner_id if self.overlay_cidrs is None else f"{self.miner_id}\0overlay"
+        return hashlib.sha256(key.encode()).hexdigest()[:10]
 
     @property
     def network(self) -> str:
-        return f"compute-leases-{self.tag}"
+        kind = "leases" if self.overlay_cidrs is None else "overlay"
+        return f"compute-{kind}-{self.tag}"
 
     @property
     def bridge(self) -> str:
@@ -95,6 +133,7 @@ class NetworkPolicy:
         """The rules of each owned chain, in order."""
         established = ["-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "ACCEPT"]
         forward = [established]
+        forward += [["-p", "udp", "-d", cidr, "-j", "RETURN"] for cidr in self.overlay_cidrs or ()]
         forward += [["-d", cidr, "-j", "DROP"] for cidr in BLOCKED_DESTINATIONS]
         forward.append(["-j", "RETURN"])
         return {self.input_chain: [established, ["-j", "DROP"]], self.forward_chain: forward}
@@ -167,8 +206,14 @@ class LeaseNetwork:
     ``ensure`` and ``release_if_unused`` with its start lock.
     """
 
-    def __init__(self, client: Callable[[], Any], miner_id: str, firewall: Firewall | None = None) -> None:
-        self.policy = NetworkPolicy(miner_id)
+    def __init__(
+        self,
+        client: Callable[[], Any],
+        miner_id: str,
+        firewall: Firewall | None = None,
+        overlay_cidrs: tuple[str, ...] | None = None,
+    ) -> None:
+        self.policy = NetworkPolicy(miner_id, overlay_cidrs)
         self.firewall = firewall or Firewall(self.policy)
         self._client = client
 
@@ -222,9 +267,10 @@ def release_unused_networks(client: Any) -> list[str]:
     released = []
     for network in client.networks.list(filters={"label": ["compute.managed=1"]}):
         miner_id = (network.attrs.get("Labels") or {}).get("compute.miner")
-        if miner_id and network.name == NetworkPolicy(miner_id).network:
-            if LeaseNetwork(lambda: client, miner_id).release_if_unused():
-                released.append(network.name)
+        for cidrs in (None, ()):  # the tenants' network, the overlay one (its chains go by its tag)
+            if miner_id and network.name == NetworkPolicy(miner_id, cidrs).network:
+                if LeaseNetwork(lambda: client, miner_id, overlay_cidrs=cidrs).release_if_unused():
+                    released.append(network.name)
     return released
 
 
@@ -234,5 +280,6 @@ __all__ = [
     "IsolationUnavailable",
     "LeaseNetwork",
     "NetworkPolicy",
+    "overlay_cidrs",
     "release_unused_networks",
 ]

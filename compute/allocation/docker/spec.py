@@ -37,6 +37,8 @@ END_SESSIONS_SCRIPT = (
     'kids=$(tree "$L"); [ -z "$kids" ] || kill -KILL $kids 2>/dev/null; exit 0'
 )
 EXTRA_PORT_BASE = 8000  # extra container ports are 8000, 8001, ...
+OVERLAY_PORT = 51820  # a cluster member's UDP port for the renter's WireGuard overlay (docs/cluster.md)
+TUN_DEVICE = "/dev/net/tun"
 LABEL_MANAGED = "compute.managed"
 LABEL_MINER = "compute.miner"
 LABEL_LEASE_ID = "compute.lease_id"
@@ -56,6 +58,7 @@ class ContainerOptions:
     network: str | None = None
     host_cpus: tuple[int, ...] = ()  # cores leases may be pinned to (the miner's CPU affinity)
     lxcfs_root: str | None = None  # LXCFS mount point on the host, when it runs (see lxcfs_root)
+    overlay_network: str | None = None  # where overlay (cluster) leases go; None: ``network``
 
 
 def validate_miner_id(miner_id: str) -> str:
@@ -110,10 +113,14 @@ def container_kwargs(
     disk_limit: bool,
     volume: str | None = None,
 ) -> dict[str, Any]:
-    """Arguments for ``containers.create``: limits, labels, port map, GPUs, the persistent volume."""
+    """Arguments for ``containers.create``: limits, labels, port map, GPUs, the persistent volume.
+
+    ``host_ports``: SSH's, then one per extra port, then (an overlay lease) the overlay's UDP one."""
     ports = {"22/tcp": (options.host, host_ports[0])}
-    for offset, host_port in enumerate(host_ports[1:]):
+    for offset, host_port in enumerate(host_ports[1 : 1 + lease.extra_ports]):
         ports[f"{EXTRA_PORT_BASE + offset}/tcp"] = (options.host, host_port)
+    if lease.overlay:
+        ports[f"{OVERLAY_PORT}/udp"] = (options.host, host_ports[1 + lease.extra_ports])
     memory = f"{lease.memory_mb}m"
     kwargs: dict[str, Any] = {
         "image": options.image,
@@ -141,8 +148,12 @@ def container_kwargs(
     cpuset = cpuset_for(lease.lease_id, lease.cpu_count, options.host_cpus)
     if cpuset:
         kwargs["cpuset_cpus"] = cpuset
-    if options.network:
-        kwargs["network"] = options.network
+    if lease.overlay:  # its own network namespace only: the host's interfaces are not in it
+        kwargs["devices"] = [f"{TUN_DEVICE}:{TUN_DEVICE}:rwm"]
+        kwargs["cap_add"] = ["NET_ADMIN"]
+    network = options.overlay_network if lease.overlay and options.overlay_network else options.network
+    if network:
+        kwargs["network"] = network
     if lease.disk_gb > 0 and disk_limit:
         kwargs["storage_opt"] = {"size": f"{lease.disk_gb}G"}
     if options.lxcfs_root:
@@ -219,10 +230,12 @@ def port_conflict(exc: APIError) -> bool:
     return "port is already allocated" in message or "address already in use" in message
 
 
-def published_ports(attrs: Mapping[str, Any]) -> dict[int, int]:
-    """Container port -> host port from a container's inspect ``attrs`` (``HostConfig.PortBindings``)."""
+def published_ports(attrs: Mapping[str, Any], protocol: str = "tcp") -> dict[int, int]:
+    """Container port -> host port of one ``protocol`` from a container's inspect ``attrs``
+    (``HostConfig.PortBindings``)."""
     ports: dict[int, int] = {}
     for port_spec, bindings in ((attrs.get("HostConfig") or {}).get("PortBindings") or {}).items():
-        if bindings:
-            ports[int(port_spec.split("/")[0])] = int(bindings[0]["HostPort"])
+        port, _, proto = port_spec.partition("/")
+        if bindings and (proto or "tcp") == protocol:
+            ports[int(port)] = int(bindings[0]["HostPort"])
     return ports

@@ -76,6 +76,7 @@ class MultiHostBackend:
     """The ``Backend`` of a miner with a hosts file; also the manager's placement policy."""
 
     name = "docker"
+    overlay = True  # every host's DockerBackend gives cluster members their overlay
 
     def __init__(
         self,
@@ -326,6 +327,7 @@ def host_backend(
     *,
     disk_dir: Path | None = None,
     require_disk_cap: bool = False,
+    overlay_cidrs: tuple[str, ...] = (),
 ) -> DockerBackend:
     """A host's own DockerBackend over its own client (lazy: nothing is contacted here).
 
@@ -349,6 +351,7 @@ def host_backend(
         calls=EngineCalls(config.name, deadline_s=config.deadline_s),
         disk_dir=disk_dir,
         require_disk_cap=require_disk_cap,
+        overlay_cidrs=overlay_cidrs,
     )
 
 

@@ -31,6 +31,7 @@ class LeaseRecord:
     template: str | None = None  # the base-image template asked for (None: the miner's default)
     volume: str | None = None  # the owner's persistent volume it mounts (None: none)
     host: str | None = None  # the hosts-file host it runs on (None: the miner's own engine)
+    overlay: bool = False  # a cluster member: TUN, NET_ADMIN and a published UDP port (docs/cluster.md)
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,7 @@ class Endpoint:
     username: str
     host_key: str  # OpenSSH public host key line, for pinning
     ports: dict[int, int] = field(default_factory=dict)  # container port -> host port
+    udp_ports: dict[int, int] = field(default_factory=dict)  # container UDP port -> host port (overlay)
 
 
 @dataclass(frozen=True)

@@ -288,6 +288,7 @@ def _endpoint_json(endpoint: Endpoint | None) -> str | None:
             "username": endpoint.username,
             "host_key": endpoint.host_key,
             "ports": {str(k): v for k, v in endpoint.ports.items()},
+            "udp_ports": {str(k): v for k, v in endpoint.udp_ports.items()},
         }
     )
 
@@ -329,6 +330,7 @@ def _from_row(row: tuple) -> StoredLease:
         template=_template(req),
         volume=_volume(req),
         host=host,
+        overlay=_overlay(req),
     )
     endpoint = None
     if ep is not None:
@@ -339,6 +341,7 @@ def _from_row(row: tuple) -> StoredLease:
             username=data["username"],
             host_key=data["host_key"],
             ports={int(k): int(v) for k, v in data["ports"].items()},
+            udp_ports={int(k): int(v) for k, v in (data.get("udp_ports") or {}).items()},
         )
     return StoredLease(
         record=record,
@@ -357,6 +360,14 @@ def _template(requirements_json: str) -> str | None:
     except (ValueError, AttributeError):
         return None
     return value if isinstance(value, str) else None
+
+
+def _overlay(requirements_json: str) -> bool:
+    """Whether a stored lease is a cluster member with an overlay (kept in its requirements JSON)."""
+    try:
+        return json.loads(requirements_json).get("overlay") is True
+    except (ValueError, AttributeError):
+        return False
 
 
 def _volume(requirements_json: str) -> str | None:

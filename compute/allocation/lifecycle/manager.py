@@ -155,6 +155,11 @@ class AllocationManager(Reconciler):
             return f"requested {req.disk_gb} GB disk; this miner allows at most {lim.max_disk_gb} GB"
         if req.volume is not None and self.volumes is None:
             return f"this miner's {self.backend.name} backend offers no persistent volumes"
+        if req.overlay and not getattr(self.backend, "overlay", False):
+            return (
+                f"this miner's {self.backend.name} backend gives leases no overlay (TUN device and UDP "
+                "port); its leases reach each other through the host's network: ask without an overlay"
+            )
         if req.idle_stop_s is not None and not isinstance(self.backend, MeasuresActivity):
             return f"this miner's {self.backend.name} backend cannot measure activity: no idle stop"
         return None
@@ -289,6 +294,7 @@ class AllocationManager(Reconciler):
                 template=req.template,
                 volume=req.volume.name if req.volume is not None else None,
                 host=host,
+                overlay=req.overlay,
             )
             lease = StoredLease(
                 record=record,
@@ -506,6 +512,7 @@ class AllocationManager(Reconciler):
                 username=endpoint.username,
                 host_key=endpoint.host_key,
                 ports=dict(endpoint.ports),
+                udp_ports=dict(endpoint.udp_ports),
             )
         record = lease.record
         requirements = Requirements.model_validate_json(lease.requirements_json)

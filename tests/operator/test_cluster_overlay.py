@@ -1,0 +1,213 @@
+"""Docker cluster members joined by the renter's WireGuard overlay, on two real Docker engines.
+
+Miner 0 rents on this machine's engine with its tenant firewall on (``--miner.overlay_cidrs`` names
+the second engine's address range); miner 1 on a second dockerd in its own network namespace
+(10.203.17.2, reached over TLS), as a miner on another host. ``register.py allocate --nodes 2
+--overlay`` rents one lease on each, joins them over their pinned SSH sessions, and ``cluster run``
+exchanges bytes over TCP between the ranks through ``MASTER_ADDR:MASTER_PORT`` inside the overlay,
+which the tenant firewall would drop on any real address. Then what the exception does not open: an
+overlay lease reaches the second engine's Docker API (TCP) no better than before, a tenant lease
+sends UDP there no better than before, and a cluster whose members cannot reach each other is
+released whole with the pairs named.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import pytest
+from test_cluster import Net, start_net
+
+from compute.allocation import DockerBackend, LeaseStore
+from compute.allocation.docker.second_engine import IMAGE, SecondEngine
+from compute.allocation.docker.second_engine import skip_reason as second_engine_skip_reason
+from compute.allocation.hosts.backend import host_backend
+from compute.allocation.hosts.check import docker_client
+from compute.allocation.hosts.config import parse_hosts
+from compute.operator import EXIT_OK, EXIT_REFUSED, overlay
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+NS_ADDRESS = "10.203.17.2"  # the second engine's namespace (scripts/second_dockerd.sh, net 17)
+NS_RANGE = "10.203.17.0/30"
+
+# rank 0 listens on its overlay address at MASTER_PORT; rank 1 connects to MASTER_ADDR (retrying
+# while rank 0 starts) and both print what crossed
+EXCHANGE = r"""
+import os, socket, time
+rank, addr, port = int(os.environ["RANK"]), os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+if rank == 0:
+    server = socket.create_server((os.environ["OVERLAY_ADDR"], port))
+    server.settimeout(60)
+    conn, peer = server.accept()
+    print("rank 0 got", conn.recv(64).decode(), "from", peer[0], flush=True)
+    conn.sendall(b"welcome")
+else:
+    for _ in range(200):
+        try:
+            conn = socket.create_connection((addr, port), timeout=5)
+            break
+        except OSError:
+            time.sleep(0.1)
+    conn.sendall(f"hello from {os.environ['OVERLAY_ADDR']}".encode())
+    print("rank 1 got", conn.recv(64).decode(), flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def second_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecondEngine]:
+    reason = second_engine_skip_reason()
+    try:
+        client = docker.from_env()
+        client.images.get(IMAGE)
+        client.close()
+    except Exception as exc:
+        reason = reason or f"local Docker engine or {IMAGE} missing: {exc}"
+    if reason and os.environ.get("COMPUTE_REQUIRE_DOCKER") == "1":
+        pytest.fail(f"COMPUTE_REQUIRE_DOCKER=1 but {reason}")
+    if reason:
+        pytest.skip(reason)
+    engine = SecondEngine(tmp_path_factory.mktemp("engine2") / "d")
+    try:
+        engine.up()
+        yield engine
+    finally:
+        engine.down()
+
+
+def _two_hosts(
+    tmp_path: Path, make_wallet, engine: SecondEngine, cidrs: tuple[str, ...]
+) -> tuple[Net, object]:
+    """Miner 0 on this engine (isolated, ``cidrs`` open to overlay UDP), miner 1 on the second."""
+    tag = uuid.uuid4().hex[:6]
+
+    def local(where: Path, ports: tuple[int, int]) -> DockerBackend:
+        return DockerBackend(
+            image=IMAGE,
+            host="127.0.0.1",
+            ssh_port_range=ports,
+            name_prefix=f"test-overlay-{tag}-0",
+            miner_id=f"test-overlay-{tag}-0",
+            overlay_cidrs=cidrs,
+        )
+
+    def remote(where: Path, ports: tuple[int, int]) -> DockerBackend:
+        (config,) = parse_hosts({"hosts": [engine.hosts_entry("far", f"{ports[0]}-{ports[1]}")]})
+        return host_backend(config, f"test-overlay-{tag}-1", IMAGE)
+
+    return start_net(tmp_path, make_wallet, [250.0, 240.0], backends=[local, remote])
+
+
+def _cleanup(engine: SecondEngine) -> None:
+    """Remove the lease containers these tests made on both engines (a failed test's too)."""
+    (config,) = parse_hosts({"hosts": [engine.hosts_entry("far", "40000-40001")]})
+    for client in (docker.from_env(), docker_client(config)):
+        for container in client.containers.list(all=True, filters={"label": "compute.managed=1"}):
+            if container.labels.get("compute.miner", "").startswith("test-overlay-"):
+                container.remove(force=True)
+        client.close()
+
+
+def _container(lease_id: str) -> docker.models.containers.Container:
+    (found,) = [c for c in docker.from_env().containers.list() if c.name.endswith(lease_id)]
+    return found
+
+
+def _udp_reaches(container, port: int) -> bool:  # noqa: ANN001 - a container on this engine
+    """Whether a datagram the lease sends to NS_ADDRESS:port arrives in the second engine's namespace."""
+    listener = subprocess.Popen(
+        ["nsenter", "--net=/var/run/netns/cmp2nd17", sys.executable, "-c",
+         "import socket,sys; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(('0.0.0.0', int(sys.argv[1])));"
+         "s.settimeout(4); print('ready', flush=True)\n"
+         "try:\n    print(s.recv(64).decode())\nexcept OSError:\n    print('nothing')", str(port)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert listener.stdout is not None and listener.stdout.readline().strip() == "ready"
+    send = f"import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b'probe', ('{NS_ADDRESS}', {port}))"
+    for _ in range(3):
+        container.exec_run(["python3", "-c", send])
+    out, _ = listener.communicate(timeout=10)
+    return out.strip() == "probe"
+
+
+def _tcp_open(container, host: str, port: int) -> bool:  # noqa: ANN001
+    probe = f"import socket; s=socket.socket(); s.settimeout(2); print(s.connect_ex(('{host}', {port})))"
+    return container.exec_run(["python3", "-c", probe]).output.decode().strip() == "0"
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_overlay_members_on_two_engines_reach_each_other_and_nothing_else_opens(
+    second_engine: SecondEngine, tmp_path: Path, make_wallet
+) -> None:
+    net, stop = _two_hosts(tmp_path, make_wallet, second_engine, (NS_RANGE,))
+    try:
+        code, body, err = net.cli("allocate", "--nodes", "2", "--overlay", "--ttl", "30m", "--ram-gb", "0.5")
+        assert code == EXIT_OK, (body, err)
+        cluster = body["cluster"]
+        assert cluster["overlay"] is True and cluster["master_addr"] == "10.77.0.1"
+        assert cluster["master_port"] == 29500
+        envs = [node["env"] for node in cluster["nodes"]]
+        assert [e["OVERLAY_ADDR"] for e in envs] == ["10.77.0.1", "10.77.0.2"]
+        assert cluster["nodes"][1]["ssh_host"] == NS_ADDRESS  # rank 1 is the far engine's
+
+        code, out_lines = net.text(
+            "cluster", "run", cluster["cluster_id"], "--timeout", "90", "--", "python3", "-c", EXCHANGE
+        )
+        assert code == EXIT_OK, out_lines
+        assert "[rank 0] rank 0 got hello from 10.77.0.2 from 10.77.0.2" in out_lines, out_lines
+        assert "[rank 1] rank 1 got welcome" in out_lines, out_lines
+
+        member = _container(cluster["nodes"][0]["lease_id"])
+        assert not _tcp_open(member, NS_ADDRESS, 2376), "an overlay lease reached the far engine's Docker API"
+        unisolated = docker.from_env().containers.run(IMAGE, ["sleep", "60"], detach=True, remove=True)
+        try:  # the probe sees an open path where nothing isolates: the API does answer there
+            assert _tcp_open(unisolated, NS_ADDRESS, 2376)
+        finally:
+            unisolated.remove(force=True)
+        assert _udp_reaches(member, _free_port())  # the named range, UDP: open to members
+
+        code, single, err = net.cli(
+            "allocate", "--uid", str(net.miners[0][1]), "--ttl", "30m", "--ram-gb", "0.5"
+        )
+        assert code == EXIT_OK, (single, err)
+        tenant = _container(single["lease"]["lease_id"])
+        assert not _udp_reaches(tenant, _free_port())  # a tenant lease: the range stays closed
+
+        code, done, _ = net.cli("deallocate", "--cluster", cluster["cluster_id"])
+        assert code == EXIT_OK and len(done["released"]) == 2
+    finally:
+        stop()
+        _cleanup(second_engine)
+
+
+def test_members_that_cannot_reach_each_other_are_released_whole(
+    second_engine: SecondEngine, tmp_path: Path, make_wallet, monkeypatch
+) -> None:
+    """Miner 0 names no overlay range: its member's datagrams to the far engine are dropped and the
+    far member cannot reach a member published on 127.0.0.1: no handshake, both leases released."""
+    monkeypatch.setattr(overlay, "JOIN_TIMEOUT_S", 8.0)
+    net, stop = _two_hosts(tmp_path, make_wallet, second_engine, ())
+    try:
+        code, body, err = net.cli("allocate", "--nodes", "2", "--overlay", "--ttl", "30m", "--ram-gb", "0.5")
+        assert code == EXIT_REFUSED, body
+        assert body["error"]["code"] == "overlay_failed", body
+        message = body["error"]["message"]
+        assert "released (2 lease(s))" in message and "no handshake with rank(s) [1]" in message, message
+        assert net.leaked() == set()
+        for _, _, where in net.miners:
+            assert not [s for s in LeaseStore(where / "leases.db").live()]
+    finally:
+        stop()
+        _cleanup(second_engine)
