@@ -4,8 +4,9 @@ A Docker lease's tenant policy keeps it from reaching other tenants, and gloo an
 address of the interface they bind and pick their ports at run time, so published TCP ports alone
 cannot carry a collective between containers. A member that asked for an overlay
 (``Requirements.overlay``) gets a TUN device, NET_ADMIN in its own network namespace and one
-published UDP port; this module makes each member a WireGuard interface (userspace
-``wireguard-go``, configured with ``wg`` and ``ip``) over the member's pinned SSH session:
+published UDP port; this module makes each member a WireGuard interface (the host kernel's where
+it has WireGuard, else userspace ``wireguard-go``; configured with ``wg`` and ``ip``) over the
+member's pinned SSH session:
 
 - the renter draws every member's key pair here and sends each private key on that member's SSH
   stdin (never on a command line); each member gets every other's public key, its published
@@ -46,7 +47,7 @@ OVERLAY_PREFIX = "10.77.0."  # rank r is OVERLAY_PREFIX + (r + 1), in a /24 (64 
 OVERLAY_MASTER_PORT = 29500  # torch's usual rendezvous port, inside the overlay
 KEEPALIVE_S = 5  # keeps NAT mappings open and starts each handshake as soon as the link is up
 JOIN_TIMEOUT_S = 30.0
-REQUIRED_TOOLS = ("wireguard-go", "wg", "ip")
+REQUIRED_TOOLS = ("wg", "ip")  # and wireguard-go where the host's kernel has no WireGuard
 
 
 class OverlayFailed(Refused):
@@ -98,31 +99,52 @@ def plan(members: Sequence[BookEntry]) -> list[OverlayNode]:
     return nodes
 
 
-def node_script(nodes: Sequence[OverlayNode], rank: int) -> str:
-    """The shell line that makes ``rank``'s interface; its private key is read from stdin."""
-    me = nodes[rank]
-    peers = " ".join(
-        f"peer {shlex.quote(n.public_key)} endpoint {shlex.quote(n.endpoint)} "
-        f"allowed-ips {n.address}/32 persistent-keepalive {KEEPALIVE_S}"
-        for n in nodes
-        if n.rank != rank
-    )
+def interface_script(node: OverlayNode) -> str:
+    """The shell line that makes a member's interface, with no peer yet; its private key is read
+    from stdin. Every member's interface is up before any gets its peers (``peers_script``), so no
+    first handshake is lost to a peer not yet listening (WireGuard would retry only 5 s later)."""
     checks = " ".join(
         f'command -v {tool} >/dev/null 2>&1 || missing="$missing {tool}";' for tool in REQUIRED_TOOLS
     )
     return (
         f"missing=; {checks} "
         'if [ -n "$missing" ]; then echo "overlay: not in this lease\'s image:$missing '
-        '(packages wireguard-go, wireguard-tools, iproute2)" >&2; exit 3; fi; '
+        '(packages wireguard-tools, iproute2)" >&2; exit 3; fi; '
         '[ -c /dev/net/tun ] || { echo "overlay: no /dev/net/tun in this lease (its miner gave it no '
         'overlay)" >&2; exit 3; }; '
         "set -e; umask 077; key=/run/compute-overlay.key; "
         f"ip link delete {IFNAME} 2>/dev/null || true; "  # joining again replaces the old interface
         'IFS= read -r line; printf "%s\\n" "$line" > "$key"; '
-        f"wireguard-go {IFNAME} >/dev/null 2>&1; "
-        f'wg set {IFNAME} private-key "$key" listen-port {me.listen_port} {peers}; rm -f "$key"; '
-        f"ip address add {me.address}/24 dev {IFNAME}; ip link set {IFNAME} up; echo joined"
+        # the kernel's WireGuard where the host has it (several times faster), else userspace
+        f"ip link add {IFNAME} type wireguard 2>/dev/null || {{ command -v wireguard-go >/dev/null 2>&1 || "
+        "{ echo \"overlay: the host's kernel has no WireGuard and this lease's image no wireguard-go\" >&2; "
+        f"exit 3; }}; wireguard-go {IFNAME} >/dev/null 2>&1; }}; "
+        f'wg set {IFNAME} private-key "$key" listen-port {node.listen_port}; rm -f "$key"; '
+        f"ip address add {node.address}/24 dev {IFNAME}; ip link set {IFNAME} up; echo up"
     )
+
+
+def peers_script(nodes: Sequence[OverlayNode], rank: int) -> str:
+    """The shell line that gives ``rank``'s interface every other member as its peer: public key,
+    published endpoint and its overlay address as the only one it may use. Nothing is sent yet: a
+    handshake reaching a member that does not know its sender yet is dropped (and retried 5 s later)."""
+    peers = " ".join(
+        f"peer {shlex.quote(n.public_key)} endpoint {shlex.quote(n.endpoint)} allowed-ips {n.address}/32"
+        for n in nodes
+        if n.rank != rank
+    )
+    return f"wg set {IFNAME} {peers}"
+
+
+def keepalive_script(nodes: Sequence[OverlayNode], rank: int) -> str:
+    """The shell line, once every member knows every other, that turns each peer's keepalive on:
+    WireGuard sends one at once, which starts the handshake, and then keeps NAT mappings open."""
+    peers = " ".join(
+        f"peer {shlex.quote(n.public_key)} persistent-keepalive {KEEPALIVE_S}"
+        for n in nodes
+        if n.rank != rank
+    )
+    return f"wg set {IFNAME} {peers}"
 
 
 HANDSHAKES = f"wg show {IFNAME} latest-handshakes"
@@ -155,19 +177,22 @@ async def join_overlay(members: Sequence[BookEntry], timeout_s: float | None = N
                 "overlay not made: " + "; ".join(f"rank {r}: {exc}" for r, exc in failures)
             ) from failures[0][1]
 
-        async def make(rank: int, shell: LeaseShell) -> str | None:
-            result = await shell.run(
-                node_script(nodes, rank), input=nodes[rank].private_key + "\n", timeout=timeout_s
-            )
+        async def step(rank: int, script: str, key: str | None = None) -> str | None:
+            result = await opened[rank].run(script, input=key, timeout=max(1.0, deadline - time.monotonic()))
             if result.exit_status == 0:
                 return None
             said = (result.stderr.strip() or result.stdout.strip()).splitlines()
             return f"rank {rank}: " + (said[-1] if said else f"exit status {result.exit_status}")
 
-        made = await asyncio.gather(*(make(r, s) for r, s in enumerate(opened)))
-        problems = [p for p in made if p]
-        if problems:
-            raise OverlayFailed("overlay not made: " + "; ".join(problems))
+        for scripts in (
+            [(interface_script(n), n.private_key + "\n") for n in nodes],
+            [(peers_script(nodes, n.rank), None) for n in nodes],
+            [(keepalive_script(nodes, n.rank), None) for n in nodes],
+        ):
+            done = await asyncio.gather(*(step(r, script, key) for r, (script, key) in enumerate(scripts)))
+            problems = [p for p in done if p]
+            if problems:
+                raise OverlayFailed("overlay not made: " + "; ".join(problems))
         waiting = {r: [n.rank for n in nodes if n.rank != r] for r in range(len(nodes))}
         while waiting:
             for rank in list(waiting):
@@ -198,7 +223,9 @@ __all__ = [
     "OverlayNode",
     "join_overlay",
     "missing_peers",
-    "node_script",
+    "interface_script",
+    "keepalive_script",
+    "peers_script",
     "overlay_address",
     "plan",
 ]

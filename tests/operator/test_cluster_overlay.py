@@ -2,7 +2,7 @@
 
 Miner 0 rents on this machine's engine with its tenant firewall on (``--miner.overlay_cidrs`` names
 the second engine's address range); miner 1 on a second dockerd in its own network namespace
-(10.203.17.2, reached over TLS), as a miner on another host. ``register.py allocate --nodes 2
+(10.203.26.2, reached over TLS), as a miner on another host. ``register.py allocate --nodes 2
 --overlay`` rents one lease on each, joins them over their pinned SSH sessions, and ``cluster run``
 exchanges bytes over TCP between the ranks through ``MASTER_ADDR:MASTER_PORT`` inside the overlay,
 which the tenant firewall would drop on any real address. Then what the exception does not open: an
@@ -13,6 +13,7 @@ released whole with the pairs named.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -35,8 +36,9 @@ from compute.operator import EXIT_OK, EXIT_REFUSED, overlay
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-NS_ADDRESS = "10.203.17.2"  # the second engine's namespace (scripts/second_dockerd.sh, net 17)
-NS_RANGE = "10.203.17.0/30"
+NET = 26  # the second engine's addresses: 10.203.26.0/30 and 10.203.27.0/24 (others' tests use 17, 20, 23)
+NS_ADDRESS = f"10.203.{NET}.2"  # the second engine's namespace (scripts/second_dockerd.sh)
+NS_RANGE = f"10.203.{NET}.0/30"
 
 # rank 0 listens on its overlay address at MASTER_PORT; rank 1 connects to MASTER_ADDR (retrying
 # while rank 0 starts) and both print what crossed
@@ -74,7 +76,7 @@ def second_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecondEn
         pytest.fail(f"COMPUTE_REQUIRE_DOCKER=1 but {reason}")
     if reason:
         pytest.skip(reason)
-    engine = SecondEngine(tmp_path_factory.mktemp("engine2") / "d")
+    engine = SecondEngine(tmp_path_factory.mktemp("engine2") / "d", net=NET)
     try:
         engine.up()
         yield engine
@@ -123,7 +125,7 @@ def _container(lease_id: str) -> docker.models.containers.Container:
 def _udp_reaches(container, port: int) -> bool:  # noqa: ANN001 - a container on this engine
     """Whether a datagram the lease sends to NS_ADDRESS:port arrives in the second engine's namespace."""
     listener = subprocess.Popen(
-        ["nsenter", "--net=/var/run/netns/cmp2nd17", sys.executable, "-c",
+        ["nsenter", f"--net=/var/run/netns/cmp2nd{NET}", sys.executable, "-c",
          "import socket,sys; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(('0.0.0.0', int(sys.argv[1])));"
          "s.settimeout(4); print('ready', flush=True)\n"
          "try:\n    print(s.recv(64).decode())\nexcept OSError:\n    print('nothing')", str(port)],
@@ -211,3 +213,17 @@ def test_members_that_cannot_reach_each_other_are_released_whole(
     finally:
         stop()
         _cleanup(second_engine)
+
+
+def test_the_cluster_allocate_benchmark_runs_over_docker_and_the_overlay(second_engine: SecondEngine) -> None:
+    """``bench cluster-allocate --docker-overlay`` makes its own second engine (net 29, apart from
+    this module's) and reports the ratio with the overlay's join inside it, and the overlay's stream."""
+    done = subprocess.run(
+        [sys.executable, "-m", "compute", "bench", "cluster-allocate", "--docker-overlay", "--iterations", "1", "--json"],
+        capture_output=True, text=True, timeout=420, cwd=Path(__file__).resolve().parents[2],
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert result["backend"] == "docker, overlay" and result["nodes"] == 2
+    assert result["overlay_mbps"] > 0 and result["ratio"] > 0
+    assert result["cluster_median_s"] >= result["cluster_ssh_median_s"] > 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import shlex
 import sqlite3
+import subprocess
 from dataclasses import replace
 
 import pytest
@@ -23,7 +24,14 @@ from compute.flags import SettingsError
 from compute.operator import LeaseBook
 from compute.operator.book import BookEntry, ClusterRecord
 from compute.operator.cluster import cluster_of
-from compute.operator.overlay import OverlayFailed, missing_peers, node_script, plan
+from compute.operator.overlay import (
+    OverlayFailed,
+    interface_script,
+    keepalive_script,
+    missing_peers,
+    peers_script,
+    plan,
+)
 from compute.protocol import Requirements, SshAccess
 from compute.settings import parse_miner
 
@@ -62,10 +70,16 @@ def test_a_member_without_an_overlay_port_is_refused_before_anything_runs():
         plan([MEMBERS[0], replace(MEMBERS[1], udp_ports={}), MEMBERS[2]])
 
 
-def test_the_script_names_every_peer_but_never_a_private_key():
+def test_the_scripts_name_every_peer_but_never_a_private_key():
     nodes = plan(MEMBERS)
-    script = node_script(nodes, 1)
+    script = interface_script(nodes[1]) + "; " + peers_script(nodes, 1)
     assert all(n.private_key not in script for n in nodes)  # it comes on stdin
+    assert "peer" not in interface_script(nodes[1])  # every interface is up before any peer is set
+    assert "keepalive" not in peers_script(nodes, 1)  # and every peer set before any handshake starts
+    assert keepalive_script(nodes, 1) == (
+        f"wg set wg0 peer {shlex.quote(nodes[0].public_key)} persistent-keepalive 5 "
+        f"peer {shlex.quote(nodes[2].public_key)} persistent-keepalive 5"
+    )
     for peer in (nodes[0], nodes[2]):
         assert (
             f"peer {peer.public_key} endpoint {shlex.quote(peer.endpoint)} allowed-ips {peer.address}/32"
@@ -204,3 +218,21 @@ def test_a_book_of_schema_2_gains_cluster_overlays_and_udp_ports(tmp_path):
     assert book.get(MEMBERS[1].lease_id).udp_ports == {51820: 40007}
     book.add_cluster(ClusterRecord("c2", "5Owner", ("b" * 32,), 0, 2.0, overlay=True))
     assert [c.overlay for c in book.clusters("5Owner")] == [True, False]
+
+
+def test_an_image_without_the_tools_is_named_in_one_line_and_nothing_is_changed(tmp_path):
+    """The member's own shell runs the script: with none of the tools on its PATH it stops at once."""
+    node = plan(MEMBERS)[0]
+    done = subprocess.run(
+        ["/bin/sh", "-c", interface_script(node)],
+        input=node.private_key + "\n",
+        capture_output=True,
+        text=True,
+        env={"PATH": str(tmp_path)},  # an empty directory: no wg, no ip
+        timeout=10,
+    )
+    assert done.returncode == 3
+    assert done.stderr.strip() == (
+        "overlay: not in this lease's image: wg ip (packages wireguard-tools, iproute2)"
+    )
+    assert done.stdout == ""
