@@ -253,6 +253,9 @@ class LeaseShell:
         work = asyncio.gather(
             feed(), pump(process.stdout, stdout or out), pump(process.stderr, stderr or err)
         )
+        # wait_for cancels it on a Ctrl-C and never reads its CancelledError: read it here, or
+        # asyncio logs "_GatheringFuture exception was never retrieved" under the "interrupted" line
+        work.add_done_callback(_retrieved)
         try:
             await asyncio.wait_for(work, timeout)
         except asyncio.TimeoutError:
@@ -368,6 +371,11 @@ class LeaseShell:
             raise TransferFailed(f"lease {self.access.lease_id}: {what} failed: {exc}") from exc
         except asyncssh.Error as exc:
             raise SshUnreachable(f"lease {self.access.lease_id}: {what} failed: {exc}") from exc
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _signal_number(name: str | tuple | None) -> int:

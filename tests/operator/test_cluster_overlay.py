@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -227,3 +228,50 @@ def test_the_cluster_allocate_benchmark_runs_over_docker_and_the_overlay(second_
     assert result["backend"] == "docker, overlay" and result["nodes"] == 2
     assert result["overlay_mbps"] > 0 and result["ratio"] > 0
     assert result["cluster_median_s"] >= result["cluster_ssh_median_s"] > 0
+
+
+def test_sigint_while_the_overlay_is_made_releases_every_member(
+    second_engine: SecondEngine, tmp_path: Path, make_wallet
+) -> None:
+    """Ctrl-C at moments spread over ``allocate --nodes 2 --overlay`` (real processes, real SIGINT),
+    the join included: whatever was made is released, on both engines, before ``interrupted``."""
+    from test_cluster import _release_all
+    from test_interrupted_allocate import Driver
+
+    net, stop = _two_hosts(tmp_path, make_wallet, second_engine, (NS_RANGE,))
+    driver = Driver(tmp_path / "driver")
+    argv = [
+        *net.flags(),
+        "allocate",
+        "--nodes",
+        "2",
+        "--overlay",
+        "--ttl",
+        "30m",
+        "--ram-gb",
+        "0.5",
+        "--json",
+    ]
+    outcomes = {"interrupted": 0, "completed": 0, "released_made": 0}
+    try:
+        whole = driver.run(argv)
+        assert whole["code"] == EXIT_OK, whole
+        _release_all(net)
+        for delay in [whole["elapsed"] * (0.3 + 0.8 * i / 6) for i in range(7)]:
+            done = driver.run(argv, int(signal.SIGINT), delay)
+            assert "Traceback" not in done["stderr"] and "TRACEBACK" not in done["stderr"], done
+            if done["code"] == EXIT_OK:
+                outcomes["completed"] += 1
+                _release_all(net)
+            else:
+                assert done["code"] == 130 and done["stderr"].strip().startswith("interrupted"), done
+                outcomes["interrupted"] += 1
+                outcomes["released_made"] += "released" in done["stderr"]
+            assert net.live() == {hk: set() for hk, _, _ in net.miners}, (delay, done)
+            assert net.book().intents(net.operator) == [], (delay, done)
+    finally:
+        driver.close()
+        stop()
+        _cleanup(second_engine)
+    print("interrupted allocate --nodes 2 --overlay:", outcomes, "whole", whole["elapsed"])
+    assert outcomes["interrupted"] >= 3 and outcomes["released_made"] >= 1

@@ -290,6 +290,31 @@ def test_an_exit_status_that_never_follows_the_output_is_bounded(renter: Renter,
     asyncio.run(go())
 
 
+def test_a_command_cancelled_while_it_runs_leaves_no_error_for_asyncio_to_log(renter: Renter):
+    """Ctrl-C during ``exec`` (or a cluster's overlay join): wait_for cancels the command's pumps and
+    never reads their CancelledError; unread, asyncio logged "_GatheringFuture exception was never
+    retrieved" under the CLI's "interrupted" line (seen in the overlay's SIGINT test)."""
+    import gc
+
+    async def go() -> list[str]:
+        logged: list[str] = []
+        asyncio.get_running_loop().set_exception_handler(
+            lambda loop, context: logged.append(context["message"])
+        )
+        async with await LeaseShell.open(LeaseAccess.of(renter.lease.entry)) as lease:
+            running = asyncio.ensure_future(lease.run("exec cat x", timeout=30))  # the lease stalls it
+            await asyncio.sleep(0.5)
+            running.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await running
+            del running
+        gc.collect()
+        await asyncio.sleep(0)
+        return logged
+
+    assert asyncio.run(go()) == []
+
+
 RSS_PROBE = """
 import sys
 from compute.operator import main
