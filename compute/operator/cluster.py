@@ -118,6 +118,11 @@ class Cluster:
         return overlay_address(0) if self.overlay else self.members[0].ssh_host
 
     @property
+    def rendezvous_port(self) -> int | None:
+        """``MASTER_PORT`` as rank 0's peers use it (inside the overlay, or rank 0's published one)."""
+        return OVERLAY_MASTER_PORT if self.overlay else self.master_port
+
+    @property
     def state(self) -> str:
         """active while any member is; else the first member's end state."""
         states = {m.state for m in self.members}
@@ -223,6 +228,18 @@ async def allocate_cluster(op: Operator, want: ClusterWanted, duration_s: int) -
     if record.overlay:
         await _join_or_release(op, cluster)
     return cluster
+
+
+async def rejoin_overlay(op: Operator, cluster: Cluster, timeout_s: float | None = None) -> Cluster:
+    """Join an overlay cluster's members again, with fresh keys: a member whose lease restarted lost
+    its interface with its container. Each member's access is asked of its miner first (a container
+    made again has new ports); a failure leaves every lease as it is (``OverlayFailed``)."""
+    if not cluster.overlay:
+        raise UsageError(f"cluster {cluster.cluster_id} has no overlay (rent one with --nodes N --overlay)")
+    entries = await asyncio.gather(*(op.status(m.lease_id) for m in cluster.members))
+    refreshed = replace(cluster, members=tuple(entries))
+    await join_overlay(refreshed.members, timeout_s)
+    return refreshed
 
 
 async def _join_or_release(op: Operator, cluster: Cluster) -> None:

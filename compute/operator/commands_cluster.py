@@ -34,13 +34,13 @@ from compute.operator.cluster import (
     ClusterWanted,
     allocate_cluster,
     load_cluster,
+    rejoin_overlay,
     release_cluster,
 )
 from compute.operator.cluster_check import CheckOptions, allocate_linked_cluster, check_cluster
 from compute.operator.commands import Result, parse_duration, report_undone, wanted_from
 from compute.operator.errors import Refused, UsageError
 from compute.operator.output import link_json, link_line
-from compute.operator.overlay import OVERLAY_MASTER_PORT
 from compute.operator.service import Operator
 from compute.operator.shell import LeaseAccess, LeaseShell
 
@@ -103,6 +103,12 @@ def add_cluster_commands(sub, shared: Callable[[argparse.ArgumentParser], None])
     )
     run.add_argument("--timeout", type=positive, help="end every node's command after this many seconds")
     nested("show", "a cluster's nodes, each one's rendezvous variables and your latest link proof")
+    join = nested(
+        "join",
+        "join an overlay cluster's members again, with fresh keys (after a member's lease restarted: "
+        "its interface went with its container)",
+    )
+    join.add_argument("--timeout", type=positive, help="seconds for every pair's handshake (default 30)")
     check = nested(
         "check",
         "prove the cluster's link yourself: a timed, verified all-reduce across every node, on your clock "
@@ -171,7 +177,7 @@ def cluster_json(op: Operator, cluster: Cluster) -> dict[str, Any]:
         "link": link_json(op.book.last_link(cluster.cluster_id)),
         "overlay": cluster.overlay,
         "master_addr": cluster.master_addr,
-        "master_port": OVERLAY_MASTER_PORT if cluster.overlay else cluster.master_port,
+        "master_port": cluster.rendezvous_port,
         "gpus_per_node": cluster.gpus_per_node,
         "nodes": [
             {
@@ -262,6 +268,10 @@ async def cmd_cluster(op: Operator, args: argparse.Namespace) -> Result:
         raise Refused(f"cluster {cluster.cluster_id}: lease(s) {', '.join(ended)} ended; rent a new cluster")
     if args.action == "check":
         return await cmd_cluster_check(op, cluster, args)
+    if args.action == "join":
+        joined = await rejoin_overlay(op, cluster, args.timeout)
+        shown = cluster_json(op, joined)
+        return Result({"cluster": shown}, _render(shown, "Overlay joined again: cluster"))
     if args.timeout is not None and args.timeout <= 0:
         raise UsageError(f"--timeout must be positive, got {args.timeout:g}")
     command = args.remote_command[0] if len(args.remote_command) == 1 else shlex.join(args.remote_command)

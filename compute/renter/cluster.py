@@ -18,7 +18,7 @@ import shlex
 from collections.abc import Sequence
 
 from compute.operator import RunResult
-from compute.operator.cluster import Cluster
+from compute.operator.cluster import Cluster, rejoin_overlay
 from compute.operator.cluster_check import CheckOptions, check_cluster
 from compute.operator.shell import MAX_CAPTURE_BYTES
 from compute.renter.errors import ReleaseFailed
@@ -51,7 +51,7 @@ class AsyncCluster:
 
     @property
     def master_port(self) -> int | None:
-        return self.cluster.master_port
+        return self.cluster.rendezvous_port
 
     def env(self, rank: int) -> dict[str, str]:
         return self.cluster.env(rank)
@@ -91,6 +91,13 @@ class AsyncCluster:
         report = await check_cluster(self.cluster, options, self._renter.operator.book)
         self.link = report.payload(self.cluster)
         return self.link
+
+    async def join_overlay(self, timeout: float | None = None) -> None:
+        """Join an overlay cluster's members again (``register.py cluster join``): after a member's
+        lease restarted, its interface is gone. ``OverlayFailed`` leaves every lease as it is."""
+        self.cluster = await rejoin_overlay(self._renter.operator, self.cluster, timeout)
+        for lease, entry in zip(self.leases, self.cluster.members, strict=True):
+            lease.entry = entry
 
     async def release(self) -> None:
         """End every member lease (idempotent); ``ReleaseFailed`` names those never confirmed."""

@@ -324,6 +324,10 @@ class Cluster:
         """``AsyncCluster.check``: the nodes' link proven on this process's clock."""
         return self._renter._run(self.async_cluster.check(mib, **options))
 
+    def join_overlay(self, timeout: float | None = None) -> None:
+        """``AsyncCluster.join_overlay``: an overlay cluster's members joined again."""
+        self._renter._run(self.async_cluster.join_overlay(timeout))
+
     def release(self) -> None:
         self._renter._run(self.async_cluster.release())
 

@@ -616,3 +616,16 @@ def test_an_overlay_cluster_is_never_placed_on_embedded_miners(three):
     assert three.live() == {hotkey: set() for hotkey, _, _ in three.miners}
     code, body, _ = three.cli("allocate", "--overlay", "--ttl", "30m")
     assert code == EXIT_USAGE and "--overlay needs --nodes N" in body["error"]["message"], body
+
+
+def test_cluster_join_is_for_overlay_clusters_only(three):
+    code, body, _ = three.cli("allocate", "--nodes", "2", "--ttl", "30m")
+    assert code == EXIT_OK, body
+    cluster_id = body["cluster"]["cluster_id"]
+    assert body["cluster"]["overlay"] is False
+    code, body, _ = three.cli("cluster", "join", cluster_id)
+    assert (
+        code == EXIT_USAGE
+        and "has no overlay (rent one with --nodes N --overlay)" in body["error"]["message"]
+    )
+    _release_all(three)

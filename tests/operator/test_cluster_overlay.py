@@ -188,6 +188,19 @@ def test_overlay_members_on_two_engines_reach_each_other_and_nothing_else_opens(
         tenant = _container(single["lease"]["lease_id"])
         assert not _udp_reaches(tenant, _free_port())  # a tenant lease: the range stays closed
 
+        # a member's lease restarted: its interface went with its container; `cluster join` again
+        far_lease = cluster["nodes"][1]["lease_id"]
+        assert net.cli("restart", far_lease)[0] == EXIT_OK
+        code, out_lines = net.text("cluster", "run", cluster["cluster_id"], "--", "wg show wg0")
+        assert code != EXIT_OK and "[rank 1]" in out_lines, out_lines  # rank 1 has no wg0 any more
+        code, joined, err = net.cli("cluster", "join", cluster["cluster_id"])
+        assert code == EXIT_OK, (joined, err)
+        assert joined["cluster"]["master_addr"] == "10.77.0.1"
+        code, out_lines = net.text(
+            "cluster", "run", cluster["cluster_id"], "--timeout", "90", "--", "python3", "-c", EXCHANGE
+        )
+        assert code == EXIT_OK and "[rank 1] rank 1 got welcome" in out_lines, out_lines
+
         code, done, _ = net.cli("deallocate", "--cluster", cluster["cluster_id"])
         assert code == EXIT_OK and len(done["released"]) == 2
     finally:
