@@ -21,8 +21,8 @@ rank 0's overlay address, ``MASTER_PORT`` 29500 there, ``GLOO_SOCKET_IFNAME``/``
 ``wg0`` and ``OVERLAY_ADDR`` the node's own address.
 
 Deliberately not here: a link figure (no miner has a proven one in the feed; ``min_link_gbps`` is
-the renter's own proof after renting, ``cluster_check.allocate_linked_cluster``), opening ports or
-networks between members (docs/cluster.md says what reaches what), and replacing
+the renter's own proof after renting, ``cluster_check.allocate_linked_cluster``), the overlay's
+own steps (``overlay``; what reaches what: docs/cluster.md), and replacing
 a member that refuses (the cluster fails whole; ask again).
 """
 

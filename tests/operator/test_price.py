@@ -8,6 +8,7 @@ informational: no validator reads it (docs/renting.md).
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 from operator_helpers import GPU_NAME
@@ -20,6 +21,11 @@ from compute.protocol import GpuSpec, Price, PriceRequest, PriceResponse
 from compute.renter import AsyncRenter
 from compute.settings import parse_miner
 from compute.transport import MinerClient, load_wallet
+
+# The miner answers one hotkey 10 requests a second (burst 20); each `resources` asks it three
+# times. A quiet machine ran this test's calls fast enough to be refused (rate_limited): the last
+# table then showed no price, as a renter's would. Rest the bucket where the calls pile up.
+RESTED_S = 2.1
 
 
 def test_the_fixtures_price_is_what_the_flag_gives():
@@ -46,6 +52,7 @@ def test_renter_sees_the_signed_price_filters_by_it_and_sees_spend_so_far(priced
     code, body = cli(subnet, "operator_a", "resources", "--max-price", "0.05")  # a CPU lease: base only
     assert code == EXIT_OK and len(_online(body)) == 1
 
+    time.sleep(RESTED_S)  # four `resources` asked 12 times: the allocations below ask 10 more
     code, body = cli(subnet, "operator_a", "allocate", "--gpu-count", "1", "--max-price", "1")
     assert code == EXIT_REFUSED and body["error"]["code"] == "no_matching_machine", body
     uid = str(subnet.miner_uid)
@@ -59,6 +66,7 @@ def test_renter_sees_the_signed_price_filters_by_it_and_sees_spend_so_far(priced
     assert lease["price_per_hour"] == pytest.approx(2.55) and 0 <= lease["spent_usd"] < 0.01
     code, out, _ = cli_text(subnet, "operator_a", "list")
     assert code == EXIT_OK and "Spent (price)" in out and "$0.00 ($2.55/h)" in out
+    time.sleep(RESTED_S)
     code, out, _ = cli_text(subnet, "operator_a", "resources")
     assert code == EXIT_OK and "$2.5/GPU-h + $0.05/h" in out
 
