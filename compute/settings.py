@@ -15,8 +15,9 @@ wallet files, or modify ``os.environ``.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -26,6 +27,31 @@ from compute.argv import Parser
 from compute.flags import Layered, SettingsError, add_flags, environment, flag, load_dotenv
 
 MAINNET_NETUID = 27
+
+
+_PRIVATE = tuple(
+    ipaddress.IPv4Network(c) for c in ("10.0.0.0/8", "100.64.0.0/10", "172.16.0.0/12", "192.168.0.0/16")
+)
+
+
+def overlay_cidrs(text: str | Sequence[str]) -> tuple[str, ...]:
+    """Private IPv4 ranges (``"10.1.0.0/24,192.168.7.0/24"``) in canonical form; ValueError naming
+    the first that is not an IPv4 network or reaches beyond the private and CGNAT ranges (the public
+    internet needs no exception; loopback, link-local and metadata never get one)."""
+    items = [t.strip() for t in (text.split(",") if isinstance(text, str) else text) if t.strip()]
+    found = []
+    for item in items:
+        try:
+            network = ipaddress.ip_network(item, strict=False)
+        except ValueError as exc:
+            raise ValueError(f"overlay range {item!r} is not an IPv4 network ({exc})") from None
+        if not isinstance(network, ipaddress.IPv4Network) or not any(network.subnet_of(a) for a in _PRIVATE):
+            raise ValueError(
+                f"overlay range {item!r} must lie in 10.0.0.0/8, 100.64.0.0/10, 172.16.0.0/12 or "
+                "192.168.0.0/16 (public peers need no exception)"
+            )
+        found.append(str(network))
+    return tuple(dict.fromkeys(found))
 
 
 def _csv(value: object) -> tuple[str, ...]:
@@ -343,8 +369,6 @@ class MinerSettings(Layered):
     @field_validator("overlay_cidrs", mode="before")
     @classmethod
     def _overlay_cidrs(cls, value: object) -> tuple[str, ...]:
-        from compute.allocation.docker.netpolicy import overlay_cidrs  # the firewall's own parser
-
         return overlay_cidrs(_csv(value))
 
     @field_validator("gpus", mode="before")
@@ -410,5 +434,6 @@ __all__ = [
     "environment",
     "load_dotenv",
     "miner_from_args",
+    "overlay_cidrs",
     "parse_miner",
 ]

@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from compute.allocation.docker import spec
-from compute.allocation.docker.netpolicy import BLOCKED_DESTINATIONS, NetworkPolicy, overlay_cidrs
+from compute.allocation.docker.netpolicy import BLOCKED_DESTINATIONS, LeaseNetwork, NetworkPolicy
 from compute.allocation.lease.records import LeaseRecord
 from compute.flags import SettingsError
 from compute.operator import LeaseBook
@@ -33,7 +33,7 @@ from compute.operator.overlay import (
     plan,
 )
 from compute.protocol import Requirements, SshAccess
-from compute.settings import parse_miner
+from compute.settings import overlay_cidrs, parse_miner
 
 
 def _entry(lease_id: str, host: str, udp: dict[int, int]) -> BookEntry:
@@ -179,6 +179,8 @@ def test_the_overlay_bridge_opens_udp_to_the_named_ranges_only_before_every_drop
 def test_overlay_ranges_are_private_ipv4_only(given, problem):
     with pytest.raises(ValueError, match=problem):
         overlay_cidrs(given)
+    with pytest.raises(ValueError, match=problem):  # a backend built in code checks them the same way
+        LeaseNetwork(lambda: None, "5Miner", overlay_cidrs=(given,))
 
 
 def test_overlay_ranges_are_canonical_and_come_from_the_miner_flag():

@@ -32,7 +32,6 @@ What it deliberately does not do: IPv6 (the lease network is IPv4-only) or egres
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import logging
 import shutil
 import subprocess
@@ -43,6 +42,7 @@ from typing import Any
 from docker.errors import APIError, NotFound
 
 from compute.allocation.lease.backend import BackendError
+from compute.settings import overlay_cidrs as checked_ranges
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +57,6 @@ BLOCKED_DESTINATIONS = (
     "224.0.0.0/4",
     "240.0.0.0/4",
 )
-_PRIVATE = tuple(
-    ipaddress.IPv4Network(c) for c in ("10.0.0.0/8", "100.64.0.0/10", "172.16.0.0/12", "192.168.0.0/16")
-)
 Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
 
 
@@ -69,26 +66,6 @@ class IsolationUnavailable(BackendError):
 
 def _run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(list(argv), capture_output=True, text=True, timeout=20, check=False)
-
-
-def overlay_cidrs(text: str | Sequence[str]) -> tuple[str, ...]:
-    """Private IPv4 ranges (``"10.1.0.0/24,192.168.7.0/24"``) in canonical form; ValueError naming
-    the first that is not an IPv4 network or reaches beyond the private and CGNAT ranges (the public
-    internet needs no exception; loopback, link-local and metadata never get one)."""
-    items = [t.strip() for t in (text.split(",") if isinstance(text, str) else text) if t.strip()]
-    found = []
-    for item in items:
-        try:
-            network = ipaddress.ip_network(item, strict=False)
-        except ValueError as exc:
-            raise ValueError(f"overlay range {item!r} is not an IPv4 network ({exc})") from None
-        if not isinstance(network, ipaddress.IPv4Network) or not any(network.subnet_of(a) for a in _PRIVATE):
-            raise ValueError(
-                f"overlay range {item!r} must lie in 10.0.0.0/8, 100.64.0.0/10, 172.16.0.0/12 or "
-                "192.168.0.0/16 (public peers need no exception)"
-            )
-        found.append(str(network))
-    return tuple(dict.fromkeys(found))
 
 
 @dataclass(frozen=True)
@@ -213,7 +190,8 @@ class LeaseNetwork:
         firewall: Firewall | None = None,
         overlay_cidrs: tuple[str, ...] | None = None,
     ) -> None:
-        self.policy = NetworkPolicy(miner_id, overlay_cidrs)
+        ranges = None if overlay_cidrs is None else checked_ranges(overlay_cidrs)  # ValueError: refused
+        self.policy = NetworkPolicy(miner_id, ranges)
         self.firewall = firewall or Firewall(self.policy)
         self._client = client
 
@@ -280,6 +258,5 @@ __all__ = [
     "IsolationUnavailable",
     "LeaseNetwork",
     "NetworkPolicy",
-    "overlay_cidrs",
     "release_unused_networks",
 ]
