@@ -37,6 +37,39 @@ def make_wallet(tmp_path: Path) -> Callable[..., bt.Wallet]:
     return _make
 
 
+@pytest.fixture(scope="module")
+def second_engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """A second Docker engine in its own network namespace, up for the module's tests and always
+    taken down. Its addresses come from the module's ``SECOND_ENGINE_NET`` (default 17): modules that
+    may run at once (``-n 3 --dist loadfile``) name different ones. Skipped without root, the tools
+    or the base image; a failure with ``COMPUTE_REQUIRE_DOCKER=1``."""
+    import os
+
+    import docker
+
+    from compute.allocation.docker.second_engine import IMAGE, SecondEngine, skip_reason
+
+    reason = skip_reason()
+    try:
+        client = docker.from_env()
+        client.images.get(IMAGE)
+        client.close()
+    except Exception as exc:
+        reason = reason or f"local Docker engine or {IMAGE} missing: {exc}"
+    if reason and os.environ.get("COMPUTE_REQUIRE_DOCKER") == "1":
+        pytest.fail(f"COMPUTE_REQUIRE_DOCKER=1 but {reason}")
+    if reason:
+        pytest.skip(reason)
+    engine = SecondEngine(
+        tmp_path_factory.mktemp("engine2") / "d", net=getattr(request.module, "SECOND_ENGINE_NET", 17)
+    )
+    try:
+        engine.up()
+        yield engine
+    finally:
+        engine.down()  # namespace, daemon, containers, certs: gone even when the test failed
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _release_lease_networks():
     """Docker tests that kill miners leave lease networks and firewall chains: remove unused ones."""

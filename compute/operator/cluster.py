@@ -250,13 +250,7 @@ async def _join_or_release(op: Operator, cluster: Cluster) -> None:
         op.undone = await asyncio.shield(release_cluster(op, cluster))
         raise
     except OverlayFailed as exc:
-        released = await asyncio.shield(release_cluster(op, cluster))
-        kept = [s.lease_id or "?" for s in released if s.problem]
-        raise OverlayFailed(
-            f"cluster {cluster.cluster_id} released ({len(released) - len(kept)} lease(s)"
-            + (f"; not released: {', '.join(kept)}" if kept else "")
-            + f"): {exc.message}"
-        ) from exc
+        raise OverlayFailed(await release_saying(op, cluster, exc.message)) from exc
     except BaseException:
         await asyncio.shield(release_cluster(op, cluster))
         raise
@@ -289,6 +283,18 @@ async def release_entries(op: Operator, entries: Sequence[BookEntry]) -> list[Se
                 Settled("", entry.miner_hotkey, entry.lease_id, result.state if result else "released")
             )
     return done
+
+
+async def release_saying(op: Operator, cluster: Cluster, why: str) -> str:
+    """Release every member (shielded from a cancellation) and say so, with ``why``: the message of
+    the error a cluster that could not be kept ends with."""
+    released = await asyncio.shield(release_cluster(op, cluster))
+    kept = [s.lease_id or "?" for s in released if s.problem]
+    return (
+        f"cluster {cluster.cluster_id} released ({len(released) - len(kept)} lease(s)"
+        + (f"; not released: {', '.join(kept)}" if kept else "")
+        + f"): {why}"
+    )
 
 
 async def release_cluster(op: Operator, cluster: Cluster) -> list[Settled]:

@@ -38,7 +38,7 @@ import asyncssh
 from compute.interconnect import InterconnectSession, InterconnectVerdict, PlainResult, new_challenge
 from compute.interconnect.wire import MAX_LINE_BYTES
 from compute.operator.book import LeaseBook, LinkRecord
-from compute.operator.cluster import Cluster, ClusterWanted, allocate_cluster, release_cluster
+from compute.operator.cluster import Cluster, ClusterWanted, allocate_cluster, release_cluster, release_saying
 from compute.operator.errors import NoMatchingMachine, Refused
 from compute.operator.service import Operator
 from compute.operator.shell import LeaseAccess, LeaseShell
@@ -266,13 +266,7 @@ async def allocate_linked_cluster(
     except BaseException:
         await asyncio.shield(release_cluster(op, cluster))
         raise
-    released = await asyncio.shield(release_cluster(op, cluster))
-    kept = [s.lease_id or "?" for s in released if s.problem]
-    raise NoMatchingMachine(
-        f"cluster {cluster.cluster_id} released ({len(released) - len(kept)} lease(s)"
-        + (f"; not released: {', '.join(kept)}" if kept else "")
-        + f"): {why}"
-    )
+    raise NoMatchingMachine(await release_saying(op, cluster, why))
 
 
 async def _in_thread(work: Callable[[], CheckReport]) -> CheckReport:

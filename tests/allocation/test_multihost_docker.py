@@ -6,14 +6,13 @@ second down; start it again and its lease comes back with the same host key and 
 
 from __future__ import annotations
 
-import os
 import uuid
 from pathlib import Path
 
 import docker
 import pytest
 from allockit import RenterKey, ssh_run
-from secondhost import IMAGE, SecondEngine, second_engine_skip_reason
+from secondhost import IMAGE, SecondEngine
 
 from compute.allocation import AllocationManager, LeaseStore
 from compute.allocation.hosts.backend import MultiHostBackend, host_backend
@@ -23,27 +22,6 @@ from compute.allocation.lifecycle.hostwatch import check_and_recover
 from compute.protocol import AllocateRequest, ErrorCode, RequestFailed, Requirements
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def second_engine(tmp_path_factory: pytest.TempPathFactory):
-    reason = second_engine_skip_reason()
-    try:
-        client = docker.from_env()
-        client.images.get(IMAGE)
-        client.close()
-    except Exception as exc:
-        reason = reason or f"local Docker engine or {IMAGE} missing: {exc}"
-    if reason and os.environ.get("COMPUTE_REQUIRE_DOCKER") == "1":
-        pytest.fail(f"COMPUTE_REQUIRE_DOCKER=1 but {reason}")
-    if reason:
-        pytest.skip(reason)
-    engine = SecondEngine(tmp_path_factory.mktemp("engine2") / "d")
-    try:
-        engine.up()
-        yield engine
-    finally:
-        engine.down()  # namespace, daemon, containers, certs: gone even when the test failed
 
 
 def _request(key: RenterKey, host: str) -> AllocateRequest:

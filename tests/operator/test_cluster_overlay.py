@@ -14,13 +14,11 @@ released whole with the pairs named.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import docker
@@ -29,7 +27,6 @@ from test_cluster import Net, start_net
 
 from compute.allocation import DockerBackend, LeaseStore
 from compute.allocation.docker.second_engine import IMAGE, SecondEngine
-from compute.allocation.docker.second_engine import skip_reason as second_engine_skip_reason
 from compute.allocation.hosts.backend import host_backend
 from compute.allocation.hosts.check import docker_client
 from compute.allocation.hosts.config import parse_hosts
@@ -37,7 +34,7 @@ from compute.operator import EXIT_OK, EXIT_REFUSED, overlay
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-NET = 26  # the second engine's addresses: 10.203.26.0/30 and 10.203.27.0/24 (others' tests use 17, 20, 23)
+NET = SECOND_ENGINE_NET = 26  # its addresses: 10.203.26.0/30 and 10.203.27.0/24 (others use 17, 20, 23)
 NS_ADDRESS = f"10.203.{NET}.2"  # the second engine's namespace (scripts/second_dockerd.sh)
 NS_RANGE = f"10.203.{NET}.0/30"
 
@@ -62,27 +59,6 @@ else:
     conn.sendall(f"hello from {os.environ['OVERLAY_ADDR']}".encode())
     print("rank 1 got", conn.recv(64).decode(), flush=True)
 """
-
-
-@pytest.fixture(scope="module")
-def second_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecondEngine]:
-    reason = second_engine_skip_reason()
-    try:
-        client = docker.from_env()
-        client.images.get(IMAGE)
-        client.close()
-    except Exception as exc:
-        reason = reason or f"local Docker engine or {IMAGE} missing: {exc}"
-    if reason and os.environ.get("COMPUTE_REQUIRE_DOCKER") == "1":
-        pytest.fail(f"COMPUTE_REQUIRE_DOCKER=1 but {reason}")
-    if reason:
-        pytest.skip(reason)
-    engine = SecondEngine(tmp_path_factory.mktemp("engine2") / "d", net=NET)
-    try:
-        engine.up()
-        yield engine
-    finally:
-        engine.down()
 
 
 def _two_hosts(
