@@ -195,11 +195,15 @@ async def join_overlay(members: Sequence[BookEntry], timeout_s: float | None = N
                 raise OverlayFailed("overlay not made: " + "; ".join(problems))
         waiting = {r: [n.rank for n in nodes if n.rank != r] for r in range(len(nodes))}
         while waiting:
-            for rank in list(waiting):
-                result = await opened[rank].run(HANDSHAKES, timeout=max(1.0, deadline - time.monotonic()))
-                waiting[rank] = missing_peers(result.stdout, nodes, rank)
-                if not waiting[rank]:
-                    del waiting[rank]
+            ranks = list(waiting)
+            shown = await asyncio.gather(
+                *(opened[r].run(HANDSHAKES, timeout=max(1.0, deadline - time.monotonic())) for r in ranks)
+            )
+            waiting = {
+                r: m
+                for r, out in zip(ranks, shown, strict=True)
+                if (m := missing_peers(out.stdout, nodes, r))
+            }
             if not waiting:
                 break
             if time.monotonic() >= deadline:

@@ -35,6 +35,11 @@ pytestmark = pytest.mark.docker
 OWNER = "5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQY"
 GIB = 1024**3
 # a writer that deletes its file, keeps it open (the sleep inherits the descriptor) and fills it
+# ends the process holding the deleted /held (plain sh and /proc: the image has no pkill)
+END_HOLDER = (
+    'for p in /proc/[0-9]*; do [ "$(readlink "$p/fd/3" 2>/dev/null)" = "/held (deleted)" ] && '
+    'kill "${p#/proc/}"; done; sleep 1; exit 0'
+)
 HOLD_DELETED = (
     "nohup sh -c 'exec 3>/held; rm /held; head -c 2000000000 /dev/zero >&3 2>/dev/shm/err; "
     "echo $? > /dev/shm/status; exec sleep 600' >/dev/null 2>&1 &"
@@ -115,8 +120,20 @@ async def test_a_deleted_but_open_file_cannot_put_more_than_the_cap_on_the_host(
         f"(its image reserved), {(free_started - free_after) / 1024**2:.0f} MiB more while its tenant "
         "wrote 2 GB into a deleted, open file"
     )
-    assert free_started - free_after < 128 * 1024**2  # the write stayed inside the reserved image
-    assert free_before - free_after < GIB + 256 * 1024**2  # (other work on this disk: a little noise)
+    if free_started - free_after >= 128 * 1024**2 or free_before - free_after >= GIB + 256 * 1024**2:
+        # The host's disk filled by more than the write could have put inside the image. Other tests
+        # share this disk (CI runs three at once: one filled it by 5 GB during this write), so ask
+        # whether it was this lease's: end the holder of the deleted file. Held outside the image, its
+        # 2 GB would come back now; held inside, nothing comes back (the image keeps its blocks).
+        held_at = shutil.disk_usage(tmp_path).free
+        await _run(lease.ssh, key, END_HOLDER)
+        came_back = shutil.disk_usage(tmp_path).free - held_at
+        gone = await _run(lease.ssh, key, "ls -l /proc/*/fd 2>/dev/null | grep -c '/held (deleted)' || true")
+        assert gone.stdout.strip() == "0"  # the holder really ended: what it held had its chance
+        print(
+            f"others filled the disk meanwhile; the holder ended and {came_back / 1024**2:.0f} MiB came back"
+        )
+        assert came_back < 128 * 1024**2  # the write stayed inside the reserved image
     assert image.stat().st_blocks * 512 == reserved  # never more, and none given back (no holes)
     assert await DiskWatch(manager).check_once() == []  # held by the kernel: nothing to stop
     assert manager.store.get(lease.lease_id).state == "active"

@@ -8,7 +8,8 @@ exchanges bytes over TCP between the ranks through ``MASTER_ADDR:MASTER_PORT`` i
 which the tenant firewall would drop on any real address. Then what the exception does not open: an
 overlay lease reaches the second engine's Docker API (TCP) no better than before, a tenant lease
 sends UDP there no better than before, and a cluster whose members cannot reach each other is
-released whole with the pairs named.
+released whole with the pairs named. Last, the interconnect proof (gloo, ``cluster check``) runs
+across the two members through the overlay, torch copied into both leases.
 """
 
 from __future__ import annotations
@@ -264,3 +265,69 @@ def test_sigint_while_the_overlay_is_made_releases_every_member(
         _cleanup(second_engine)
     print("interrupted allocate --nodes 2 --overlay:", outcomes, "whole", whole["elapsed"])
     assert outcomes["interrupted"] >= 3 and outcomes["released_made"] >= 1
+
+
+# what the interconnect participant imports, copied from this interpreter into each lease (the test
+# image has no torch); the lease runs them with its own python3 (the same 3.11 ABI)
+PARTICIPANT_PACKAGES = (
+    "torch", "torchgen", "numpy", "numpy.libs", "pydantic", "pydantic_core", "annotated_types",
+    "typing_extensions.py", "typing_inspection", "sympy", "mpmath", "networkx", "jinja2", "markupsafe",
+    "filelock", "fsspec",
+)  # fmt: skip
+PY_SP = "printf '#!/bin/sh\\nPYTHONPATH=/opt/sp exec python3 \"$@\"\\n' > /usr/local/bin/py-sp; chmod +x /usr/local/bin/py-sp"
+
+
+def _participant_tar(where: Path) -> Path:
+    """This interpreter's torch, numpy, pydantic (and what they import) and this package, as sp/."""
+    torch = pytest.importorskip("torch")
+    site = Path(torch.__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
+    out = where / "sp.tar"
+    names = [name for name in PARTICIPANT_PACKAGES if (site / name).exists()]
+    common = [
+        "--exclude=__pycache__",
+        "--exclude=torch/include",
+        "--exclude=torch/test",
+        "--transform=s,^,sp/,",
+    ]
+    subprocess.run(["tar", "-cf", str(out), *common, "-C", str(site), *names], check=True)
+    subprocess.run(["tar", "-rf", str(out), *common, "-C", str(repo), "compute"], check=True)
+    return out
+
+
+def test_the_interconnect_proof_runs_over_the_overlay_between_two_engines(
+    second_engine: SecondEngine, tmp_path: Path, make_wallet
+) -> None:
+    """``cluster check`` (a gloo all-reduce and the proof, the renter judging) across the two Docker
+    members, bound to ``wg0`` by the cluster's own variables: it passes, and the proof keeps up with
+    a plain all-reduce of the same size on the same overlay."""
+    tarball = _participant_tar(tmp_path)
+    net, stop = _two_hosts(tmp_path, make_wallet, second_engine, (NS_RANGE,))
+    try:
+        code, body, err = net.cli(
+            "allocate", "--nodes", "2", "--overlay", "--ttl", "30m", "--ram-gb", "4", "--cpu", "2"
+        )
+        assert code == EXIT_OK, (body, err)
+        cluster = body["cluster"]
+        (config,) = parse_hosts({"hosts": [second_engine.hosts_entry("far", "40000-40001")]})
+        data = tarball.read_bytes()
+        for client, node in zip((docker.from_env(), docker_client(config)), cluster["nodes"], strict=True):
+            (container,) = [c for c in client.containers.list() if c.name.endswith(node["lease_id"])]
+            assert container.put_archive("/opt", data)
+            assert container.exec_run(["sh", "-c", PY_SP]).exit_code == 0
+            client.close()
+        code, checked, err = net.cli(
+            "cluster", "check", cluster["cluster_id"], "--python", "py-sp", "--mib", "16", "--timeout", "300"
+        )
+        assert code == EXIT_OK, (checked, err)
+        link = checked
+        print(
+            "interconnect proof over the overlay:",
+            {k: link.get(k) for k in ("bandwidth_gbs", "plain_gbs", "interval_s")},
+        )
+        assert link["passed"] and link["bandwidth_gbs"] > 0 and link["plain_gbs"] > 0
+        assert link["bandwidth_gbs"] >= 0.5 * link["plain_gbs"]  # the same link, measured both ways
+    finally:
+        tarball.unlink(missing_ok=True)  # 0.7 GB: not left for pytest's kept temp directories
+        stop()
+        _cleanup(second_engine)
