@@ -26,11 +26,37 @@ from typing import IO
 log = logging.getLogger(__name__)
 
 
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it)."""
+    """A TCP port on 127.0.0.1 that was free a moment ago, for a server that binds it later.
+
+    Drawn outside the kernel's ephemeral range where there is room (above it, else below it): a
+    port the OS picks for ``bind(0)`` is one any outgoing connection may take in the meantime, and
+    under parallel tests one did ("Address already in use" as a validator's surface started)."""
+    for low, high in _outside_ephemeral():
+        for _ in range(64):
+            port = int.from_bytes(os.urandom(2), "big") % (high - low + 1) + low
+            with socket.socket() as sock:
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def _outside_ephemeral() -> list[tuple[int, int]]:
+    """Port ranges of at least 1,000 ports outside the ephemeral range (none when it is unknown)."""
+    try:
+        low, high = (int(x) for x in EPHEMERAL_RANGE.read_text().split())
+    except (OSError, ValueError):
+        return []
+    ranges = [(high + 1, 65535), (max(10000, low - 10000), low - 1)]
+    return [(a, b) for a, b in ranges if b - a >= 1000]
 
 
 @dataclass
