@@ -35,14 +35,14 @@ pytestmark = pytest.mark.docker
 OWNER = "5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQY"
 GIB = 1024**3
 # a writer that deletes its file, keeps it open (the sleep inherits the descriptor) and fills it
+HOLD_DELETED = (
+    "nohup sh -c 'exec 3>/held; rm /held; head -c 2000000000 /dev/zero >&3 2>/dev/shm/err; "
+    "echo $? > /dev/shm/status; exec sleep 600' >/dev/null 2>&1 &"
+)
 # ends the process holding the deleted /held (plain sh and /proc: the image has no pkill)
 END_HOLDER = (
     'for p in /proc/[0-9]*; do [ "$(readlink "$p/fd/3" 2>/dev/null)" = "/held (deleted)" ] && '
     'kill "${p#/proc/}"; done; sleep 1; exit 0'
-)
-HOLD_DELETED = (
-    "nohup sh -c 'exec 3>/held; rm /held; head -c 2000000000 /dev/zero >&3 2>/dev/shm/err; "
-    "echo $? > /dev/shm/status; exec sleep 600' >/dev/null 2>&1 &"
 )
 
 
