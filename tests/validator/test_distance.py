@@ -110,15 +110,17 @@ async def test_a_far_honest_miner_is_verified_like_a_near_one(start_miner, valid
         # the tiny product took ~ms and measured ~1 % of its throughput at 300 ms). Their time taken
         # together: the faster of the two counts, and this test's ms-long product lets the first
         # grow only MAX_STRETCH x from its warm-up (a production product's warm-up is long enough)
-        assert away.timings["total_s"] > near.timings["total_s"] + 0.8 * away.timings["rtt_s"] / SHARE
+        # (a pair where load moved the ~20 s totals by more than the ~2 s stretch is measured again:
+        # CI read a near total of 21.7 s and a far one of 23.0 s against a stretch of 2.2 s)
+        stretched = away.timings["total_s"] > near.timings["total_s"] + 0.8 * away.timings["rtt_s"] / SHARE
         long = await check_miner(MinerCheck(validator_client, target(miner), long_params, TABLE, SCORING))
         assert long.ok, long.reasons
         assert long.timings["fp32_s"] > 0.5  # the long near runs are long, as the far ones are
         yardstick = min(near.tflops_fp32, long.tflops_fp32)
-        ratios.append((away.tflops_fp32 / yardstick, near.tflops_fp32 / long.tflops_fp32))
-        if ratios[-1][0] > 0.6:
+        ratios.append((away.tflops_fp32 / yardstick, near.tflops_fp32 / long.tflops_fp32, stretched))
+        if ratios[-1][0] > 0.6 and stretched:
             return
-    pytest.fail(f"far / the lower near, short near / long near, in TFLOPS, per pair: {ratios}")
+    pytest.fail(f"far / the lower near, short near / long near in TFLOPS, far stretched, per pair: {ratios}")
 
 
 @pytest.mark.slow
